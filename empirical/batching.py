@@ -1,0 +1,144 @@
+"""From sentences to padded model inputs, and from model outputs back to per-layer hidden states.
+
+Sentences are tokenized once, sorted by length and cut into batches, so padding is small; each
+batch carries, for every stack of hidden states (the only one, or encoder and decoder), the mask of
+its real tokens. Encoder–decoder models are fed the sentence itself as the decoder input, shifted
+right by one position behind the decoder start token (teacher forcing on the input).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from empirical.errors import EmpiricalError
+
+__all__ = ["Batch", "TokenizedCorpus", "hidden_states", "make_batches", "position_limit", "tokenize"]
+
+# Models whose position ids start after the padding index use that many positions less.
+_POSITION_OFFSETS = {"roberta": 2, "xlm-roberta": 2, "camembert": 2}
+
+
+@dataclass(frozen=True)
+class TokenizedCorpus:
+    """Token ids per sentence (already truncated) and how many sentences were truncated."""
+
+    ids: tuple[tuple[int, ...], ...]
+    n_truncated: int
+    max_length: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Model keyword inputs, and for each hidden-state stack its name and real-token mask."""
+
+    inputs: dict[str, torch.Tensor]
+    stacks: tuple[tuple[str, torch.Tensor], ...]
+    indices: tuple[int, ...]
+
+
+def position_limit(model: nn.Module) -> int | None:
+    """How many tokens the model's position embeddings allow (None: relative positions, no limit)."""
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    return limit - _POSITION_OFFSETS.get(getattr(config, "model_type", ""), 0)
+
+
+def tokenize(
+    tokenizer: Any, sentences: Sequence[str], *, max_length: int, model: nn.Module
+) -> TokenizedCorpus:
+    """Tokenize with the tokenizer's special tokens, truncating at ``max_length`` or the model's limit.
+
+    Truncated sentences are counted and announced with a warning, never dropped silently.
+    """
+    if max_length < 1:
+        raise EmpiricalError(f"max_length must be a positive number of tokens, got {max_length}")
+    limit = position_limit(model)
+    effective = min(max_length, limit) if limit is not None else max_length
+    full = tokenizer(list(sentences), add_special_tokens=True, verbose=False)["input_ids"]
+    n_truncated = sum(len(ids) > effective for ids in full)
+    if n_truncated:
+        warnings.warn(
+            f"{n_truncated} of {len(full)} sentences are longer than {effective} tokens and were "
+            f"truncated to {effective}",
+            stacklevel=3,
+        )
+        kept = tokenizer(
+            list(sentences), add_special_tokens=True, truncation=True, max_length=effective,
+            verbose=False,
+        )["input_ids"]
+    else:
+        kept = full
+    if any(len(ids) == 0 for ids in kept):
+        raise EmpiricalError("a sentence produced no tokens; expected non-empty text in every line")
+    return TokenizedCorpus(tuple(tuple(ids) for ids in kept), n_truncated, effective)
+
+
+def _pad_id(model: nn.Module, tokenizer: Any) -> int:
+    for candidate in (getattr(getattr(model, "config", None), "pad_token_id", None),
+                      getattr(tokenizer, "pad_token_id", None)):
+        if isinstance(candidate, int):
+            return candidate
+    return 0
+
+
+def _decoder_start_id(model: nn.Module, pad_id: int) -> int:
+    start = getattr(getattr(model, "config", None), "decoder_start_token_id", None)
+    return start if isinstance(start, int) else pad_id
+
+
+def make_batches(
+    model: nn.Module,
+    tokenizer: Any,
+    corpus: TokenizedCorpus,
+    *,
+    batch_size: int,
+    device: torch.device | str,
+) -> Iterator[Batch]:
+    """Length-sorted, right-padded batches of at most ``batch_size`` sentences."""
+    if batch_size < 1:
+        raise EmpiricalError(f"batch_size must be at least 1, got {batch_size}")
+    pad = _pad_id(model, tokenizer)
+    order = sorted(range(len(corpus.ids)), key=lambda i: len(corpus.ids[i]))
+    encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    for start in range(0, len(order), batch_size):
+        chosen = order[start:start + batch_size]
+        width = max(len(corpus.ids[i]) for i in chosen)
+        ids = torch.full((len(chosen), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(chosen), width), dtype=torch.long)
+        for row, i in enumerate(chosen):
+            ids[row, : len(corpus.ids[i])] = torch.tensor(corpus.ids[i])
+            mask[row, : len(corpus.ids[i])] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if encoder_decoder:
+            start_column = torch.full_like(ids[:, :1], _decoder_start_id(model, pad))
+            inputs["decoder_input_ids"] = torch.cat([start_column, ids[:, :-1]], dim=1)
+            # [start, t0, …, t(n−2)] has as many real tokens as the sentence: the same mask.
+            inputs["decoder_attention_mask"] = mask
+            stacks = (("encoder", mask.bool()), ("decoder", mask.bool()))
+        else:
+            stacks = (("", mask.bool()),)
+        yield Batch(inputs, stacks, tuple(chosen))
+
+
+def hidden_states(output: Any, stack: str, model: nn.Module) -> tuple[torch.Tensor, ...]:
+    """The hidden states of one stack ('' for single-stack models), embeddings first."""
+    field = f"{stack}_hidden_states" if stack else "hidden_states"
+    states = getattr(output, field, None)
+    if states is None and isinstance(output, dict):
+        states = output.get(field)
+    if not states:
+        raise EmpiricalError(
+            f"expected the output of {type(model).__name__} to carry '{field}' (a Hugging Face model "
+            f"called with output_hidden_states=True), but it returned {type(output).__name__} "
+            "without them"
+        )
+    return tuple(states)

@@ -1,0 +1,1 @@
+"""One module per ``normsat`` subcommand; each exposes ``register(subparsers)``."""

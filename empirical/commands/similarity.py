@@ -1,0 +1,87 @@
+"""``normsat similarity``: per-layer similarity of a model at θ and at c·θ (paper Figure 4)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from empirical.commands.common import add_device_options, add_model_option, parse_dtype, write_json
+from empirical.corpus import load_corpus
+from empirical.models import load_model
+from empirical.plotting import plot_similarity
+from empirical.provenance import versions
+from empirical.similarity import SimilarityResult, representation_similarity
+
+__all__ = ["register", "run_variants"]
+
+SCHEMA = "normsat.similarity-runs/1"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "similarity",
+        help="per-layer cosine of hidden states at θ and at c·θ (paper Figure 4)",
+        description="Mean token cosine between each hidden state of a model at θ and at c·θ, "
+        "over a corpus. Prints a table; writes JSON and a plot on request.",
+    )
+    add_model_option(parser)
+    parser.add_argument("--compare-random", action="store_true",
+                        help="also measure the same architecture with random-init weights")
+    parser.add_argument("--corpus", default=None,
+                        help="text file: one sentence per line, or blank-line-separated paragraphs "
+                        "with # comments (default: built-in standard-library sentences)")
+    parser.add_argument("--sentences", type=int, default=100, help="how many sentences (default: 100)")
+    parser.add_argument("--scale", type=float, default=1000.0,
+                        help="the factor c ≥ 1 applied to every parameter (default: 1000)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
+    parser.add_argument("--max-length", type=int, default=512,
+                        help="truncate sentences to this many tokens (default: 512)")
+    add_device_options(parser)
+    parser.add_argument("--json", default=None, help="write the results as JSON to this path")
+    parser.add_argument("--plot", default=None, help="write a PNG plot to this path")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], SimilarityResult]]:
+    """Measure the requested model (and its random-init twin with --compare-random)."""
+    corpus = load_corpus(args.corpus, n=args.sentences)
+    variants = [args.random_init] + ([True] if args.compare_random and not args.random_init else [])
+    measured = {}
+    for random_init in variants:
+        model, tokenizer = load_model(
+            args.model, random_init=random_init, seed=args.seed, num_layers=args.num_layers,
+            dtype=parse_dtype(args.dtype), device=args.device,
+        )
+        result = representation_similarity(
+            model, tokenizer, corpus, scale=args.scale, batch_size=args.batch_size,
+            max_length=args.max_length, progress=not args.quiet,
+        )
+        label = "random-init" if random_init else "pretrained"
+        identity = {"name": str(args.model), "random_init": random_init, "seed": args.seed}
+        measured[label] = (identity, result)
+    return measured
+
+
+def runs_to_json(measured: dict[str, tuple[dict[str, Any], SimilarityResult]]) -> dict[str, Any]:
+    """The JSON document of a set of labelled runs."""
+    runs = []
+    for label, (identity, result) in measured.items():
+        data = result.to_dict()
+        data["model"] = {**identity, **data["model"]}
+        runs.append({"label": label, **data})
+    return {"schema": SCHEMA, "runs": runs, "versions": versions()}
+
+
+def run(args: argparse.Namespace) -> int:
+    measured = run_variants(args)
+    for label, (identity, result) in measured.items():
+        print(f"\n{identity['name']} ({label}), {result.n_sentences} sentences, "
+              f"{sum(result.n_tokens.values())} tokens, {result.n_truncated} truncated")
+        print(result.table())
+    if args.json:
+        print(f"\nJSON: {write_json(runs_to_json(measured), args.json)}")
+    if args.plot:
+        results = {label: result for label, (_identity, result) in measured.items()}
+        print(f"plot: {plot_similarity(results, args.plot, title=str(args.model))}")
+    return 0

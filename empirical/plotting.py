@@ -1,0 +1,46 @@
+"""Figures in the style of the paper: one line per model variant, layers on the x axis."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from empirical.similarity import SimilarityResult
+
+__all__ = ["plot_similarity"]
+
+
+def plot_similarity(
+    results: Mapping[str, SimilarityResult], path: str | Path, *, title: str = ""
+) -> Path:
+    """Plot per-layer similarity of several results (e.g. pretrained and random-init) to a PNG.
+
+    Encoder–decoder results are drawn as one line per stack, so encoder and decoder layers are
+    never joined.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for (label, result), color in zip(results.items(), ("tab:blue", "tab:orange", "tab:green",
+                                                          "tab:red", "tab:purple", "tab:brown")):
+        for (stack, values), style in zip(result.by_stack().items(), ("-", "--")):
+            name = f"{label} ({stack})" if stack else label
+            ax.plot(range(len(values)), values, style, marker="o", color=color, label=name)
+    ax.set_xlabel("layer (0 = embeddings)")
+    first = next(iter(results.values()))
+    ax.set_ylabel(f"cos(h(x; θ), h(x; {first.scale:g}·θ))")
+    ax.set_ylim(-0.1, 1.05)
+    ax.axhline(0.0, color="0.8", linewidth=0.8)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -1,0 +1,36 @@
+"""What every JSON result records so that it can be reproduced: model, configuration, versions."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["model_record", "versions"]
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the libraries a measurement depends on."""
+    found = {"python": platform.python_version()}
+    for package in ("normsat", "torch", "transformers", "numpy", "sympy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def model_record(model: nn.Module) -> dict[str, Any]:
+    """Class, parameter count, dtype, device and (for Hugging Face models) the full configuration."""
+    first = next(model.parameters(), None)
+    config = getattr(model, "config", None)
+    return {
+        "class": f"{type(model).__module__}.{type(model).__qualname__}",
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": str(first.dtype if first is not None else torch.get_default_dtype()),
+        "device": str(first.device if first is not None else "cpu"),
+        "config": config.to_dict() if hasattr(config, "to_dict") else None,
+    }

@@ -1,0 +1,66 @@
+"""``normsat report``: the main job, a Markdown report with figures and one JSON file.
+
+A report is a list of sections; a section is one function that takes the shared
+:class:`ReportContext` and returns a :class:`Section`. Adding an analysis to the report means adding
+one function to :data:`SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from empirical.provenance import versions
+from empirical.sections.context import ReportContext, Section
+from empirical.sections.similarity import similarity_section
+
+__all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
+
+SCHEMA = "normsat.report/1"
+
+
+SectionFunction = Callable[[ReportContext], Section]
+SECTIONS: list[SectionFunction] = [similarity_section]
+"""The report's sections, in order."""
+
+
+def write_report(
+    out: str | Path, *, sections: Sequence[SectionFunction] | None = None, **context: Any
+) -> Path:
+    """Run every section and write ``out/report.md``, its figures and ``out/results.json``.
+
+    Args:
+        out: the report folder (created if needed).
+        sections: the section functions (default: :data:`SECTIONS`).
+        **context: fields of :class:`ReportContext` (model, sentences, seed, progress).
+
+    Returns:
+        The path of ``report.md``.
+    """
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = ReportContext(out=folder, **context)
+    built = [section(ctx) for section in (SECTIONS if sections is None else sections)]
+    lines = [
+        "# normsat report",
+        "",
+        f"Model `{ctx.model}` (pretrained and random-init, seed {ctx.seed}); corpus "
+        f"`{ctx.corpus.source}`, {len(ctx.corpus)} sentences (sha256 `{ctx.corpus.sha256[:16]}…`).",
+        "",
+    ]
+    for section in built:
+        lines += [f"## {section.title}", "", section.markdown.strip(), ""]
+    (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    results = {
+        "schema": SCHEMA,
+        "model": ctx.model,
+        "seed": ctx.seed,
+        "corpus": ctx.corpus.to_dict(),
+        "versions": versions(),
+        "sections": {section.key: section.data for section in built},
+    }
+    (folder / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n",
+                                         encoding="utf-8")
+    return folder / "report.md"

@@ -1,0 +1,52 @@
+"""What a report section receives and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from empirical.corpus import Corpus, load_corpus
+from empirical.models import load_model
+
+__all__ = ["ReportContext", "Section"]
+
+
+@dataclass
+class ReportContext:
+    """What sections share: where to write, and the default model pair and corpus, loaded once."""
+
+    out: Path
+    model: str = "minilm"
+    sentences: int = 100
+    seed: int = 0
+    progress: bool = True
+
+    @cached_property
+    def corpus(self) -> Corpus:
+        return load_corpus(n=self.sentences)
+
+    @cached_property
+    def pretrained(self) -> tuple[nn.Module, Any]:
+        return load_model(self.model)
+
+    @cached_property
+    def random_init(self) -> tuple[nn.Module, Any]:
+        return load_model(self.model, random_init=True, seed=self.seed)
+
+    def figure(self, name: str) -> Path:
+        """Path of a figure file inside the report folder."""
+        return self.out / name
+
+
+@dataclass
+class Section:
+    """A titled piece of the report: Markdown text (figures linked by file name) and JSON data."""
+
+    key: str
+    title: str
+    markdown: str
+    data: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,198 @@
+"""Representation similarity (paper Figure 4): how close f(x; θ) is to f(x; c·θ), layer by layer.
+
+For every hidden state h_l (embeddings first) the measure is the mean, over all real
+(non-padding) tokens of the corpus, of cos(h_l(x; θ), h_l(x; c·θ)), with every parameter scaled
+by c. Near 1: the layer already computes (up to scale) what its saturated version computes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from empirical.batching import hidden_states, make_batches, tokenize
+from empirical.corpus import Corpus
+from empirical.errors import EmpiricalError
+from empirical.provenance import model_record, versions
+from empirical.scaling import call_scaled, check_scale, scaled_parameters
+
+__all__ = ["SimilarityResult", "representation_similarity"]
+
+SCHEMA = "normsat.similarity/1"
+
+
+@dataclass(frozen=True)
+class SimilarityResult:
+    """Per-layer similarity of a model's representations at θ and at c·θ.
+
+    Attributes:
+        layers: a label per hidden state, embeddings first ("encoder layer 3" for two stacks).
+        per_layer: the mean token cosine of each hidden state, in the order of ``layers``.
+        stacks: the stack each hidden state belongs to ('' for single-stack models).
+        scale: the factor c.
+        n_sentences: sentences measured.
+        n_tokens: real tokens per stack ('' for single-stack models), the denominators of the means.
+        n_truncated: sentences cut to ``max_length`` tokens.
+        max_length: the truncation length used (the smaller of the request and the model's limit).
+        record: model, corpus, dtype, device and library versions, for the JSON file.
+    """
+
+    layers: tuple[str, ...]
+    per_layer: tuple[float, ...]
+    stacks: tuple[str, ...]
+    scale: float
+    n_sentences: int
+    n_tokens: dict[str, int]
+    n_truncated: int
+    max_length: int
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (schema ``normsat.similarity/1``)."""
+        return {
+            "schema": SCHEMA,
+            "scale": self.scale,
+            "layers": [
+                {"name": n, "stack": k, "similarity": s}
+                for n, k, s in zip(self.layers, self.stacks, self.per_layer)
+            ],
+            "n_sentences": self.n_sentences,
+            "n_tokens": self.n_tokens,
+            "n_truncated": self.n_truncated,
+            "max_length": self.max_length,
+            **self.record,
+        }
+
+    def by_stack(self) -> dict[str, list[float]]:
+        """Per-layer values grouped by stack, embeddings first in each ('' for single-stack models)."""
+        grouped: dict[str, list[float]] = {}
+        for stack, value in zip(self.stacks, self.per_layer):
+            grouped.setdefault(stack, []).append(value)
+        return grouped
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The result as JSON text, also written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=2, default=str)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+    def table(self) -> str:
+        """A plain-text table, one row per layer."""
+        width = max(len("layer"), *(len(n) for n in self.layers))
+        rows = [f"{'layer':<{width}}  cos(θ, {self.scale:g}·θ)"]
+        rows += [f"{n:<{width}}  {s:.4f}" for n, s in zip(self.layers, self.per_layer)]
+        return "\n".join(rows)
+
+
+def _layer_labels(stack: str, count: int) -> list[str]:
+    prefix = f"{stack} " if stack else ""
+    return [f"{prefix}embeddings", *(f"{prefix}layer {i}" for i in range(1, count))]
+
+
+def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Cosines of the real tokens' vectors, in float64 (hidden states at c·θ can be ~c³ in size)."""
+    a, b = a[mask].double(), b[mask].double()
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
+
+
+def _check_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
+                  where: str) -> None:
+    for label, state in zip(labels, states):
+        if not torch.isfinite(state[mask]).all():
+            raise EmpiricalError(
+                f"hidden state '{label}' is not finite {where} in {state.dtype} (overflow); use "
+                "dtype=torch.float32 or torch.float64, or a smaller scale"
+            )
+
+
+def representation_similarity(
+    model: nn.Module,
+    tokenizer: Any,
+    sentences: Sequence[str] | Corpus,
+    *,
+    scale: float = 1000.0,
+    batch_size: int = 32,
+    max_length: int = 512,
+    progress: bool = False,
+) -> SimilarityResult:
+    """Mean token cosine between the model's hidden states at θ and at c·θ, per layer.
+
+    Args:
+        model: a Hugging Face transformer (encoder, decoder-only, XLNet or encoder–decoder) in
+            eval mode; it is never modified.
+        tokenizer: its tokenizer.
+        sentences: the input texts (a list or a :class:`~empirical.corpus.Corpus`).
+        scale: the factor c ≥ 1 applied to every parameter.
+        batch_size: sentences per forward pass (sentences are length-sorted before batching).
+        max_length: truncation length in tokens (capped by the model's position limit).
+        progress: show a progress bar.
+
+    Returns:
+        A :class:`SimilarityResult` with one value per hidden state, embeddings first.
+
+    Raises:
+        EmpiricalError: empty input, a scale that is not a finite c ≥ 1, a model without hidden
+            states, or hidden states that overflow.
+
+    >>> from empirical.models import load_model
+    >>> model, tokenizer = load_model("minilm", num_layers=2)
+    >>> result = representation_similarity(model, tokenizer, ["The cat sat on the mat."])
+    >>> result.layers
+    ('embeddings', 'layer 1', 'layer 2')
+    >>> all(-1.0 <= s <= 1.0 for s in result.per_layer)
+    True
+    """
+    c = check_scale(scale)
+    texts = list(sentences)
+    if not texts:
+        raise EmpiricalError("expected at least one sentence, got an empty list")
+    if model.training:
+        raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
+    device = next(model.parameters()).device
+    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
+    scaled = scaled_parameters(model, c)
+
+    sums: dict[str, torch.Tensor] = {}
+    counts: dict[str, int] = {}
+    labels: dict[str, list[str]] = {}
+    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    with torch.inference_mode():
+        for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch", disable=not progress):
+            plain = model(**batch.inputs, output_hidden_states=True, return_dict=True)
+            grown = call_scaled(model, scaled, **batch.inputs, output_hidden_states=True,
+                                return_dict=True)
+            for stack, mask in batch.stacks:
+                ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
+                names = labels.setdefault(stack, _layer_labels(stack, len(ours)))
+                _check_finite(ours, names, mask, "at θ")
+                _check_finite(theirs, names, mask, f"at c·θ with c={c:g}")
+                cosines = torch.stack([_token_cosines(a, b, mask).sum() for a, b in zip(ours, theirs)])
+                sums[stack] = sums.get(stack, torch.zeros_like(cosines)) + cosines
+                counts[stack] = counts.get(stack, 0) + int(mask.sum())
+    layers = [name for stack in sums for name in labels[stack]]
+    stacks = [stack for stack in sums for _ in labels[stack]]
+    means = [float(v) for stack in sums for v in sums[stack] / counts[stack]]
+    record = {
+        "model": model_record(model),
+        "dtype": str(next(model.parameters()).dtype),
+        "device": str(device),
+        "batch_size": batch_size,
+        "corpus": sentences.to_dict() if isinstance(sentences, Corpus) else {
+            "source": "in-memory list", "n_sentences": len(texts),
+            "sha256": Corpus(tuple(texts), "").sha256,
+        },
+        "versions": versions(),
+    }
+    return SimilarityResult(
+        layers=tuple(layers), per_layer=tuple(means), stacks=tuple(stacks), scale=c, n_sentences=len(texts),
+        n_tokens=dict(counts), n_truncated=tokens.n_truncated, max_length=tokens.max_length,
+        record=record,
+    )

@@ -101,7 +101,7 @@ def _default_sentences() -> list[str]:
 
 
 def _file_sentences(path: Path) -> list[str]:
-    """One text per line, or, when blank lines separate paragraphs, one text per paragraph.
+    """One text per line, or one per paragraph when blank lines separate multi-line paragraphs.
 
     Lines starting with ``#`` are comments (the layout of the Brown corpus file).
     """
@@ -116,9 +116,9 @@ def _file_sentences(path: Path) -> list[str]:
         elif paragraphs[-1]:
             paragraphs.append([])
     paragraphs = [p for p in paragraphs if p]
-    if any(len(p) > 1 for p in paragraphs):
+    if len(paragraphs) > 1 and any(len(p) > 1 for p in paragraphs):
         return [" ".join(p) for p in paragraphs]
-    return [p[0] for p in paragraphs]
+    return [line for p in paragraphs for line in p]
 
 
 def load_corpus(path: str | Path | None = None, n: int | None = 100) -> Corpus:

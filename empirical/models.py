@@ -7,7 +7,8 @@ Nothing here reads the network: every load uses ``local_files_only=True`` and
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,17 +89,31 @@ def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int) -> N
 
 
 def _build(
-    config: transformers.PretrainedConfig, *, random_init: bool, folder: Path | None, seed: int
+    config: transformers.PretrainedConfig, *, random_init: bool, folder: Path | None, seed: int,
+    truncated: bool,
 ) -> nn.Module:
     """The bare transformer (no task head) for ``config``, random-init or from ``folder``'s weights."""
     common: dict[str, Any] = {"attn_implementation": "eager"}
     if random_init or folder is None:
         torch.manual_seed(seed)
         return transformers.AutoModel.from_config(config, **common)
-    return transformers.AutoModel.from_pretrained(
-        folder, config=config, local_files_only=True, trust_remote_code=False,
-        use_safetensors=True, **common,
-    )
+    with _quiet_if(truncated):
+        return transformers.AutoModel.from_pretrained(
+            folder, config=config, local_files_only=True, trust_remote_code=False,
+            use_safetensors=True, **common,
+        )
+
+
+@contextmanager
+def _quiet_if(quiet: bool) -> Iterator[None]:
+    """Silence transformers' warnings while loading, e.g. about layers dropped on purpose."""
+    previous = transformers.logging.get_verbosity()
+    if quiet:
+        transformers.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(previous)
 
 
 def _tokenizer(folder: Path | None) -> Any:
@@ -178,6 +193,7 @@ def load_model(
         )
     if num_layers is not None:
         _set_num_layers(config, num_layers)
-    model = _build(config, random_init=random_init, folder=folder, seed=seed)
+    model = _build(config, random_init=random_init, folder=folder, seed=seed,
+                   truncated=num_layers is not None)
     model.to(device=device, dtype=dtype).eval()
     return model, _tokenizer(folder)

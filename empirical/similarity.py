@@ -103,14 +103,32 @@ def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torc
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
 
 
-def _check_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
-                  where: str) -> None:
+def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
+                      where: str) -> None:
     for label, state in zip(labels, states):
         if not torch.isfinite(state[mask]).all():
             raise EmpiricalError(
                 f"hidden state '{label}' is not finite {where} in {state.dtype} (overflow); use "
                 "dtype=torch.float32 or torch.float64, or a smaller scale"
             )
+
+
+def _forward(
+    model: nn.Module, inputs: dict[str, torch.Tensor], parameters: dict[str, torch.Tensor] | None = None
+) -> Any:
+    """One forward pass asking for hidden states, at the model's own or at the given parameters."""
+    options = {**inputs, "output_hidden_states": True, "return_dict": True}
+    try:
+        if parameters is None:
+            return model(**options)
+        return call_scaled(model, parameters, **options)
+    except TypeError as err:
+        if "output_hidden_states" not in str(err) and "return_dict" not in str(err):
+            raise
+        raise EmpiricalError(
+            f"expected a Hugging Face model whose forward accepts output_hidden_states=True and "
+            f"returns hidden states; {type(model).__name__}.forward does not ({err})"
+        ) from err
 
 
 def representation_similarity(
@@ -166,15 +184,15 @@ def representation_similarity(
     batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
     with torch.inference_mode():
         for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch", disable=not progress):
-            plain = model(**batch.inputs, output_hidden_states=True, return_dict=True)
-            grown = call_scaled(model, scaled, **batch.inputs, output_hidden_states=True,
-                                return_dict=True)
+            plain = _forward(model, batch.inputs)
+            grown = _forward(model, batch.inputs, scaled)
             for stack, mask in batch.stacks:
                 ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
                 names = labels.setdefault(stack, _layer_labels(stack, len(ours)))
-                _check_finite(ours, names, mask, "at θ")
-                _check_finite(theirs, names, mask, f"at c·θ with c={c:g}")
                 cosines = torch.stack([_token_cosines(a, b, mask).sum() for a, b in zip(ours, theirs)])
+                if not torch.isfinite(cosines).all():  # a non-finite vector makes its cosine NaN
+                    _raise_non_finite(ours, names, mask, "at θ")
+                    _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}")
                 sums[stack] = sums.get(stack, torch.zeros_like(cosines)) + cosines
                 counts[stack] = counts.get(stack, 0) + int(mask.sum())
     layers = [name for stack in sums for name in labels[stack]]

@@ -1,0 +1,78 @@
+"""Time representation similarity on MiniLM against the paper's method and against its floor.
+
+Three measurements on the same 100 sentences, in one process:
+
+- paper's method (:mod:`empirical.reference`): one sentence at a time, every parameter scaled
+  in place and restored, two forward passes per sentence, on a private copy of the model;
+- normsat: ``representation_similarity`` (length-sorted batches, scaled copies through
+  ``functional_call``);
+- floor: two plain batched forward passes over the same padded batches, nothing else.
+
+Targets: paper / normsat ≥ 2.5 and normsat / floor ≤ 1.1. Run: ``python benchmarks/similarity.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+
+from empirical.batching import make_batches, tokenize
+from empirical.corpus import load_corpus
+from empirical.models import load_model
+from empirical.reference import one_at_a_time_similarity
+from empirical.similarity import representation_similarity
+
+SCALE = 1000.0
+
+
+def floor(model: torch.nn.Module, tokenizer, sentences: list[str]) -> None:
+    """Two plain forward passes over the same length-sorted padded batches."""
+    tokens = tokenize(tokenizer, sentences, max_length=512, model=model)
+    with torch.inference_mode():
+        for batch in make_batches(model, tokenizer, tokens, batch_size=32, device="cpu"):
+            model(**batch.inputs, output_hidden_states=True)
+            model(**batch.inputs, output_hidden_states=True)
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    model, tokenizer = load_model("minilm")
+    sentences = list(load_corpus(n=args.sentences))
+
+    ours = representation_similarity(model, tokenizer, sentences, scale=SCALE).per_layer
+    reference = one_at_a_time_similarity(model, tokenizer, sentences, scale=SCALE)
+    agreement = max(abs(a - b) for a, b in zip(ours, reference))
+
+    t_paper = best_of(
+        lambda: one_at_a_time_similarity(model, tokenizer, sentences, scale=SCALE), args.repeats
+    )
+    t_ours = best_of(lambda: representation_similarity(model, tokenizer, sentences, scale=SCALE),
+                     args.repeats)
+    t_floor = best_of(lambda: floor(model, tokenizer, sentences), args.repeats)
+    print(f"MiniLM, {len(sentences)} sentences, c = {SCALE:g}, torch threads {torch.get_num_threads()}")
+    print(f"  paper's method  {t_paper:7.3f} s")
+    print(f"  normsat         {t_ours:7.3f} s")
+    print(f"  floor (2 passes){t_floor:7.3f} s")
+    print(f"  speed-up over the paper's method: {t_paper / t_ours:.2f}x (target ≥ 2.5)")
+    print(f"  normsat / floor:                  {t_ours / t_floor:.3f} (target ≤ 1.1)")
+    print(f"  max |difference| of per-layer values vs the paper's method: {agreement:.2e}")
+    print(f"  per-layer (normsat): {[round(v, 4) for v in ours]}")
+
+
+if __name__ == "__main__":
+    main()

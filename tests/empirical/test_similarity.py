@@ -1,0 +1,169 @@
+"""representation_similarity on real models: agreement with the paper's procedure, safety, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from empirical.corpus import load_corpus
+from empirical.errors import EmpiricalError
+from empirical.models import load_model
+from empirical.reference import one_at_a_time_similarity
+from empirical.similarity import representation_similarity
+
+SENTENCES = list(load_corpus(n=12))
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _bit_identical(model: torch.nn.Module, snapshot: dict[str, torch.Tensor]) -> bool:
+    return all(torch.equal(p, snapshot[name]) for name, p in model.named_parameters())
+
+
+def test_minilm_matches_the_papers_one_at_a_time_procedure(minilm):
+    model, tokenizer = minilm
+    batched = representation_similarity(model, tokenizer, SENTENCES, scale=1000.0, batch_size=5)
+    reference = one_at_a_time_similarity(model, tokenizer, SENTENCES, scale=1000.0)
+    assert batched.layers == ("embeddings", *(f"layer {i}" for i in range(1, 7)))
+    assert batched.per_layer == pytest.approx(reference, abs=1e-4)
+    assert batched.n_sentences == 12 and batched.n_truncated == 0
+    assert batched.n_tokens[""] == sum(len(tokenizer(s)["input_ids"]) for s in SENTENCES)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "gpt2", "xlnet"])
+def test_single_stack_families_match_the_reference(small_models, family):
+    model, tokenizer = small_models[family]
+    batched = representation_similarity(model, tokenizer, SENTENCES, batch_size=4)
+    assert batched.per_layer == pytest.approx(
+        one_at_a_time_similarity(model, tokenizer, SENTENCES), abs=1e-4)
+
+
+def test_t5_reports_encoder_and_decoder_and_batching_does_not_change_it(small_models):
+    model, tokenizer = small_models["t5"]
+    batched = representation_similarity(model, tokenizer, SENTENCES, batch_size=5)
+    assert batched.layers == ("encoder embeddings", "encoder layer 1", "encoder layer 2",
+                              "decoder embeddings", "decoder layer 1", "decoder layer 2")
+    assert batched.stacks == ("encoder",) * 3 + ("decoder",) * 3
+    singles = [representation_similarity(model, tokenizer, [s]) for s in SENTENCES]
+    for i, stack in enumerate(batched.stacks):
+        weights = [r.n_tokens[stack] for r in singles]
+        expected = sum(w * r.per_layer[i] for w, r in zip(weights, singles)) / sum(weights)
+        assert batched.per_layer[i] == pytest.approx(expected, abs=1e-4)
+    assert batched.n_tokens["encoder"] == batched.n_tokens["decoder"] == sum(weights)
+
+
+def test_scale_one_gives_cosine_one_everywhere(small_models):
+    model, tokenizer = small_models["bert"]
+    result = representation_similarity(model, tokenizer, SENTENCES[:3], scale=1.0)
+    assert result.per_layer == pytest.approx([1.0] * 3, abs=1e-6)
+
+
+def test_embedding_output_is_one_homogeneous(minilm):
+    # LayerNorm(c·e)·(c·γ) + c·β = c·(LayerNorm(e)·γ + β) up to eps: the embedding layer's cosine
+    # is 1 at any c, while attention layers (softmax of degree-4 scores) move away from it.
+    model, tokenizer = minilm
+    result = representation_similarity(model, tokenizer, SENTENCES[:4], scale=50.0)
+    assert result.per_layer[0] == pytest.approx(1.0, abs=1e-6)
+    assert min(result.per_layer[1:]) < 0.9
+
+
+def test_parameters_are_bit_identical_after_success_and_after_an_exception(minilm):
+    model, tokenizer = minilm
+    before = _snapshot(model)
+    representation_similarity(model, tokenizer, SENTENCES[:3])
+    assert _bit_identical(model, before)
+
+    def explode_when_scaled(module, _inputs):
+        # Inside functional_call the module sees the scaled weights (pretrained ones are < 100).
+        if module.attention.self.query.weight.abs().max() > 100:
+            raise RuntimeError("failure in the scaled pass")
+
+    handle = model.encoder.layer[3].register_forward_pre_hook(explode_when_scaled)
+    try:
+        with pytest.raises(RuntimeError, match="scaled pass"):
+            representation_similarity(model, tokenizer, SENTENCES[:3])
+    finally:
+        handle.remove()
+    assert _bit_identical(model, before)
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.0, -3.0, math.nan, "big"])
+def test_bad_scales_say_what_is_expected(small_models, scale):
+    model, tokenizer = small_models["bert"]
+    with pytest.raises(EmpiricalError, match="c ≥ 1"):
+        representation_similarity(model, tokenizer, SENTENCES[:1], scale=scale)
+
+
+def test_infinite_scale_names_the_saturated_network(small_models):
+    model, tokenizer = small_models["bert"]
+    with pytest.raises(EmpiricalError, match="saturated"):
+        representation_similarity(model, tokenizer, SENTENCES[:1], scale=float("inf"))
+
+
+def test_float16_overflow_names_the_layer_and_suggests_a_wider_dtype():
+    model, tokenizer = load_model("minilm", num_layers=2, dtype=torch.float16)
+    with pytest.raises(EmpiricalError, match=r"hidden state 'layer 1' is not finite.*float32"):
+        representation_similarity(model, tokenizer, SENTENCES[:2], scale=1000.0)
+
+
+def test_long_sentences_are_truncated_and_counted(small_models):
+    model, tokenizer = small_models["bert"]
+    with pytest.warns(UserWarning, match="2 of 3 sentences .* truncated to 8"):
+        result = representation_similarity(
+            model, tokenizer, [SENTENCES[0], SENTENCES[1], "Short."], max_length=8)
+    assert result.n_truncated == 2 and result.max_length == 8
+    assert result.n_tokens[""] == 8 + 8 + len(tokenizer("Short.")["input_ids"])
+
+
+def test_position_limit_caps_the_requested_length(small_models):
+    model, tokenizer = small_models["bert"]
+    result = representation_similarity(model, tokenizer, SENTENCES[:1], max_length=10_000)
+    assert result.max_length == 512
+
+
+def test_bad_inputs(small_models):
+    model, tokenizer = small_models["bert"]
+    with pytest.raises(EmpiricalError, match="at least one sentence"):
+        representation_similarity(model, tokenizer, [])
+    with pytest.raises(EmpiricalError, match="batch_size"):
+        representation_similarity(model, tokenizer, SENTENCES[:1], batch_size=0)
+    model.train()
+    try:
+        with pytest.raises(EmpiricalError, match="eval"):
+            representation_similarity(model, tokenizer, SENTENCES[:1])
+    finally:
+        model.eval()
+
+
+def test_model_without_hidden_states_is_a_clear_error(small_models):
+    _, tokenizer = small_models["bert"]
+
+    class Plain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(30522, 4)
+
+        def forward(self, input_ids, attention_mask, **_ignored):
+            return self.embed(input_ids)
+
+    with pytest.raises(EmpiricalError, match="'hidden_states'.*Tensor without them"):
+        representation_similarity(Plain().eval(), tokenizer, SENTENCES[:1])
+
+
+def test_json_records_what_reproduces_the_number(small_models, tmp_path):
+    model, tokenizer = small_models["gpt2"]
+    result = representation_similarity(model, tokenizer, load_corpus(n=3), scale=10.0)
+    data = json.loads(result.to_json(tmp_path / "r.json"))
+    assert data == json.loads((tmp_path / "r.json").read_text())
+    assert data["schema"] == "normsat.similarity/1" and data["scale"] == 10.0
+    assert [layer["name"] for layer in data["layers"]] == list(result.layers)
+    assert [layer["similarity"] for layer in data["layers"]] == list(result.per_layer)
+    assert data["corpus"]["source"] == "python-stdlib-docstrings" and len(data["corpus"]["sha256"]) == 64
+    assert data["model"]["config"]["model_type"] == "gpt2"
+    assert data["dtype"] == "torch.float32" and data["device"] == "cpu"
+    assert {"python", "torch", "transformers", "normsat"} <= set(data["versions"])

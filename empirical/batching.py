@@ -123,7 +123,8 @@ def make_batches(
             inputs["decoder_input_ids"] = torch.cat([start_column, ids[:, :-1]], dim=1)
             # [start, t0, …, t(n−2)] has as many real tokens as the sentence: the same mask.
             inputs["decoder_attention_mask"] = mask
-            stacks = (("encoder", mask.bool()), ("decoder", mask.bool()))
+            stacks: tuple[tuple[str, torch.Tensor], ...] = (
+                ("encoder", mask.bool()), ("decoder", mask.bool()))
         else:
             stacks = (("", mask.bool()),)
         yield Batch(inputs, stacks, tuple(chosen))

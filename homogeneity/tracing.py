@@ -7,6 +7,7 @@ so that the softmax of attention is a visible node rather than hidden inside a f
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +17,13 @@ from torch import nn
 
 from homogeneity.errors import HomogeneityError
 
-__all__ = ["export_model", "export_ready", "node_module_path", "parameter_names"]
+__all__ = [
+    "export_model",
+    "export_ready",
+    "node_module_path",
+    "normalize_module_path",
+    "parameter_names",
+]
 
 
 @contextmanager
@@ -42,14 +49,14 @@ def export_ready(model: nn.Module) -> Iterator[nn.Module]:
             if saved_cache is not None:
                 config.use_cache = False
             if saved_attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
-                model.set_attn_implementation("eager")
+                model.set_attn_implementation("eager")  # type: ignore[operator]
         yield model
     finally:
         if config is not None:
             if saved_cache is not None:
                 config.use_cache = saved_cache
             if saved_attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
-                model.set_attn_implementation(saved_attn)
+                model.set_attn_implementation(saved_attn)  # type: ignore[operator]
         for name, module in model.named_modules():
             module.training = training[name]
 
@@ -104,6 +111,9 @@ def export_model(
     if not isinstance(model, nn.Module):
         raise HomogeneityError(f"expected an nn.Module to export, got {type(model).__name__}")
     kwargs = dict(kwargs or {})
+    if _accepts(model, "use_cache") and getattr(model, "config", None) is not None:
+        # Some models (T5) return a cache object even with config.use_cache=False.
+        kwargs.setdefault("use_cache", False)
     with export_ready(model), _module_stack_recorder(model) as stack:
         try:
             return torch.export.export(model, tuple(args), kwargs, strict=False)
@@ -118,8 +128,27 @@ def export_model(
             raise HomogeneityError(
                 f"torch.export could not trace {type(model).__name__}: it failed inside module "
                 f"{where} with {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                f".{hint}"
+                f". Example inputs: {_describe_inputs(args, kwargs)}.{hint}"
             ) from err
+
+
+def _accepts(model: nn.Module, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _describe_inputs(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """Dtypes and shapes of the example inputs, so shape mismatches are easy to spot."""
+
+    def describe(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+        return type(value).__name__
+
+    parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts) or "none"
 
 
 def parameter_names(program: torch.export.ExportedProgram) -> dict[str, str]:
@@ -139,10 +168,15 @@ def node_module_path(node: torch.fx.Node) -> str:
         return ""
     path, _cls = list(stack.values())[-1]
     # Non-strict export writes paths like "L['self'].encoder.layer[0]"; normalize to "encoder.layer.0".
-    return _normalize_path(str(path))
+    return normalize_module_path(str(path))
 
 
-def _normalize_path(path: str) -> str:
+def normalize_module_path(path: str) -> str:
+    """A raw ``nn_module_stack`` path as a dotted module name.
+
+    >>> normalize_module_path("L['self'].encoder.layer[0]")
+    'encoder.layer.0'
+    """
     for prefix in ("L['self'].", "L['self']"):
         if path.startswith(prefix):
             path = path[len(prefix):]

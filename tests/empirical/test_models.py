@@ -52,11 +52,11 @@ def test_family_without_random_init_says_what_exists():
 
 
 def test_unknown_name_lists_the_choices(tmp_path):
-    with pytest.raises(EmpiricalError, match="unknown model 'bort'.*minilm, bert"):
+    with pytest.raises(EmpiricalError, match=r"unknown model 'bort'.*minilm, bert"):
         load_model("bort")
     with pytest.raises(EmpiricalError, match="no directory exists"):
         load_model(str(tmp_path / "missing"))
-    with pytest.raises(EmpiricalError, match="config.json"):
+    with pytest.raises(EmpiricalError, match=r"config\.json"):
         load_model(str(tmp_path))
 
 

@@ -151,7 +151,7 @@ def test_model_without_hidden_states_is_a_clear_error(small_models):
         def forward(self, input_ids, attention_mask, **_ignored):
             return self.embed(input_ids)
 
-    with pytest.raises(EmpiricalError, match="'hidden_states'.*Tensor without them"):
+    with pytest.raises(EmpiricalError, match=r"'hidden_states'.*Tensor without them"):
         representation_similarity(Plain().eval(), tokenizer, SENTENCES[:1])
 
 

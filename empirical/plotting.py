@@ -18,14 +18,13 @@ def plot_similarity(
     Encoder–decoder results are drawn as one line per stack, so encoder and decoder layers are
     never joined.
     """
-    import matplotlib
+    # A bare Figure renders with Agg and leaves pyplot's global backend and state alone.
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for (label, result), color in zip(results.items(), ("tab:blue", "tab:orange", "tab:green",
-                                                          "tab:red", "tab:purple", "tab:brown")):
+    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    ax = fig.subplots()
+    for index, (label, result) in enumerate(results.items()):
+        color = f"C{index % 10}"  # matplotlib's default cycle, one color per result
         for (stack, values), style in zip(result.by_stack().items(), ("-", "--")):
             name = f"{label} ({stack})" if stack else label
             ax.plot(range(len(values)), values, style, marker="o", color=color, label=name)
@@ -42,5 +41,4 @@ def plot_similarity(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
-    plt.close(fig)
     return out

@@ -21,7 +21,9 @@ def plot_similarity(
     # A bare Figure renders with Agg and leaves pyplot's global backend and state alone.
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    lines = sum(len(result.by_stack()) for result in results.values())
+    crowded = lines > 3  # many lines: the legend goes beside the axes, not over the data
+    fig = Figure(figsize=(9.0 if crowded else 6.4, 4.0), dpi=120)
     ax = fig.subplots()
     for index, (label, result) in enumerate(results.items()):
         color = f"C{index % 10}"  # matplotlib's default cycle, one color per result
@@ -34,7 +36,10 @@ def plot_similarity(
     ax.set_ylim(-0.1, 1.05)
     ax.axhline(0.0, color="0.8", linewidth=0.8)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if crowded:
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+    else:
+        ax.legend(fontsize="small")
     if title:
         ax.set_title(title)
     fig.tight_layout()

@@ -6,14 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from empirical.commands import report, similarity
+from empirical.commands import degree, report, similarity
 from empirical.errors import EmpiricalError
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = (similarity, report)
+COMMANDS = (similarity, degree, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

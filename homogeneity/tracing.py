@@ -7,6 +7,7 @@ so that the softmax of attention is a visible node rather than hidden inside a f
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -171,6 +172,7 @@ def node_module_path(node: torch.fx.Node) -> str:
     return normalize_module_path(str(path))
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_module_path(path: str) -> str:
     """A raw ``nn_module_stack`` path as a dotted module name.
 

@@ -1,0 +1,154 @@
+"""Numerical checks: f(x; cθ) against cᵏ f(x; θ) in float64, and the decay of the difference."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+from homogeneity.analysis import analyze, leaf_name, select_parameters
+from homogeneity.degree import Grade
+from homogeneity.errors import HomogeneityError
+from homogeneity.report import HomogeneityReport
+from homogeneity.tracing import export_ready
+
+__all__ = ["DEFAULT_SCALES", "ScalingCheck", "check_scaling", "classify_decay", "scaled_outputs"]
+
+DEFAULT_SCALES: tuple[float, ...] = tuple(2.0**i for i in range(11))
+"""c = 1, 2, 4, …, 1024."""
+
+EXPECTED_DECAY = {
+    Grade.EXACT: "exact",
+    Grade.APPROXIMATE: "exponential",
+    Grade.ASYMPTOTIC: "polynomial",
+    Grade.NONE: "not homogeneous",
+}
+"""The decay of f(cθ)/cᵏ that each grade predicts."""
+
+_FLOOR = 1e-13  # relative changes at or below this are float64 rounding
+
+
+@dataclass(frozen=True)
+class ScalingCheck:
+    """One output: its derived degree and grade, and what scaling measured.
+
+    ``changes[i]`` is the relative change of g(c) = f(cθ)/cᵏ from ``scales[i]`` to ``scales[i+1]``.
+    """
+
+    output: str
+    degree: sympy.Expr
+    grade: Grade
+    scales: tuple[float, ...]
+    changes: tuple[float, ...]
+    measured: str
+
+    @property
+    def expected(self) -> str:
+        return EXPECTED_DECAY[self.grade]
+
+    @property
+    def matches(self) -> bool:
+        """Whether the measured decay is the one the grade predicts."""
+        return self.measured == self.expected
+
+
+def classify_decay(changes: Sequence[float]) -> str:
+    """Classify how g(c) = f(cθ)/cᵏ settles over doubling c from its successive relative changes.
+
+    ``exact``: no change beyond rounding. ``polynomial``: each doubling divides the change by a
+    steady factor 2ᵃ (a power law c^(−a)). ``exponential``: the factor keeps growing (e^(−a·cᵖ)),
+    or the change collapses to rounding within one doubling. ``not homogeneous``: g does not settle.
+
+    >>> classify_decay([1e-16, 2e-16])
+    'exact'
+    >>> classify_decay([0.1 / 2**i for i in range(10)])
+    'polynomial'
+    >>> classify_decay([math.exp(-(2**i)) for i in range(6)])
+    'exponential'
+    >>> classify_decay([0.5] * 8)
+    'not homogeneous'
+    """
+    if max(changes) <= _FLOOR:
+        return "exact"
+    start = next(i for i, ch in enumerate(changes) if ch > _FLOOR)
+    resolved: list[float] = []
+    for ch in changes[start:]:
+        resolved.append(max(ch, _FLOOR))
+        if ch <= _FLOOR:
+            break
+    collapsed = resolved[-1] <= _FLOOR
+    slopes = [math.log2(b / a) for a, b in itertools.pairwise(resolved)]
+    if not slopes or (not collapsed and slopes[-1] > -0.5):
+        return "not homogeneous"
+    if collapsed and min(slopes) < -10:
+        # Falling to rounding by 1000x per doubling: a power law would need an exponent above 10.
+        return "exponential"
+    if len(slopes) == 1:
+        return "polynomial"
+    # A power law keeps a steady slope in log-log; an exponential keeps steepening.
+    earlier = statistics.median(slopes[:-1])
+    return "exponential" if slopes[-1] < 1.5 * min(earlier, -1.0) else "polynomial"
+
+
+def scaled_outputs(model: nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any],
+                   scaled: set[str], c: float | torch.Tensor) -> dict[str, torch.Tensor]:
+    """The model's float tensor outputs in float64 with the ``scaled`` parameters times ``c``.
+
+    The model is not modified: scaled float64 copies go through ``functional_call``.
+    """
+    state = {}
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        value = tensor.detach().to(torch.float64) if tensor.is_floating_point() else tensor
+        state[name] = value * c if name in scaled else value
+    cast = pytree.tree_map_only(
+        torch.Tensor, lambda t: t.to(torch.float64) if t.is_floating_point() else t,
+        (tuple(args), dict(kwargs)))
+    with torch.no_grad(), export_ready(model):
+        out = torch.func.functional_call(model, state, cast[0], cast[1])
+    return {leaf_name(path): leaf for path, leaf in pytree.tree_leaves_with_path(out)
+            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()}
+
+
+def check_scaling(model: nn.Module, *args: Any, params: str | Sequence[str] | None = None,
+                  report: HomogeneityReport | None = None,
+                  scales: Sequence[float] = DEFAULT_SCALES, **kwargs: Any) -> list[ScalingCheck]:
+    """Measure every output with a defined degree at each scale c and classify the decay.
+
+    Args:
+        model: the model; its parameters are left untouched.
+        *args: example positional inputs.
+        params: the parameters that scale (as in :func:`homogeneity.analyze`).
+        report: a report of this model and inputs (default: analysed here).
+        scales: increasing factors c, each twice the previous.
+        **kwargs: example keyword inputs.
+
+    >>> mlp = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False))
+    >>> [(c.degree, c.measured, c.matches) for c in check_scaling(mlp, torch.randn(5, 3))]
+    [(2, 'exact', True)]
+    """
+    if report is None:
+        report = analyze(model, *args, params=params, **kwargs)
+    if any(b != 2 * a for a, b in itertools.pairwise(scales)):
+        raise HomogeneityError(f"expected scales that double at each step, got {list(scales)}")
+    scaled = select_parameters((n for n, _ in model.named_parameters()), params)
+    runs = [scaled_outputs(model, args, kwargs, scaled, c) for c in scales]
+    checks = []
+    for name, degree in report.outputs.items():
+        k = degree.value
+        if not degree.single or name not in runs[0] or not k.is_number or k is sympy.nan:
+            continue
+        normalized = [run[name] / c ** float(k) for run, c in zip(runs, scales)]
+        changes = tuple(
+            float((b - a).norm() / b.norm().clamp_min(1e-300)) for a, b in itertools.pairwise(normalized)
+        )
+        checks.append(ScalingCheck(name, k, degree.grade, tuple(scales), changes,
+                                   classify_decay(changes)))
+    return checks

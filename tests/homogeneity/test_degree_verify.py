@@ -1,0 +1,96 @@
+"""The checks themselves: decay classification, Euler's identity, formal proofs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy
+import torch
+from torch import nn
+
+from homogeneity import Degree, GraphBuilder, HomogeneityError
+from homogeneity.verify import check_euler, check_scaling, classify_decay, prove
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ([0.0] * 10, "exact"),
+    ([3e-14] * 10, "exact"),
+    ([0.3 * 2.0**-i for i in range(10)], "polynomial"),
+    ([0.3 * 4.0**-i + 0.01 * 2.0**-i for i in range(10)], "polynomial"),
+    ([1e-3 * 16.0**-i for i in range(10)], "polynomial"),  # c⁻⁴ reaching rounding
+    ([math.exp(-(2.0**i)) for i in range(10)], "exponential"),
+    ([0.9, 0.8, 0.9, 0.7, 0.5, 1e-9, 0.0, 0.0, 0.0, 0.0], "exponential"),
+    ([0.5, 0.5, 0.5, 0.5, 0.5, 0.5], "not homogeneous"),
+    ([0.1 * 2.0**i for i in range(6)], "not homogeneous"),
+])
+def test_classify_decay(changes: list[float], expected: str) -> None:
+    assert classify_decay(changes) == expected
+
+
+def test_wrong_degree_is_caught_numerically() -> None:
+    g = GraphBuilder()
+    g.output(g.linear(g.relu(g.linear(g.input("x", (3, 2)), 3)), 2))
+    report = g.analyze()
+    (right,) = check_scaling(g.module(), *g.example_inputs(), report=report)
+    assert (right.degree, right.measured) == (2, "exact")
+    # Tamper with the derived degree: scaling exposes it.
+    report.outputs["output"] = Degree.exact(3)
+    (check,) = check_scaling(g.module(), *g.example_inputs(), report=report)
+    assert check.measured == "not homogeneous" and not check.matches
+
+
+def test_euler_identity_holds_for_exact_and_fails_for_asymptotic() -> None:
+    x = torch.randn(4, 3, dtype=torch.float64)
+    exact = nn.Sequential(nn.Linear(3, 5, bias=False), nn.ReLU(), nn.Linear(5, 2, bias=False))
+    (check,) = check_euler(exact.double(), x)
+    assert check.degree == 2 and check.holds(), check.error
+    biased = nn.Sequential(nn.Linear(3, 5, bias=False), nn.ReLU(), nn.Linear(5, 2)).double()
+    (check,) = check_euler(biased, x)
+    assert check.grade.value == "asymptotic" and check.error > 1e-3
+
+
+def test_euler_with_a_parameter_subset() -> None:
+    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2, bias=False)).double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    # Scaling only the last weight: exactly 1-homogeneous, bias or not.
+    (check,) = check_euler(model, x, params="2.weight")
+    assert (check.degree, check.holds()) == (1, True)
+
+
+def test_model_is_left_untouched() -> None:
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh()).train()
+    before = [p.detach().clone() for p in model.parameters()]
+    check_scaling(model, torch.randn(2, 3))
+    check_euler(model, torch.randn(2, 3))
+    assert model.training
+    assert all(torch.equal(a, b) and b.dtype == torch.float32
+               for a, b in zip(before, model.parameters()))
+
+
+def test_formal_proof_of_a_bias_free_relu_network() -> None:
+    mlp = nn.Sequential(nn.Linear(2, 3, bias=False), nn.ReLU(), nn.Linear(3, 2, bias=False),
+                        nn.ReLU(), nn.Linear(2, 1, bias=False))
+    (proof,) = prove(mlp, torch.randn(1, 2))
+    assert (proof.degree, proof.proved) == (3, True)
+
+
+def test_formal_proof_refutes_a_late_bias() -> None:
+    mlp = nn.Sequential(nn.Linear(2, 2, bias=False), nn.ReLU(), nn.Linear(2, 1))
+    (proof,) = prove(mlp, torch.randn(1, 2))
+    assert not proof.proved
+    c = sympy.Symbol("c", positive=True)
+    assert proof.residual.has(c)
+
+
+def test_formal_proof_of_a_product() -> None:
+    g = GraphBuilder()
+    x = g.input("x", (1, 2))
+    g.output(g.mul(g.linear(x, 2), g.linear(x, 2)))
+    (proof,) = prove(g.module(), *g.example_inputs())
+    assert (proof.degree, proof.proved) == (2, True)
+
+
+def test_formal_proof_rejects_ops_it_cannot_evaluate() -> None:
+    with pytest.raises(HomogeneityError, match=r"aten\.tanh\.default"):
+        prove(nn.Sequential(nn.Linear(2, 2), nn.Tanh()), torch.randn(1, 2))

@@ -14,6 +14,8 @@ from typing import Any
 
 from empirical.provenance import versions
 from empirical.sections.context import ReportContext, Section
+from empirical.sections.degree import degree_section
+from empirical.sections.limit import limit_section
 from empirical.sections.similarity import similarity_section
 
 __all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
@@ -22,7 +24,7 @@ SCHEMA = "normsat.report/1"
 
 
 SectionFunction = Callable[[ReportContext], Section]
-SECTIONS: list[SectionFunction] = [similarity_section]
+SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_section]
 """The report's sections, in order."""
 
 

@@ -7,34 +7,57 @@ tensors are never written, so they are bit-identical afterwards, also when the f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from saturated.errors import SaturationError
+from saturated.rules import Settings
+from saturated.saturate import SaturatedModel
 
-__all__ = ["call_scaled", "check_scale", "scaled_parameters"]
+__all__ = ["call_scaled", "check_scale", "scaled_forward", "scaled_parameters"]
 
 
 def check_scale(scale: float) -> float:
-    """Return ``scale`` as a float if it is a finite c ≥ 1; otherwise raise a clear error.
+    """Return ``scale`` as a float if it is a c ≥ 1 or ∞ (the exact limit); otherwise raise.
 
-    >>> check_scale(1000)
-    1000.0
+    >>> check_scale(1000), check_scale(float("inf"))
+    (1000.0, inf)
     """
     try:
         value = float(scale)
     except (TypeError, ValueError):
         raise EmpiricalError(f"expected a number c ≥ 1 as the scale, got {scale!r}") from None
     if math.isinf(value) and value > 0:
-        raise EmpiricalError(
-            "scale=inf asks for the exact saturated network (c → ∞), which the saturated package "
-            "computes; for a finite scale pass a number c ≥ 1 such as 1000"
-        )
+        return value
     if not math.isfinite(value) or value < 1:
-        raise EmpiricalError(f"expected a finite scale c ≥ 1 (parameters are multiplied by c), got {scale!r}")
+        raise EmpiricalError(
+            f"expected a scale c ≥ 1 (parameters are multiplied by c) or inf, got {scale!r}"
+        )
     return value
+
+
+def scaled_forward(model: nn.Module, scale: float) -> Callable[..., Any]:
+    """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
+
+    The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
+    leaves every cosine with f(x; θ) as the limit of the cosines at c·θ.
+    """
+    if math.isinf(scale):
+        limit = SaturatedModel(model, Settings())
+
+        def saturated(**inputs: Any) -> Any:
+            try:
+                return limit(**inputs).value
+            except SaturationError as err:
+                raise EmpiricalError(f"the exact limit (c = ∞) is not available: {err}") from err
+
+        return saturated
+    scaled = scaled_parameters(model, scale)
+    return lambda **inputs: call_scaled(model, scaled, **inputs)
 
 
 def scaled_parameters(model: nn.Module, scale: float) -> dict[str, torch.Tensor]:

@@ -8,7 +8,8 @@ by c. Near 1: the layer already computes (up to scale) what its saturated versio
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from empirical.batching import hidden_states, make_batches, tokenize
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.provenance import model_record, versions
-from empirical.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.scaling import check_scale, scaled_forward
 
 __all__ = ["SimilarityResult", "representation_similarity"]
 
@@ -58,7 +59,8 @@ class SimilarityResult:
         """JSON-ready dictionary (schema ``normsat.similarity/1``)."""
         return {
             "schema": SCHEMA,
-            "scale": self.scale,
+            # Strict JSON has no infinity: the exact limit is recorded as the string "inf".
+            "scale": self.scale if math.isfinite(self.scale) else "inf",
             "layers": [
                 {"name": n, "stack": k, "similarity": s}
                 for n, k, s in zip(self.layers, self.stacks, self.per_layer)
@@ -77,9 +79,25 @@ class SimilarityResult:
             grouped.setdefault(stack, []).append(value)
         return grouped
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SimilarityResult:
+        """Rebuild a result from :meth:`to_dict` output (e.g. to replot a saved JSON file)."""
+        if data.get("schema") != SCHEMA:
+            raise EmpiricalError(f"expected a {SCHEMA} record, got schema {data.get('schema')!r}")
+        layers = data["layers"]
+        known = {"schema", "scale", "layers", "n_sentences", "n_tokens", "n_truncated", "max_length"}
+        return cls(
+            layers=tuple(layer["name"] for layer in layers),
+            per_layer=tuple(layer["similarity"] for layer in layers),
+            stacks=tuple(layer["stack"] for layer in layers),
+            scale=float(data["scale"]), n_sentences=data["n_sentences"], n_tokens=data["n_tokens"],
+            n_truncated=data["n_truncated"], max_length=data["max_length"],
+            record={k: v for k, v in data.items() if k not in known},
+        )
+
     def to_json(self, path: str | Path | None = None) -> str:
         """The result as JSON text, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2, default=str)
+        text = json.dumps(self.to_dict(), indent=2, default=str, allow_nan=False)
         if path is not None:
             Path(path).write_text(text + "\n", encoding="utf-8")
         return text
@@ -87,7 +105,8 @@ class SimilarityResult:
     def table(self) -> str:
         """A plain-text table, one row per layer."""
         width = max(len("layer"), *(len(n) for n in self.layers))
-        rows = [f"{'layer':<{width}}  cos(θ, {self.scale:g}·θ)"]
+        against = f"{self.scale:g}·θ" if math.isfinite(self.scale) else "c→∞ limit"
+        rows = [f"{'layer':<{width}}  cos(θ, {against})"]
         rows += [f"{n:<{width}}  {s:.4f}" for n, s in zip(self.layers, self.per_layer)]
         return "\n".join(rows)
 
@@ -114,14 +133,12 @@ def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mas
 
 
 def _forward(
-    model: nn.Module, inputs: dict[str, torch.Tensor], parameters: dict[str, torch.Tensor] | None = None
+    model: nn.Module, inputs: dict[str, torch.Tensor], run: Callable[..., Any] | None = None
 ) -> Any:
-    """One forward pass asking for hidden states, at the model's own or at the given parameters."""
+    """One forward pass asking for hidden states: the model's own, or ``run`` (e.g. at c·θ)."""
     options = {**inputs, "output_hidden_states": True, "return_dict": True}
     try:
-        if parameters is None:
-            return model(**options)
-        return call_scaled(model, parameters, **options)
+        return (run or model)(**options)
     except TypeError as err:
         if "output_hidden_states" not in str(err) and "return_dict" not in str(err):
             raise
@@ -148,7 +165,8 @@ def representation_similarity(
             eval mode; it is never modified.
         tokenizer: its tokenizer.
         sentences: the input texts (a list or a :class:`~empirical.corpus.Corpus`).
-        scale: the factor c ≥ 1 applied to every parameter.
+        scale: the factor c ≥ 1 applied to every parameter; ``float("inf")`` compares each layer
+            with the exact saturated network (:func:`saturated.saturate`).
         batch_size: sentences per forward pass (sentences are length-sorted before batching).
         max_length: truncation length in tokens (capped by the model's position limit).
         progress: show a progress bar.
@@ -157,8 +175,8 @@ def representation_similarity(
         A :class:`SimilarityResult` with one value per hidden state, embeddings first.
 
     Raises:
-        EmpiricalError: empty input, a scale that is not a finite c ≥ 1, a model without hidden
-            states, or hidden states that overflow.
+        EmpiricalError: empty input, a scale that is not a c ≥ 1 or ∞, a model without hidden
+            states, hidden states that overflow, or (c = ∞) a limit that is not determined.
 
     >>> from empirical.models import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=2)
@@ -176,7 +194,7 @@ def representation_similarity(
         raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
     device = next(model.parameters()).device
     tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
-    scaled = scaled_parameters(model, c)
+    grow = scaled_forward(model, c)
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
@@ -185,7 +203,7 @@ def representation_similarity(
     with torch.inference_mode():
         for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch", disable=not progress):
             plain = _forward(model, batch.inputs)
-            grown = _forward(model, batch.inputs, scaled)
+            grown = _forward(model, batch.inputs, grow)
             for stack, mask in batch.stacks:
                 ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
                 names = labels.setdefault(stack, _layer_labels(stack, len(ours)))

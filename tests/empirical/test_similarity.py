@@ -12,7 +12,7 @@ from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
 from empirical.models import load_model
 from empirical.reference import one_at_a_time_similarity
-from empirical.similarity import representation_similarity
+from empirical.similarity import SimilarityResult, representation_similarity
 
 SENTENCES = list(load_corpus(n=12))
 
@@ -99,10 +99,16 @@ def test_bad_scales_say_what_is_expected(small_models, scale):
         representation_similarity(model, tokenizer, SENTENCES[:1], scale=scale)
 
 
-def test_infinite_scale_names_the_saturated_network(small_models):
-    model, tokenizer = small_models["bert"]
-    with pytest.raises(EmpiricalError, match="saturated"):
-        representation_similarity(model, tokenizer, SENTENCES[:1], scale=float("inf"))
+def test_infinite_scale_is_the_limit_of_growing_scales():
+    model, tokenizer = load_model("minilm", num_layers=2, dtype=torch.float64)
+    limit = representation_similarity(model, tokenizer, SENTENCES[:3], scale=float("inf"))
+    far = representation_similarity(model, tokenizer, SENTENCES[:3], scale=1e7)
+    near = representation_similarity(model, tokenizer, SENTENCES[:3], scale=10.0)
+    assert limit.per_layer == pytest.approx(far.per_layer, abs=1e-4)
+    assert max(abs(a - b) for a, b in zip(limit.per_layer, near.per_layer)) > 1e-3  # c = 10 is not yet there
+    data = json.loads(limit.to_json())
+    assert data["scale"] == "inf" and SimilarityResult.from_dict(data).scale == math.inf
+    assert "c→∞ limit" in limit.table()
 
 
 def test_float16_overflow_names_the_layer_and_suggests_a_wider_dtype():
@@ -113,7 +119,7 @@ def test_float16_overflow_names_the_layer_and_suggests_a_wider_dtype():
 
 def test_long_sentences_are_truncated_and_counted(small_models):
     model, tokenizer = small_models["bert"]
-    with pytest.warns(UserWarning, match="2 of 3 sentences .* truncated to 8"):
+    with pytest.warns(UserWarning, match=r"2 of 3 sentences .* truncated to 8"):
         result = representation_similarity(
             model, tokenizer, [SENTENCES[0], SENTENCES[1], "Short."], max_length=8)
     assert result.n_truncated == 2 and result.max_length == 8
@@ -167,3 +173,6 @@ def test_json_records_what_reproduces_the_number(small_models, tmp_path):
     assert data["model"]["config"]["model_type"] == "gpt2"
     assert data["dtype"] == "torch.float32" and data["device"] == "cpu"
     assert {"python", "torch", "transformers", "normsat"} <= set(data["versions"])
+    assert SimilarityResult.from_dict(data).to_dict() == data
+    with pytest.raises(EmpiricalError, match=r"normsat\.similarity/1"):
+        SimilarityResult.from_dict({**data, "schema": "other"})

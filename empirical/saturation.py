@@ -1,0 +1,118 @@
+"""Convergence to the exact limit (the paper's Figure 5, made exact at its end), layer by layer.
+
+For each hidden state h_l and each scale c, the mean over real tokens of
+cos(h_l(x; c·θ), s-h_l(x; θ)), where s-h is the exact saturated network of :mod:`saturated`.
+At c = 1 this is the representation similarity at c = ∞.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from empirical.batching import hidden_states, make_batches, tokenize
+from empirical.corpus import Corpus
+from empirical.errors import EmpiricalError
+from empirical.scaling import check_scale, scaled_forward
+from empirical.similarity import _forward, _layer_labels, _token_cosines
+
+__all__ = ["Convergence", "limit_convergence"]
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Mean token cosine of each hidden state at c·θ with the exact limit, per scale.
+
+    Attributes:
+        layers: a label per hidden state, embeddings first.
+        scales: the scales c measured (1 is θ itself).
+        to_limit: for each scale, one cosine per layer, in the order of ``layers``.
+        n_tokens: real tokens measured (summed over stacks).
+    """
+
+    layers: tuple[str, ...]
+    scales: tuple[float, ...]
+    to_limit: dict[float, tuple[float, ...]]
+    n_tokens: int
+
+    def rate(self, layer: int) -> float:
+        """Fitted exponent r of 1 − cos ≈ C·c^(−r) over the scales above 1 (NaN if already exact)."""
+        points = [(math.log(c), math.log(1 - self.to_limit[c][layer])) for c in self.scales
+                  if c > 1 and 1 - self.to_limit[c][layer] > 1e-12]
+        if len(points) < 2:
+            return math.nan
+        xs, ys = zip(*points)
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
+        return -slope
+
+
+def limit_convergence(
+    model: nn.Module,
+    tokenizer: object,
+    sentences: Sequence[str] | Corpus,
+    *,
+    scales: Sequence[float] = (1.0, 10.0, 100.0, 1000.0, 10000.0),
+    batch_size: int = 32,
+    max_length: int = 512,
+    progress: bool = False,
+) -> Convergence:
+    """cos(h(x; c·θ), s-h(x; θ)) per layer for each c in ``scales``, averaged over real tokens.
+
+    Args:
+        model: a Hugging Face transformer in eval mode (never modified).
+        tokenizer: its tokenizer.
+        sentences: the input texts.
+        scales: the factors c (finite, ≥ 1).
+        batch_size: sentences per forward pass.
+        max_length: truncation length in tokens.
+        progress: show a progress bar.
+
+    Returns:
+        A :class:`Convergence`.
+
+    Raises:
+        EmpiricalError: empty input, a bad scale, or a limit that is not determined.
+
+    >>> from empirical.models import load_model
+    >>> model, tokenizer = load_model("minilm", num_layers=1)
+    >>> result = limit_convergence(model, tokenizer, ["A short sentence."], scales=(1.0, 1e4))
+    >>> result.layers, result.to_limit[1e4][1] > 0.99
+    (('embeddings', 'layer 1'), True)
+    """
+    texts = list(sentences)
+    if not texts:
+        raise EmpiricalError("expected at least one sentence, got an empty list")
+    checked = [check_scale(c) for c in scales]
+    if any(math.isinf(c) for c in checked):
+        raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
+    device = next(model.parameters()).device
+    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
+    limit = scaled_forward(model, math.inf)
+    runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
+    sums: dict[float, torch.Tensor] = {}
+    labels: list[str] = []
+    count = 0
+    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    with torch.inference_mode():
+        for batch in tqdm(batches, desc="convergence to the limit", disable=not progress):
+            target = _forward(model, batch.inputs, limit)
+            labels = labels or [name for stack, _ in batch.stacks for name in _layer_labels(
+                stack, len(hidden_states(target, stack, model)))]
+            for c, run in runs.items():
+                grown = _forward(model, batch.inputs, run)
+                cosines = torch.stack([
+                    _token_cosines(a, b, mask).sum() for stack, mask in batch.stacks
+                    for a, b in zip(hidden_states(grown, stack, model), hidden_states(target, stack, model))
+                ])
+                sums[c] = sums.get(c, torch.zeros_like(cosines)) + cosines
+            # Every stack of a batch has the same real tokens (see empirical.batching).
+            count += int(batch.stacks[0][1].sum())
+    return Convergence(tuple(labels), tuple(checked),
+                       {c: tuple(float(v) / count for v in total) for c, total in sums.items()},
+                       count)

@@ -1,0 +1,538 @@
+"""Limit rules: one function per ATen op, from the inputs' expansions in c to the output's.
+
+A rule receives the :class:`Settings` and the op's arguments, where every c-dependent tensor is a
+:class:`~saturated.terms.Term` and everything else (ids, masks, shapes, constants) is exact. Ops
+whose tensor arguments are all exact never reach a rule: the interpreter runs them as they are.
+:func:`register_rule` adds or replaces a rule.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from saturated.errors import SaturationError
+from saturated.functional import tie_set
+from saturated.terms import (
+    NeedsOrders,
+    Term,
+    add,
+    bilinear,
+    exp_series,
+    lift,
+    make,
+    mul,
+    power,
+    reduce,
+    scale,
+)
+
+__all__ = ["RULES", "Rule", "Settings", "register_rule"]
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Choices of the limit computation.
+
+    Attributes:
+        mask_threshold: exact constants at least this large in magnitude are masking constants
+            (±∞ in the limit). Hugging Face uses the dtype minimum (−3.4·10³⁸ in float32), XLNet
+            10³⁰; 10⁹ separates them from any real input or bias.
+        rtol: tie tolerance of hard attention (None: :func:`saturated.functional.default_rtol`).
+        ties: ``"raise"`` (default) when the maximal score of a growing softmax row stays tied
+            through every tracked order (the untracked ones would decide); ``"uniform"`` assumes
+            such scores are equal at every order, and averages.
+        orders: how many parts of each expansion are tracked where the leading order alone does
+            not decide the limit (it is always tried first).
+    """
+
+    mask_threshold: float = 1e9
+    rtol: float | None = None
+    ties: str = "raise"
+    orders: int = 16
+
+    def __post_init__(self) -> None:
+        if self.ties not in ("raise", "uniform"):
+            raise SaturationError(f"ties must be 'raise' or 'uniform', got {self.ties!r}")
+        if self.orders < 1:
+            raise SaturationError(f"orders must be at least 1, got {self.orders!r}")
+        if not self.mask_threshold > 0:
+            raise SaturationError(f"mask_threshold must be positive, got {self.mask_threshold!r}")
+
+
+Rule = Callable[..., Any]
+RULES: dict[Any, Rule] = {}
+"""The rule table: ATen op overload (or Python callable) → rule."""
+
+
+def register_rule(target: Any, rule: Rule) -> None:
+    """Add (or replace) the limit rule of ``target``.
+
+    A rule is called as ``rule(settings, *args, **kwargs)`` with the node's arguments, c-dependent
+    tensors given as :class:`~saturated.terms.Term`; it returns a Term, an exact value, or a list
+    of them.
+
+    >>> register_rule(torch.ops.aten.abs.default, RULES[torch.ops.aten.abs.default])
+    """
+    RULES[target] = rule
+
+
+def _term(value: Any, s: Settings) -> Term:
+    return value if isinstance(value, Term) else lift(value, s.mask_threshold)
+
+
+def _rule(*targets: Any) -> Callable[[Rule], Rule]:
+    def decorate(fn: Rule) -> Rule:
+        for target in targets:
+            register_rule(target, fn)
+        return fn
+    return decorate
+
+
+# --- Shapes, indexing and casts: the op acts on every part alike. -------------------------------
+
+_SPLITS = {aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default, aten.unbind.int}
+
+
+def _structural(target: Any) -> Rule:
+    def rule(s: Settings, x: Any, *args: Any, **kwargs: Any) -> Any:
+        """Shape and indexing ops move elements without changing their values or degrees."""
+        t = _term(x, s)
+        if target not in _SPLITS:
+            return t.map(lambda v: target(v, *args, **kwargs))
+        pieces = [target(a, *args, **kwargs) for a, _ in t.parts]
+        return [Term(tuple((piece[i], d) for piece, (_, d) in zip(pieces, t.parts)), t.floor)
+                for i in range(len(pieces[0]))]
+    return rule
+
+
+for _op in (aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
+            aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+            aten.expand.default, aten.contiguous.default, aten.clone.default, aten.slice.Tensor,
+            aten.select.int, aten.index.Tensor, aten.gather.default, aten.index_select.default,
+            aten.t.default, aten.numpy_T.default, aten.flatten.using_ints, aten.alias.default,
+            aten.detach.default,
+            aten.repeat.default, *_SPLITS):
+    register_rule(_op, _structural(_op))
+
+
+@_rule(aten.view.default)
+def _view(s: Settings, x: Term, shape: Sequence[int]) -> Term:
+    """View as reshape: coefficients may be non-contiguous where the model's tensors were not."""
+    return x.map(lambda t: t.reshape(shape))
+
+
+@_rule(aten.embedding.default)
+def _embedding(s: Settings, weight: Term, indices: Any, *args: Any) -> Term:
+    """Embedding lookup: rows of the weight, with their degrees."""
+    if isinstance(indices, Term):
+        raise SaturationError("embedding indices depend on the parameters; expected exact ids")
+    return weight.map(lambda t: aten.embedding.default(t, indices, *args))
+
+
+@_rule(operator.getitem)
+def _getitem(s: Settings, items: Sequence[Any], index: int) -> Any:
+    """Pick one output of a multi-output op (split, chunk)."""
+    return items[index]
+
+
+def _checked_cast(x: Term, cast: Callable[[Tensor], Tensor]) -> Term:
+    out = x.map(cast)
+    if not out.lead.is_floating_point():
+        raise SaturationError(f"cast of a c-dependent value to {out.lead.dtype} (its limit is not a value)")
+    return out
+
+
+def _caster(target: Any) -> Rule:
+    def rule(s: Settings, x: Term, *args: Any, **kwargs: Any) -> Term:
+        """Casts and moves act on the coefficients; a cast to an integer or bool type has no limit."""
+        return _checked_cast(x, lambda a: target(a, *args, **kwargs))
+    return rule
+
+
+for _op in (aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten._to_copy.default):
+    register_rule(_op, _caster(_op))
+
+
+@_rule(aten.type_as.default)
+def _type_as(s: Settings, x: Term, other: Any) -> Term:
+    """Cast to another tensor's dtype."""
+    dtype = (other.lead if isinstance(other, Term) else other).dtype
+    return _checked_cast(x, lambda a: a.to(dtype))
+
+
+@_rule(aten.dropout.default)
+def _dropout(s: Settings, x: Term, p: float, train: bool | None) -> Term:
+    """Dropout in eval mode is the identity."""
+    if train:
+        raise SaturationError("dropout in training mode is random; put the model in eval() mode")
+    return x
+
+
+@_rule(aten._assert_tensor_metadata.default)
+def _assert_metadata(s: Settings, *args: Any, **kwargs: Any) -> None:
+    """A tracing-time check with no value."""
+    return None
+
+
+@_rule(aten.sym_size.int)
+def _sym_size(s: Settings, x: Term, dim: int) -> int:
+    """Sizes of a term are those of its coefficients."""
+    return int(x.shape[dim])
+
+
+# --- Sums and products. ------------------------------------------------------------------------
+
+def _scaled(x: Any, factor: float, s: Settings) -> Term:
+    t = _term(x, s)
+    return t if factor == 1 else scale(t, factor)
+
+
+@_rule(aten.add.Tensor, aten.add.Scalar, aten.add_.Tensor)
+def _add(s: Settings, x: Any, y: Any, alpha: float = 1) -> Term:
+    """x + α·y: parts of equal degree add, the highest lead (paper Table 1, Sum)."""
+    return add(_term(x, s), _scaled(y, alpha, s), s.orders)
+
+
+@_rule(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(s: Settings, x: Any, y: Any, alpha: float = 1) -> Term:
+    """x − α·y."""
+    return add(_term(x, s), _scaled(y, -alpha, s), s.orders)
+
+
+@_rule(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(s: Settings, x: Any, other: Any, alpha: float = 1) -> Term:
+    """other − α·x."""
+    return add(_term(other, s), _scaled(x, -alpha, s), s.orders)
+
+
+@_rule(aten.neg.default)
+def _neg(s: Settings, x: Term) -> Term:
+    """−x."""
+    return scale(x, -1.0)
+
+
+@_rule(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(s: Settings, x: Any, y: Any) -> Term:
+    """x·y: degrees add (paper Table 1, Product)."""
+    return mul(_term(x, s), _term(y, s), s.orders)
+
+
+@_rule(aten.div.Tensor, aten.div.Scalar)
+def _div(s: Settings, x: Any, y: Any) -> Term:
+    """x / y = x · y⁻¹."""
+    inverse = power(y, -1.0, s.orders) if isinstance(y, Term) else _term(1 / y, s)
+    return mul(_term(x, s), inverse, s.orders)
+
+
+@_rule(aten.pow.Tensor_Scalar)
+def _pow(s: Settings, x: Term, exponent: float) -> Term:
+    """xᵖ: the degree multiplies by p (binomial series below the leading part)."""
+    return power(x, float(exponent), s.orders)
+
+
+@_rule(aten.rsqrt.default)
+def _rsqrt(s: Settings, x: Term) -> Term:
+    """x^(−1/2), as in RMSNorm."""
+    return power(x, -0.5, s.orders)
+
+
+@_rule(aten.sqrt.default)
+def _sqrt(s: Settings, x: Term) -> Term:
+    """x^(1/2)."""
+    return power(x, 0.5, s.orders)
+
+
+@_rule(aten.reciprocal.default)
+def _reciprocal(s: Settings, x: Term) -> Term:
+    """1 / x."""
+    return power(x, -1.0, s.orders)
+
+
+def _dims(x: Term, dim: Any) -> list[int]:
+    if dim is None:
+        return list(range(x.lead.dim()))
+    return [int(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+
+
+@_rule(aten.mean.dim)
+def _mean(s: Settings, x: Term, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Term:
+    """Mean over dimensions, part by part."""
+    return reduce(x, _dims(x, dim), keepdim, mean=True)
+
+
+@_rule(aten.sum.dim_IntList)
+def _sum(s: Settings, x: Term, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Term:
+    """Sum over dimensions, part by part."""
+    return reduce(x, _dims(x, dim), keepdim, mean=False)
+
+
+@_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
+def _matmul(s: Settings, x: Any, y: Any) -> Term:
+    """Matrix product: bilinear, degrees add (paper Table 1, Linear)."""
+    return bilinear(torch.matmul, _term(x, s), _term(y, s), s.orders, stack_left=True)
+
+
+@_rule(aten.linear.default)
+def _linear(s: Settings, x: Any, weight: Any, bias: Any = None) -> Term:
+    """x Wᵀ + b: the product has degree deg(x) + 1, then the sum rule decides whether b counts."""
+    out = bilinear(F.linear, _term(x, s), _term(weight, s), s.orders, stack_left=True)
+    return out if bias is None else add(out, _term(bias, s), s.orders)
+
+
+@_rule(aten.addmm.default)
+def _addmm(s: Settings, bias: Any, x: Any, y: Any, beta: float = 1, alpha: float = 1) -> Term:
+    """β·b + α·x y (GPT-2's Conv1D)."""
+    product = bilinear(torch.matmul, _term(x, s), _term(y, s), s.orders, stack_left=True)
+    return add(_scaled(bias, beta, s), _scaled(product, alpha, s), s.orders)
+
+
+@_rule(aten.einsum.default)
+def _einsum(s: Settings, equation: str, operands: Sequence[Any], path: Any = None) -> Term:
+    """Einsum of two operands is bilinear; of one, a relabelling."""
+    if len(operands) == 1:
+        return _term(operands[0], s).map(lambda t: torch.einsum(equation, t))
+    if len(operands) != 2:
+        raise SaturationError(f"einsum with {len(operands)} operands; expected 1 or 2")
+    return bilinear(lambda a, b: torch.einsum(equation, a, b), _term(operands[0], s),
+                    _term(operands[1], s), s.orders)
+
+
+# --- Selections. ---------------------------------------------------------------------------------
+
+def _by_degree(x: Term) -> dict[float, Tensor]:
+    return {d: a for a, d in x.parts}
+
+
+def _select(cond: Any, x: Term, y: Term, s: Settings) -> Term:
+    if isinstance(cond, Term):
+        raise SaturationError("a condition that depends on the parameters; expected an exact mask")
+    xs, ys = _by_degree(x), _by_degree(y)
+    parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)), d) for d in {*xs, *ys}]
+    return make(parts, max(x.floor, y.floor), s.orders)
+
+
+@_rule(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def _where(s: Settings, cond: Any, x: Any, y: Any) -> Term:
+    """where(cond, x, y) with an exact condition: elements keep their own expansions."""
+    return _select(cond, _term(x, s), _term(y, s), s)
+
+
+@_rule(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(s: Settings, x: Any, mask: Any, value: Any) -> Term:
+    """masked_fill(x, mask, v) = where(mask, v, x)."""
+    return _select(mask, _term(value, s), _term(x, s), s)
+
+
+@_rule(aten.cat.default)
+def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
+    """Concatenation: elements keep their own expansions (missing degrees are zero)."""
+    terms = [_term(t, s) for t in tensors]
+    tables = [_by_degree(t) for t in terms]
+    degrees = {d for table in tables for d in table}
+    parts = [(torch.cat([table.get(d, torch.zeros_like(t.lead)) for t, table in zip(terms, tables)],
+                        dim), d) for d in degrees]
+    return make(parts, max(t.floor for t in terms), s.orders)
+
+
+# --- Activations: the saturating ones become their limits (paper Lemmas 6–8). ------------------
+
+def _regimes(x: Term) -> tuple[Tensor, Tensor, Tensor, float]:
+    """Per element: the sign of its leading nonzero part, whether that part grows (degree > 0),
+    and its limit if it does not grow; plus the order of the error of that limit.
+
+    Raises NeedsOrders where an element that does not grow (or has no known nonzero part) still
+    carries an unknown part that does not vanish.
+    """
+    sign = torch.zeros_like(x.lead)
+    growing = torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device)
+    value = torch.zeros_like(x.lead)
+    undecided = True
+    for a, d in x.parts:
+        if d == 0:
+            value = a
+        if undecided:
+            new = (sign == 0) & (a != 0)
+            sign = torch.where(new, torch.sign(a), sign)
+            if d > 0:
+                growing |= new
+            undecided = bool((sign == 0).any())
+    error = max([d for _, d in x.parts if d < 0] + [x.floor])
+    if x.floor >= 0 and not bool(growing.all()):
+        raise NeedsOrders(
+            f"{int((~growing).sum())} elements have no known growing part and an unknown part of "
+            f"order c^{x.floor:g}"
+        )
+    return sign, growing, value, (-math.inf if bool(growing.all()) else error)
+
+
+def _leading_sign(x: Term) -> Tensor:
+    """Per element, the sign of its first nonzero part (0 if every known part is zero)."""
+    sign = torch.sign(x.lead)
+    for a, _ in x.parts[1:]:
+        sign = torch.where(sign == 0, torch.sign(a), sign)
+    return sign
+
+
+@_rule(aten.relu.default)
+def _relu(s: Settings, x: Term) -> Term:
+    """ReLU is positively 1-homogeneous: relu(v) = v where v's leading part is positive, else 0."""
+    keep = _leading_sign(x) > 0
+    return Term(tuple((torch.where(keep, a, 0), d) for a, d in x.parts), x.floor)
+
+
+@_rule(aten.abs.default)
+def _abs(s: Settings, x: Term) -> Term:
+    """|v| = v·sign(v), the sign being that of v's first nonzero part."""
+    sign = _leading_sign(x)
+    return Term(tuple((a * sign, d) for a, d in x.parts), x.floor)
+
+
+def _relu_like(x: Term, at: Callable[[Tensor], Tensor], orders: int) -> Term:
+    """GELU and SiLU: relu(v) for growing v (they differ by e^(−Θ(c))), the function's value for
+    fixed ones."""
+    if len(x.parts) == 1 and 0 < x.degree < math.inf and bool(x.lead.all()):
+        return Term(((torch.relu(x.lead), x.degree),), x.floor)  # fast path: every element grows
+    sign, growing, value, error = _regimes(x)
+    keep = growing & (sign > 0)
+    parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
+    parts.append((torch.where(growing, 0, at(value)), 0.0))
+    return make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), orders)
+
+
+@_rule(aten.gelu.default)
+def _gelu(s: Settings, x: Term, approximate: str = "none") -> Term:
+    """GELU → ReLU for growing inputs; GELU(lim x) otherwise."""
+    return _relu_like(x, lambda a: F.gelu(a, approximate=approximate), s.orders)
+
+
+@_rule(aten.silu.default)
+def _silu(s: Settings, x: Term) -> Term:
+    """SiLU → ReLU for growing inputs; SiLU(lim x) otherwise."""
+    return _relu_like(x, F.silu, s.orders)
+
+
+def _squashing(x: Term, grown: Callable[[Tensor], Tensor], at: Callable[[Tensor], Tensor]) -> Term:
+    """sigmoid and tanh: a constant set by the sign for growing inputs, f(lim x) otherwise."""
+    sign, growing, value, error = _regimes(x)
+    return Term(((torch.where(growing, grown(sign), at(value)), 0.0),), error)
+
+
+@_rule(aten.sigmoid.default)
+def _sigmoid(s: Settings, x: Term) -> Term:
+    """sigmoid → step for growing inputs (Lemma 6): the error e^(−Θ(c)) is below every order."""
+    return _squashing(x, lambda sign: (sign > 0).to(sign.dtype), torch.sigmoid)
+
+
+@_rule(aten.tanh.default)
+def _tanh(s: Settings, x: Term) -> Term:
+    """tanh → sign for growing inputs (Lemma 8)."""
+    return _squashing(x, lambda sign: sign, torch.tanh)
+
+
+@_rule(aten.softmax.int, aten._softmax.default)
+def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
+    """Softmax → hard attention, comparing positions part by part (Lemma 7, lexicographically).
+
+    Masking constants (the part of degree +∞, negative) exclude positions. Among the rest, each
+    growing part in turn keeps only the positions with maximal coefficient (within the tie
+    tolerance); the others get weight e^(−Θ(c)), zero at every order. The survivors share the
+    weight by the softmax of their bounded parts, expanded as a series. Rows still tied while an
+    unknown part of order ≥ 1 remains are not determined (``ties="uniform"`` averages them). A
+    fully masked row is all zeros.
+    """
+    candidates = torch.ones(x.shape, dtype=torch.bool, device=x.lead.device)
+    for a, d in x.parts:
+        if d == math.inf:
+            if bool((a > 0).any()):
+                raise SaturationError("softmax input contains +∞ (a huge positive constant)")
+            candidates = candidates & (a == 0)
+        elif d > 0:
+            candidates = tie_set(a, dim, candidates, s.rtol)
+    count = candidates.sum(dim=dim, keepdim=True)
+    bounded = [(a, d) for a, d in x.parts if d <= 0]
+    if not bool((count > 1).any()) or (s.ties == "uniform" and x.floor >= 0):
+        # One winner per row (or ties assumed exact): hard attention, exact up to e^(−Θ(c)).
+        weights = candidates.to(x.lead.dtype) / count.clamp_min(1)
+        return Term(((weights, 0.0),))
+    if x.floor >= 0:
+        row = torch.nonzero((count > 1).expand_as(count))[0].tolist()
+        raise NeedsOrders(
+            f"hard attention tie: {int(count[tuple(row)])} positions share the maximal score at "
+            f"every tracked order (row {row}); the untracked part of order c^{x.floor:g} decides. "
+            "Pass ties='uniform' to assume such scores are equal at every order"
+        )
+    # Only the tied rows need the series; every other row is hard attention.
+    def rows_of(a: Tensor) -> Tensor:
+        return a.movedim(dim, -1).reshape(-1, a.shape[dim])
+
+    tied = torch.nonzero(rows_of(count.expand_as(x.lead))[:, 0] > 1).squeeze(-1)
+    shared = _shared_weights(Term(tuple((rows_of(a)[tied], d) for a, d in bounded)
+                                  or ((torch.zeros_like(rows_of(x.lead)[tied]), -math.inf),), x.floor),
+                             rows_of(candidates)[tied], s.orders)
+    hard = rows_of(candidates.to(x.lead.dtype) / count.clamp_min(1))
+    hard[tied] = 0
+    parts = [(hard, 0.0)]
+    for w, d in shared.parts:
+        full = torch.zeros_like(hard)
+        full[tied] = w.to(hard.dtype)
+        parts.append((full, d))
+    moved = x.lead.movedim(dim, -1).shape
+    term = make(parts, shared.floor, s.orders)
+    return term.map(lambda a: a.reshape(moved).movedim(-1, dim))
+
+
+def _shared_weights(bounded: Term, candidates: Tensor, orders: int) -> Term:
+    """softmax over each row's candidates of its bounded parts (degree ≤ 0), as a series in c.
+
+    With s = s₀ + δ (δ → 0): exp(s₀ − max s₀)·exp(δ), expanded, divided by its row sum.
+    """
+    fixed = next((a for a, d in bounded.parts if d == 0), torch.zeros_like(bounded.lead))
+    fixed = torch.where(candidates, fixed, -math.inf)
+    scores = torch.exp(fixed - fixed.amax(dim=-1, keepdim=True))
+    vanishing = Term(tuple((torch.where(candidates, a, 0), d) for a, d in bounded.parts if d < 0)
+                     or ((torch.zeros_like(scores), -math.inf),), bounded.floor)
+    numerators = mul(Term(((scores, 0.0),)), exp_series(vanishing, orders), orders)
+    return mul(numerators, power(reduce(numerators, [-1], True, mean=False), -1.0, orders), orders)
+
+
+@_rule(aten.layer_norm.default)
+def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, bias: Any = None,
+                eps: float = 1e-5, cudnn: bool = True) -> Term:
+    """LayerNorm (x − μ)·(σ² + ε)^(−1/2), then the affine map (paper Table 1, LayerNorm k → 0).
+
+    Expanded with the sum, product and power rules: for an input of degree d > 0, ε is a part of
+    degree 0 against σ²'s 2d, so it only enters c^(−2d) below the leading order.
+    """
+    t = _term(x, s)
+    dims = list(range(-len(shape), 0))
+    if s.orders == 1 and len(t.parts) == 1 and 0 < t.degree < math.inf:
+        # Leading order of one growing part: normalize without ε (ε/σ² ~ c^(−2d)).
+        normalized = F.layer_norm(t.lead, shape, eps=0.0)
+        if bool(torch.isnan(normalized).any()):
+            raise NeedsOrders("layer_norm of a row whose leading coefficients are all equal")
+        out = Term(((normalized, 0.0),), max(t.floor - t.degree, -2 * t.degree))
+    else:
+        out = _composed_layer_norm(t, dims, eps, s.orders)
+    if weight is not None:
+        out = mul(out, _term(weight, s), s.orders)
+    if bias is not None:
+        out = add(out, _term(bias, s), s.orders)
+    return out
+
+
+def _composed_layer_norm(t: Term, dims: list[int], eps: float, orders: int) -> Term:
+    """(x − μ)·(σ² + ε)^(−1/2) from the sum, product and power rules, part by part."""
+    centered = add(t, scale(reduce(t, dims, True, mean=True), -1.0), orders)
+    variance = reduce(mul(centered, centered, orders), dims, True, mean=True)
+    epsilon = Term(((torch.tensor(eps, dtype=t.lead.dtype), 0.0),))
+    return mul(centered, power(add(variance, epsilon, orders), -0.5, orders), orders)

@@ -1,0 +1,275 @@
+"""Asymptotic expansions in c: the values a graph's tensors take as the parameters grow like c·θ.
+
+A :class:`Term` stands for v(c) = Σᵢ aᵢ·c^dᵢ + O(c^floor) as c → ∞, per element: a few known
+parts (coefficient tensors aᵢ with one degree dᵢ each, strictly decreasing) and a bound on what
+is not tracked. A zero coefficient in a known part means the element has no term of that degree.
+
+At ``orders=1`` only the leading part is kept (the fast path: one tensor op per graph op); more
+orders keep lower parts, which is what decides ties of hard attention. A part of degree +∞ holds
+the masking constants models add to attention scores: ±∞ in the limit, whatever c is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from saturated.errors import SaturationError
+
+__all__ = [
+    "NeedsOrders", "Term", "add", "bilinear", "exp_series", "lift", "make", "mul", "power", "reduce",
+    "scale",
+]
+
+Part = tuple[Tensor, float]
+
+
+class NeedsOrders(SaturationError):
+    """The limit is decided by parts below those tracked; more orders may determine it."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """v(c) = Σᵢ parts[i][0]·c^parts[i][1] + O(c^floor), per element.
+
+    >>> t = Term(((torch.tensor([2.0, -1.0]), 3.0),), floor=1.0)
+    >>> t.degree, t.lead
+    (3.0, tensor([ 2., -1.]))
+    """
+
+    parts: tuple[Part, ...]
+    floor: float = -math.inf
+
+    @property
+    def lead(self) -> Tensor:
+        """Coefficients of the highest part."""
+        return self.parts[0][0]
+
+    @property
+    def degree(self) -> float:
+        """Degree of the highest part."""
+        return self.parts[0][1]
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.lead.shape
+
+    def map(self, fn: Callable[[Tensor], Tensor]) -> Term:
+        """Apply a shape, indexing or cast op to every part's coefficients."""
+        return Term(tuple((fn(a), d) for a, d in self.parts), self.floor)
+
+
+def make(parts: Iterable[Part], floor: float, orders: int) -> Term:
+    """A term from parts in any order: equal degrees merged, parts at or below ``floor`` dropped.
+
+    With ``orders > 1`` all-zero parts are dropped (they are known to be zero); at most ``orders``
+    finite-degree parts are kept, and the first one cut off raises the floor. A value with no part
+    left is a zero part of degree ``floor`` (−∞: exactly zero).
+
+    >>> make([(torch.tensor([1.0]), 1.0), (torch.tensor([2.0]), 3.0)], -math.inf, 1)
+    Term(parts=((tensor([2.]), 3.0),), floor=1.0)
+    """
+    parts = list(parts)
+    shape = torch.broadcast_shapes(*(coef.shape for coef, _ in parts))
+    merged: dict[float, Tensor] = {}
+    for coef, deg in parts:
+        if deg > floor:
+            merged[deg] = merged[deg] + coef if deg in merged else coef
+    kept: list[Part] = []
+    finite = 0
+    for deg in sorted(merged, reverse=True):
+        coef = merged[deg]
+        # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
+        if not kept and (orders > 1 or not math.isfinite(deg)) and not bool(coef.any()):
+            continue
+        if math.isfinite(deg):
+            if finite == orders:
+                floor = max(floor, deg)
+                break
+            finite += 1
+        kept.append((coef, deg))
+    if not kept:
+        like = parts[0][0]
+        return Term(((torch.zeros(shape, dtype=like.dtype, device=like.device), floor),), floor)
+    return Term(tuple((c if c.shape == shape else c.expand(shape), d) for c, d in kept), floor)
+
+
+def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
+    """An exact (c-independent) value as a term of degree 0.
+
+    Entries of magnitude at least ``mask_threshold`` are the masking constants models add (the
+    dtype's minimum in Hugging Face models, 10³⁰ in XLNet): fixed while scores grow like c⁴, they
+    would be swamped, yet they mean "never attend". They become a part of degree +∞.
+
+    >>> [d for _, d in lift(torch.tensor([0.0, -3e38]), 1e9).parts]
+    [inf, 0.0]
+    """
+    if not isinstance(value, Tensor):
+        return Term(((torch.tensor(float(value)), 0.0),))
+    coef = value if value.is_floating_point() else value.to(torch.get_default_dtype())
+    huge = coef.abs() >= mask_threshold
+    if not bool(huge.any()):
+        return Term(((coef, 0.0),))
+    return Term(((torch.where(huge, torch.sign(coef), 0), math.inf),
+                 (torch.where(huge, 0, coef), 0.0)))
+
+
+def scale(x: Term, factor: float | Tensor) -> Term:
+    """x·factor for an exact factor without masking constants (a scalar or a tensor)."""
+    return Term(tuple((a * factor, d) for a, d in x.parts), x.floor)
+
+
+def add(x: Term, y: Term, orders: int) -> Term:
+    """Sum rule: parts of equal degree add; the highest degrees lead (paper Table 1, Sum).
+
+    >>> add(Term(((torch.tensor([1.0]), 2.0),)), Term(((torch.tensor([5.0]), 1.0),)), 1)
+    Term(parts=((tensor([1.]), 2.0),), floor=1.0)
+    """
+    return make((*x.parts, *y.parts), max(x.floor, y.floor), orders)
+
+
+def _product_floor(x: Term, y: Term) -> float:
+    """What a product cannot know: the larger of (x's size × y's unknown) and (y's × x's)."""
+    bounds = [a + b for a, b in ((x.degree, y.floor), (y.degree, x.floor)) if b != -math.inf]
+    if any(not b < math.inf for b in bounds):
+        raise SaturationError("a masking constant (±∞) multiplies a value known only approximately")
+    return max(bounds, default=-math.inf)
+
+
+def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: int,
+             stack_left: bool = False) -> Term:
+    """A bilinear op (product, matmul, einsum) on expansions: every pair of parts, degrees adding.
+
+    Only the pairs that can land among the ``orders`` highest degrees are computed. With
+    ``stack_left``, ``fn`` must broadcast over a new leading dimension of its first argument.
+
+    >>> x = Term(((torch.eye(2), 1.0),))
+    >>> bilinear(torch.matmul, x, Term(((torch.ones(2, 2), 2.0),)), 1).degree
+    3.0
+    """
+    floor = _product_floor(x, y)
+    pairs = [(i, j, dx + dy) for i, (_, dx) in enumerate(x.parts) for j, (_, dy) in enumerate(y.parts)]
+    degrees = sorted({d for *_, d in pairs if d > floor and math.isfinite(d)}, reverse=True)
+    if len(degrees) > orders:
+        floor = max(floor, degrees[orders])
+    chosen = [(i, j, deg) for i, j, deg in pairs if deg > floor]
+    if not chosen:  # nothing known above the floor: a zero of the product's shape, O(c^floor)
+        return make([(fn(x.lead, y.lead) * 0, floor)], floor, orders)
+    if any(not (math.isfinite(x.parts[i][1]) or math.isfinite(y.parts[j][1])) for i, j, _ in chosen):
+        raise SaturationError("two masking constants (±∞) multiply each other")
+    if stack_left and len(y.parts) == 1 and len(chosen) > 1:
+        # One call on the stacked parts of x: the same arithmetic, far fewer kernel launches.
+        products = fn(torch.stack([x.parts[i][0] for i, _, _ in chosen]), y.lead).unbind(0)
+        return make(zip(products, (deg for *_, deg in chosen)), floor, orders)
+    if fn is torch.matmul and len(chosen) > 1:
+        # Σ_{i,j: dᵢ+eⱼ=n} xᵢ yⱼ is one matmul of the parts concatenated along the contraction.
+        groups: dict[float, list[tuple[int, int]]] = {}
+        for i, j, deg in chosen:
+            groups.setdefault(deg, []).append((i, j))
+        return make([(torch.cat([x.parts[i][0] for i, _ in pairs], -1)
+                      @ torch.cat([y.parts[j][0] for _, j in pairs], -2), deg)
+                     for deg, pairs in groups.items()], floor, orders)
+    return make([(fn(x.parts[i][0], y.parts[j][0]), deg) for i, j, deg in chosen], floor, orders)
+
+
+def mul(x: Term, y: Term, orders: int) -> Term:
+    """Elementwise product: coefficients multiply, degrees add (paper Table 1, Product).
+
+    >>> mul(Term(((torch.tensor([2.0]), 1.0),)), Term(((torch.tensor([3.0]), 2.0),)), 1)
+    Term(parts=((tensor([6.]), 3.0),), floor=-inf)
+    """
+    return bilinear(torch.mul, x, y, orders, stack_left=True)
+
+
+def power(x: Term, exponent: float, orders: int) -> Term:
+    """xᵖ = a₀ᵖ·c^(d₀p)·(1 + u)ᵖ with u = Σᵢ (aᵢ/a₀)·c^(dᵢ−d₀), expanded as a binomial series.
+
+    Needs a nonzero leading coefficient (and a positive one for a fractional power); a
+    non-negative integer power is a repeated product instead.
+
+    >>> power(Term(((torch.tensor([4.0]), 2.0), (torch.tensor([1.0]), 0.0))), -0.5, 2).parts
+    ((tensor([0.5000]), -1.0), (tensor([-0.0625]), -3.0))
+    """
+    if exponent >= 0 and exponent == int(exponent):
+        result = Term(((torch.ones_like(x.lead), 0.0),))
+        for _ in range(int(exponent)):
+            result = mul(result, x, orders)
+        return result
+    a0, d0 = x.parts[0]
+    if bool((a0 == 0).any()):
+        return _power_by_lead(x, exponent, orders)
+    if not math.isfinite(d0):
+        raise SaturationError("a power of a masking constant (±∞)")
+    if exponent != int(exponent) and bool((a0 < 0).any()):
+        raise SaturationError(f"fractional power {exponent:g} of a value with negative leading coefficient")
+    u = Term(tuple((a / a0, d - d0) for a, d in x.parts[1:]) or ((torch.zeros_like(a0), -math.inf),),
+             x.floor - d0)
+    series = _series(u, lambda n: math.prod((exponent - k) / (k + 1) for k in range(n)), orders)
+    return mul(Term(((a0 ** exponent, d0 * exponent),)), series, orders)
+
+
+def _power_by_lead(x: Term, exponent: float, orders: int) -> Term:
+    """xᵖ where elements lead with different parts: each group is expanded from its own lead."""
+    first = torch.full(x.shape, len(x.parts), dtype=torch.long, device=x.lead.device)
+    for k in reversed(range(len(x.parts))):
+        first = torch.where(x.parts[k][0] != 0, k, first)
+    if bool((first == len(x.parts)).any()):
+        raise NeedsOrders(
+            f"power {exponent:g} of a value that is zero at every tracked order at "
+            f"{int((first == len(x.parts)).sum())} elements (lower orders decide)"
+        )
+    result: Term | None = None
+    for k in torch.unique(first).tolist():
+        members = first == k
+        # Other elements get lead 1 and no lower parts, so the expansion stays finite; dropped below.
+        shifted = Term(tuple((torch.where(members, a, 1.0 if i == 0 else 0.0), d)
+                             for i, (a, d) in enumerate(x.parts[k:])), x.floor)
+        piece = power(shifted, exponent, orders)
+        piece = Term(tuple((torch.where(members, a, 0.0), d) for a, d in piece.parts), piece.floor)
+        result = piece if result is None else add(result, piece, orders)
+    assert result is not None
+    return result
+
+
+def _series(x: Term, coefficient: Callable[[int], float], orders: int) -> Term:
+    """Σₙ coefficient(n)·xⁿ for an x of negative degree, truncated where xⁿ sinks below what
+    the sum can know (its floor, or the ``orders`` parts it keeps)."""
+    one = torch.ones_like(x.lead)
+    total = make([(one * coefficient(0), 0.0)], x.floor, orders)
+    term, n = Term(((one, 0.0),)), 0
+    while math.isfinite(x.degree) and coefficient(n + 1) != 0:
+        n += 1
+        term = mul(term, x, orders)
+        if term.degree <= max(total.floor, term.floor):
+            break
+        total = add(total, scale(term, coefficient(n)), orders)
+    return total
+
+
+def exp_series(x: Term, orders: int) -> Term:
+    """exp(x) = Σ xⁿ/n! for an x whose parts all have negative degree (it tends to 0).
+
+    >>> exp_series(Term(((torch.tensor([2.0]), -1.0),)), 3).parts
+    ((tensor([1.]), 0.0), (tensor([2.]), -1.0), (tensor([2.]), -2.0))
+    """
+    if x.degree >= 0:
+        raise SaturationError(f"exp series of a value of degree {x.degree:g}; expected a vanishing one")
+    return _series(x, lambda n: 1 / math.factorial(n), orders)
+
+
+def reduce(x: Term, dims: list[int], keepdim: bool, mean: bool) -> Term:
+    """Sum (or mean) over ``dims``, part by part.
+
+    >>> reduce(Term(((torch.tensor([1.0, 3.0]), 2.0),)), [0], False, True)
+    Term(parts=((tensor(2.), 2.0),), floor=-inf)
+    """
+    count = math.prod(x.shape[d] for d in dims)
+    parts = []
+    for a, d in x.parts:
+        total = a.sum(dim=dims, keepdim=keepdim)
+        parts.append((total / count if mean else total, d))
+    return Term(tuple(parts), x.floor)

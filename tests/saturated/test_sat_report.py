@@ -1,0 +1,24 @@
+"""The report section on the exact limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from empirical.report import SECTIONS, write_report
+from empirical.sections.limit import limit_section
+
+
+def test_limit_section_tables_c_1000_beside_infinity(tmp_path: Path) -> None:
+    path = write_report(tmp_path, sections=[limit_section], sentences=2, progress=False)
+    text = path.read_text()
+    assert "| layer | pretrained c = 1000 | pretrained c = ∞ |" in text
+    assert (tmp_path / "limit_convergence.png").stat().st_size > 1000
+    data = json.loads((tmp_path / "results.json").read_text())["sections"]["limit"]
+    pretrained = data["pretrained"]
+    assert len(pretrained["layers"]) == 7
+    assert set(pretrained["to_limit"]) == {"1", "10", "100", "1000", "10000"}
+    # The top layer approaches its limit as c grows.
+    top = [pretrained["to_limit"][c][-1] for c in ("10", "10000")]
+    assert top[1] > top[0] and top[1] > 0.99
+    assert limit_section in SECTIONS

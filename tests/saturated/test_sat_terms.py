@@ -1,0 +1,92 @@
+"""Expansion arithmetic against the numbers it stands for, at large c in float64."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from saturated.errors import SaturationError
+from saturated.terms import NeedsOrders, Term, add, exp_series, lift, make, mul, power, reduce
+
+C = 1e3
+
+
+def value(t: Term, c: float = C) -> torch.Tensor:
+    """Σ aᵢ·c^dᵢ of the known parts (finite degrees only)."""
+    return sum(a * c ** d for a, d in t.parts if math.isfinite(d))  # type: ignore[return-value]
+
+
+@st.composite
+def terms(draw: st.DrawFn, n: int = 4) -> Term:
+    """An exact expansion: up to three parts of integer degrees in [−2, 3], nonzero leading part."""
+    degrees = sorted(draw(st.sets(st.integers(-2, 3), min_size=1, max_size=3)), reverse=True)
+    seed = draw(st.integers(0, 2**16))
+    gen = torch.Generator().manual_seed(seed)
+    parts = [(torch.randn(n, generator=gen, dtype=torch.float64), float(d)) for d in degrees]
+    lead = parts[0][0]
+    parts[0] = (torch.where(lead.abs() < 0.1, 0.5, lead), parts[0][1])
+    return Term(tuple(parts))
+
+
+@given(terms(), terms())
+def test_sum_and_product_are_exact_with_enough_orders(x: Term, y: Term) -> None:
+    assert torch.allclose(value(add(x, y, 16)), value(x) + value(y), rtol=1e-12)
+    assert torch.allclose(value(mul(x, y, 16)), value(x) * value(y), rtol=1e-12)
+
+
+@given(terms(), st.sampled_from([-1.0, -0.5, 0.5, 3.0]))
+def test_power_error_is_below_the_floor(x: Term, exponent: float) -> None:
+    if exponent != int(exponent):
+        x = Term(((x.lead.abs(), x.degree), *x.parts[1:]))
+    out = power(x, exponent, 6)
+    exact = value(x) ** exponent
+    # What is left out is O(c^floor); at c = 1000 it must be far below the leading size.
+    error = (value(out) - exact).abs().max()
+    assert error <= 100 * C ** out.floor + 1e-9 * exact.abs().max()
+
+
+def test_leading_order_only_keeps_the_floor() -> None:
+    x = Term(((torch.tensor([2.0]), 3.0), (torch.tensor([7.0]), 1.0)))
+    y = make(x.parts, -math.inf, 1)
+    assert [d for _, d in y.parts] == [3.0] and y.floor == 1.0
+
+
+def test_exp_series_matches_exp() -> None:
+    x = Term(((torch.tensor([0.3, -2.0], dtype=torch.float64), -1.0),))
+    out = exp_series(x, 8)
+    assert torch.allclose(value(out, 10.0), torch.exp(value(x, 10.0)), rtol=1e-8)
+
+
+def test_masking_constants_become_infinite_parts() -> None:
+    t = lift(torch.tensor([0.0, torch.finfo(torch.float32).min, 2.0]), 1e9)
+    assert [d for _, d in t.parts] == [math.inf, 0.0]
+    assert t.parts[0][0].tolist() == [0.0, -1.0, 0.0]
+
+
+def test_power_of_elements_leading_at_different_degrees() -> None:
+    x = Term(((torch.tensor([4.0, 0.0], dtype=torch.float64), 2.0),
+              (torch.tensor([0.0, 9.0], dtype=torch.float64), 0.0)))
+    out = power(x, -0.5, 4)
+    assert torch.allclose(value(out), value(x) ** -0.5, rtol=1e-12)
+
+
+def test_power_of_a_value_unknown_at_every_order_needs_more_orders() -> None:
+    x = Term(((torch.tensor([1.0, 0.0]), 2.0),), floor=0.0)
+    with pytest.raises(NeedsOrders, match="zero at every tracked order"):
+        power(x, -0.5, 1)
+
+
+def test_two_masks_cannot_multiply() -> None:
+    mask = lift(torch.tensor([-1e30, 0.0]), 1e9)
+    with pytest.raises(SaturationError, match="masking constants"):
+        mul(mask, mask, 4)
+
+
+def test_reduce_sums_part_by_part() -> None:
+    x = Term(((torch.tensor([[1.0, 3.0]]), 2.0), (torch.tensor([[1.0, 1.0]]), 0.0)))
+    out = reduce(x, [1], False, mean=False)
+    assert [(a.tolist(), d) for a, d in out.parts] == [([4.0], 2.0), ([2.0], 0.0)]

@@ -14,21 +14,16 @@ pass.
 from __future__ import annotations
 
 import argparse
-import timeit
-from collections.abc import Callable
 from dataclasses import replace
 
 import torch
+from timing import best_of
 
 from empirical.corpus import load_corpus
 from empirical.models import load_model
 from saturated.interpreter import run_terms
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main() -> None:
@@ -51,9 +46,9 @@ def main() -> None:
             return run_terms(program, tensors, leaves, replace(limit.settings, orders=1, ties="uniform"))
 
     with torch.inference_mode():
-        plain = best_of(args.repeat, lambda: model(**batch))
-    leading = best_of(args.repeat, leading_order)
-    full = best_of(args.repeat, lambda: limit(**batch))
+        plain = best_of(lambda: model(**batch), args.repeat)
+    leading = best_of(leading_order, args.repeat)
+    full = best_of(lambda: limit(**batch), args.repeat)
     orders = limit(**batch).orders
     print(f"MiniLM, batch {args.batch} x {enc['input_ids'].shape[1]} tokens, float32, "
           f"{torch.get_num_threads()} threads")

@@ -14,10 +14,9 @@ Targets: paper / normsat ≥ 2.5 and normsat / floor ≤ 1.1. Run: ``python benc
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import torch
+from timing import best_of
 
 from empirical.batching import make_batches, tokenize
 from empirical.corpus import load_corpus
@@ -35,15 +34,6 @@ def floor(model: torch.nn.Module, tokenizer, sentences: list[str]) -> None:
         for batch in make_batches(model, tokenizer, tokens, batch_size=32, device="cpu"):
             model(**batch.inputs, output_hidden_states=True)
             model(**batch.inputs, output_hidden_states=True)
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

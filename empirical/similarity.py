@@ -119,14 +119,11 @@ def _layer_labels(stack: str, count: int) -> list[str]:
 def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Cosines of the real tokens' vectors, in float64.
 
-    Per-token cosines are computed in at least float32 over every position (cheaper than gathering
-    the real tokens first; hidden states at c·θ can be ~c³ in size, within float32's range), then
-    the real tokens' values are widened to float64 for summing over the corpus.
+    float64, because hidden states at c·θ can be ~c³ in size and because float32 rounding lets a
+    cosine of 1 come out as 1 + 1e-7, outside [−1, 1].
     """
-    wide = torch.promote_types(a.dtype, torch.float32)
-    a, b = a.to(wide), b.to(wide)
-    cosines = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(wide).tiny)
-    return cosines[mask].double()
+    a, b = a[mask].double(), b[mask].double()
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
 
 
 def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,

@@ -63,6 +63,6 @@ def write_report(
         "versions": versions(),
         "sections": {section.key: section.data for section in built},
     }
-    (folder / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n",
+    (folder / "results.json").write_text(json.dumps(results, indent=2, default=str, allow_nan=False) + "\n",
                                          encoding="utf-8")
     return folder / "report.md"

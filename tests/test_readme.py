@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -36,3 +37,9 @@ def test_main_job_command_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "report.md").is_file() and (tmp_path / "results.json").is_file()
     assert (tmp_path / "similarity.png").is_file()
+
+    def reject(constant: str) -> None:
+        raise AssertionError(f"results.json is not strict JSON: it contains {constant}")
+
+    results = json.loads((tmp_path / "results.json").read_text(), parse_constant=reject)
+    assert list(results["sections"]) == ["similarity", "degree", "limit"]

@@ -50,5 +50,6 @@ def write_json(data: Any, path: str | Path) -> Path:
     """Write ``data`` as indented JSON, creating parent folders."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    # allow_nan=False: strict JSON, so a NaN or infinity is an error here, not in the reader's parser
+    out.write_text(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8")
     return out

@@ -82,7 +82,9 @@ def limit_section(ctx: ReportContext) -> Section:
     data = {
         label: {"layers": list(result.layers), "c_1000": list(at_1000[label].per_layer),
                 "to_limit": {f"{c:g}": list(v) for c, v in result.to_limit.items()},
-                "rates": [result.rate(i) for i in range(len(result.layers))]}
+                # null where the layer is exact at every c (no rate to fit); JSON has no NaN
+                "rates": [None if math.isnan(r) else r
+                          for r in (result.rate(i) for i in range(len(result.layers)))]}
         for label, result in converge.items()
     }
     return Section("limit", "Similarity to the exact limit (c = ∞)", markdown, data)

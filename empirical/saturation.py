@@ -15,11 +15,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from empirical.batching import hidden_states, make_batches, tokenize
+from empirical.batching import hidden_states
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.scaling import check_scale, scaled_forward
-from empirical.similarity import _forward, _layer_labels, _token_cosines
+from empirical.similarity import _forward, _layer_labels, _prepare, _token_cosines
 
 __all__ = ["Convergence", "limit_convergence"]
 
@@ -85,20 +85,16 @@ def limit_convergence(
     >>> result.layers, result.to_limit[1e4][1] > 0.99
     (('embeddings', 'layer 1'), True)
     """
-    texts = list(sentences)
-    if not texts:
-        raise EmpiricalError("expected at least one sentence, got an empty list")
     checked = [check_scale(c) for c in scales]
     if any(math.isinf(c) for c in checked):
         raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
-    device = next(model.parameters()).device
-    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
+    _, batches = _prepare(model, tokenizer, list(sentences), max_length=max_length,
+                          batch_size=batch_size)
     limit = scaled_forward(model, math.inf)
     runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
     sums: dict[float, torch.Tensor] = {}
     labels: list[str] = []
     count = 0
-    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
     with torch.inference_mode():
         for batch in tqdm(batches, desc="convergence to the limit", disable=not progress):
             target = _forward(model, batch.inputs, limit)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from empirical.batching import hidden_states, make_batches, tokenize
+from empirical.batching import Batch, TokenizedCorpus, hidden_states, make_batches, tokenize
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.provenance import model_record, versions
@@ -152,6 +152,19 @@ def _forward(
         ) from err
 
 
+def _prepare(
+    model: nn.Module, tokenizer: Any, texts: Sequence[str], *, max_length: int, batch_size: int
+) -> tuple[TokenizedCorpus, list[Batch]]:
+    """Checks shared by every per-layer measurement, then tokens and length-sorted batches."""
+    if not texts:
+        raise EmpiricalError("expected at least one sentence, got an empty list")
+    if model.training:
+        raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
+    device = next(model.parameters()).device
+    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
+    return tokens, list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+
+
 def representation_similarity(
     model: nn.Module,
     tokenizer: Any,
@@ -192,18 +205,12 @@ def representation_similarity(
     """
     c = check_scale(scale)
     texts = list(sentences)
-    if not texts:
-        raise EmpiricalError("expected at least one sentence, got an empty list")
-    if model.training:
-        raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
-    device = next(model.parameters()).device
-    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
+    tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size)
     grow = scaled_forward(model, c)
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     labels: dict[str, list[str]] = {}
-    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
     with torch.inference_mode():
         for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch", disable=not progress):
             plain = _forward(model, batch.inputs)
@@ -223,7 +230,7 @@ def representation_similarity(
     record = {
         "model": model_record(model),
         "dtype": str(next(model.parameters()).dtype),
-        "device": str(device),
+        "device": str(next(model.parameters()).device),
         "batch_size": batch_size,
         "corpus": sentences.to_dict() if isinstance(sentences, Corpus) else {
             "source": "in-memory list", "n_sentences": len(texts),

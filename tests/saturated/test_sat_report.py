@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from empirical.errors import EmpiricalError
+from empirical.models import load_model
 from empirical.report import SECTIONS, write_report
+from empirical.saturation import limit_convergence
 from empirical.sections.limit import limit_section
 
 
@@ -22,3 +27,12 @@ def test_limit_section_tables_c_1000_beside_infinity(tmp_path: Path) -> None:
     top = [pretrained["to_limit"][c][-1] for c in ("10", "10000")]
     assert top[1] > top[0] and top[1] > 0.99
     assert limit_section in SECTIONS
+
+
+def test_convergence_shares_the_similarity_input_checks() -> None:
+    model, tokenizer = load_model("bert", random_init=True, num_layers=1)
+    with pytest.raises(EmpiricalError, match="at least one sentence"):
+        limit_convergence(model, tokenizer, [])
+    model.train()
+    with pytest.raises(EmpiricalError, match="eval"):
+        limit_convergence(model, tokenizer, ["A short sentence."])

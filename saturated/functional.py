@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
+from saturated.terms import may_hold_nan
 
 __all__ = ["default_rtol", "hard_attention", "hardmax", "relu_limit", "sign", "step", "tie_set"]
 
@@ -32,41 +33,49 @@ def default_rtol(dtype: torch.dtype) -> float:
 
 
 def _check_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """The mask as given (it may be smaller than the scores and broadcast); all True if None."""
     if mask is None:
-        return torch.ones_like(scores, dtype=torch.bool)
+        return torch.ones((), dtype=torch.bool, device=scores.device)
     if mask.dtype != torch.bool:
         raise SaturationError(
             f"expected a boolean mask (True where attention is allowed), got dtype {mask.dtype}"
         )
     try:
-        return mask.expand_as(scores)
+        fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
     except RuntimeError:
+        fits = False
+    if not fits:
         raise SaturationError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to scores of shape "
             f"{tuple(scores.shape)}"
-        ) from None
+        )
+    return mask
 
 
 def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
-            rtol: float | None = None) -> Tensor:
+            rtol: float | None = None, nan_rows_empty: bool = False) -> Tensor:
     """Boolean tensor of the allowed positions whose score is maximal within the tie tolerance.
 
     A position j is tied with the row maximum m when ``scores[j] >= m - rtol * s`` where s is the
     largest absolute allowed score of the row (so ties are judged relative to the row's scale, and
-    exactly equal scores tie even when they are all zero). Fully masked rows have no position.
+    exactly equal scores tie even when they are all zero). Fully masked rows have no position;
+    so have rows with a NaN score at an allowed position if ``nan_rows_empty``, which otherwise
+    raises.
 
     >>> tie_set(torch.tensor([2.0, 1.0, 2.0])).tolist()
     [True, False, True]
     """
     allowed = _check_mask(scores, mask)
-    if torch.isnan(scores[allowed]).any():
+    if not nan_rows_empty and may_hold_nan(scores) and bool((torch.isnan(scores) & allowed).any()):
         raise SaturationError("hardmax received NaN scores at allowed positions")
     tol = default_rtol(scores.dtype) if rtol is None else rtol
-    low = torch.finfo(scores.dtype).min if scores.dtype.is_floating_point else -(2**62)
-    masked = scores.masked_fill(~allowed, low)
-    top = masked.amax(dim=dim, keepdim=True)
-    scale = scores.abs().masked_fill(~allowed, 0).amax(dim=dim, keepdim=True)
-    return allowed & (masked >= top - tol * scale)
+    low, high = ((torch.finfo(scores.dtype).min, torch.finfo(scores.dtype).max)
+                 if scores.dtype.is_floating_point else (-(2**62), 2**62))
+    top = torch.where(allowed, scores, low).amax(dim=dim, keepdim=True)
+    bottom = torch.where(allowed, scores, high).amin(dim=dim, keepdim=True)
+    scale = torch.maximum(top.abs(), bottom.abs())  # the largest |score| allowed in the row
+    # A NaN allowed score makes top NaN, and every comparison with it false.
+    return allowed & (scores >= top - tol * scale)
 
 
 def hardmax(scores: Tensor, dim: int = -1, mask: Tensor | None = None,

@@ -9,6 +9,7 @@ position ids, bucket computations); the others go through the rule table of
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -17,14 +18,11 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
-from saturated.rules import RULES, Settings
+from saturated.rules import RULES, TIE_AWARE, Settings
 from saturated.terms import Term
+from saturated.ties import TiedWeights, untie
 
 __all__ = ["run_terms"]
-
-
-def _has_term(values: Any) -> bool:
-    return any(isinstance(leaf, Term) for leaf in pytree.tree_leaves(values, is_leaf=_is_term))
 
 
 def _is_term(value: Any) -> bool:
@@ -95,14 +93,32 @@ def run_terms(
             kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
             env[node] = _call(node, args, kwargs, settings)
         elif node.op == "output":
-            return list(torch.fx.node.map_arg(node.args[0], env.__getitem__))
+            outputs = torch.fx.node.map_arg(node.args[0], env.__getitem__)
+            return [untie(out, settings.ties == "nan", "the model's output") for out in outputs]
         else:
             raise SaturationError(f"unexpected graph node kind '{node.op}' at {_where(node)}")
     raise SaturationError("the exported graph has no output node")
 
 
+def _terms(values: Any) -> list[Term]:
+    """The terms among a node's arguments (graph arguments nest only in lists, tuples and dicts);
+    a plain loop, since this runs at every node."""
+    found: list[Term] = []
+    stack = [values]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Term):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return found
+
+
 def _call(node: torch.fx.Node, args: Any, kwargs: Any, settings: Settings) -> Any:
-    if not _has_term((args, kwargs)):
+    leaves = _terms((args, kwargs))
+    if not leaves:
         return node.target(*args, **kwargs)  # type: ignore[operator]
     rule = RULES.get(node.target)
     if rule is None:
@@ -111,8 +127,16 @@ def _call(node: torch.fx.Node, args: Any, kwargs: Any, settings: Settings) -> An
             "saturated.register_rule"
         )
     try:
-        return rule(settings, *args, **kwargs)
+        if node.target not in TIE_AWARE and any(isinstance(leaf, TiedWeights) for leaf in leaves):
+            args, kwargs = pytree.tree_map(
+                lambda v: untie(v, settings.ties == "nan", f"op {node.target}"), (args, kwargs),
+                is_leaf=_is_term)
+        result = rule(settings, *args, **kwargs)
     except SaturationError as err:
         raise type(err)(f"{err} [at {_where(node)}]") from err
     except (RuntimeError, TypeError, ValueError) as err:
         raise SaturationError(f"the limit rule failed at {_where(node)}: {err}") from err
+    if isinstance(result, TiedWeights) and node.target not in TIE_AWARE:
+        # Reported where the weights are used: say where they arose.
+        return replace(result, reason=f"{result.reason} [at {_where(node)}]")
+    return result

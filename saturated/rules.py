@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -28,13 +28,15 @@ from saturated.terms import (
     exp_series,
     lift,
     make,
+    may_hold_nan,
     mul,
     power,
     reduce,
     scale,
 )
+from saturated.ties import TiedWeights, contract, einsum_contracts_rows, untie
 
-__all__ = ["RULES", "Rule", "Settings", "register_rule"]
+__all__ = ["RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
 
 aten = torch.ops.aten
 
@@ -48,21 +50,30 @@ class Settings:
             (±∞ in the limit). Hugging Face uses the dtype minimum (−3.4·10³⁸ in float32), XLNet
             10³⁰; 10⁹ separates them from any real input or bias.
         rtol: tie tolerance of hard attention (None: :func:`saturated.functional.default_rtol`).
-        ties: ``"raise"`` (default) when the maximal score of a growing softmax row stays tied
-            through every tracked order (the untracked ones would decide); ``"uniform"`` assumes
-            such scores are equal at every order, and averages.
+        ties: what to do when the maximal score of a growing softmax row stays tied through every
+            tracked order (the untracked ones would decide) and the tie matters, i.e. the tied
+            positions carry different values (see :mod:`saturated.ties`). ``"raise"`` (default):
+            :class:`~saturated.terms.NeedsOrders`; ``"nan"``: the outputs it leaves undetermined
+            become NaN and the pass goes on (NaN spreads to everything they reach);
+            ``"uniform"`` assumes such scores are equal at every order, and averages.
         orders: how many parts of each expansion are tracked where the leading order alone does
             not decide the limit (it is always tried first).
+        exact_ties: whether scores equal within the tie tolerance are taken as exactly equal at
+            that order, so that lower orders break the tie. False treats every such tie as
+            unresolved where it matters (as ``ties`` says): in float32 a near-tie and a tie look
+            alike, and :class:`~saturated.saturate.SaturatedModel` recomputes those inputs in
+            float64.
     """
 
     mask_threshold: float = 1e9
     rtol: float | None = None
     ties: str = "raise"
     orders: int = 16
+    exact_ties: bool = True
 
     def __post_init__(self) -> None:
-        if self.ties not in ("raise", "uniform"):
-            raise SaturationError(f"ties must be 'raise' or 'uniform', got {self.ties!r}")
+        if self.ties not in ("raise", "nan", "uniform"):
+            raise SaturationError(f"ties must be 'raise', 'nan' or 'uniform', got {self.ties!r}")
         if self.orders < 1:
             raise SaturationError(f"orders must be at least 1, got {self.orders!r}")
         if not self.mask_threshold > 0:
@@ -73,27 +84,35 @@ Rule = Callable[..., Any]
 RULES: dict[Any, Rule] = {}
 """The rule table: ATen op overload (or Python callable) → rule."""
 
+TIE_AWARE: set[Any] = set()
+"""Ops whose rules accept :class:`~saturated.ties.TiedWeights` (the interpreter keeps them from
+every other rule)."""
 
-def register_rule(target: Any, rule: Rule) -> None:
+
+def register_rule(target: Any, rule: Rule, accepts_ties: bool = False) -> None:
     """Add (or replace) the limit rule of ``target``.
 
     A rule is called as ``rule(settings, *args, **kwargs)`` with the node's arguments, c-dependent
     tensors given as :class:`~saturated.terms.Term`; it returns a Term, an exact value, or a list
-    of them.
+    of them. With ``accepts_ties`` it may also receive :class:`~saturated.ties.TiedWeights`.
 
     >>> register_rule(torch.ops.aten.abs.default, RULES[torch.ops.aten.abs.default])
     """
     RULES[target] = rule
+    if accepts_ties:
+        TIE_AWARE.add(target)
+    else:
+        TIE_AWARE.discard(target)
 
 
 def _term(value: Any, s: Settings) -> Term:
     return value if isinstance(value, Term) else lift(value, s.mask_threshold)
 
 
-def _rule(*targets: Any) -> Callable[[Rule], Rule]:
+def _rule(*targets: Any, accepts_ties: bool = False) -> Callable[[Rule], Rule]:
     def decorate(fn: Rule) -> Rule:
         for target in targets:
-            register_rule(target, fn)
+            register_rule(target, fn, accepts_ties)
         return fn
     return decorate
 
@@ -119,9 +138,8 @@ for _op in (aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
             aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
             aten.expand.default, aten.contiguous.default, aten.clone.default, aten.slice.Tensor,
             aten.select.int, aten.index.Tensor, aten.gather.default, aten.index_select.default,
-            aten.t.default, aten.numpy_T.default, aten.flatten.using_ints, aten.alias.default,
-            aten.detach.default,
-            aten.repeat.default, *_SPLITS):
+            aten.t.default, aten.mT.default, aten.numpy_T.default, aten.flatten.using_ints,
+            aten.alias.default, aten.detach.default, aten.repeat.default, *_SPLITS):
     register_rule(_op, _structural(_op))
 
 
@@ -160,17 +178,17 @@ def _caster(target: Any) -> Rule:
 
 
 for _op in (aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten._to_copy.default):
-    register_rule(_op, _caster(_op))
+    register_rule(_op, _caster(_op), accepts_ties=True)
 
 
-@_rule(aten.type_as.default)
+@_rule(aten.type_as.default, accepts_ties=True)
 def _type_as(s: Settings, x: Term, other: Any) -> Term:
     """Cast to another tensor's dtype."""
     dtype = (other.lead if isinstance(other, Term) else other).dtype
     return _checked_cast(x, lambda a: a.to(dtype))
 
 
-@_rule(aten.dropout.default)
+@_rule(aten.dropout.default, accepts_ties=True)
 def _dropout(s: Settings, x: Term, p: float, train: bool | None) -> Term:
     """Dropout in eval mode is the identity."""
     if train:
@@ -178,7 +196,7 @@ def _dropout(s: Settings, x: Term, p: float, train: bool | None) -> Term:
     return x
 
 
-@_rule(aten._assert_tensor_metadata.default)
+@_rule(aten._assert_tensor_metadata.default, accepts_ties=True)
 def _assert_metadata(s: Settings, *args: Any, **kwargs: Any) -> None:
     """A tracing-time check with no value."""
     return None
@@ -276,9 +294,14 @@ def _sum(s: Settings, x: Term, dim: Any = None, keepdim: bool = False, dtype: An
     return reduce(x, _dims(x, dim), keepdim, mean=False)
 
 
-@_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
+@_rule(aten.matmul.default, aten.mm.default, aten.bmm.default, accepts_ties=True)
 def _matmul(s: Settings, x: Any, y: Any) -> Term:
-    """Matrix product: bilinear, degrees add (paper Table 1, Linear)."""
+    """Matrix product: bilinear, degrees add (paper Table 1, Linear). Tied attention weights on the
+    left, contracted over their softmax dimension, are checked by :func:`saturated.ties.contract`."""
+    mark = s.ties == "nan"
+    if isinstance(x, TiedWeights) and x.dim == x.lead.dim() - 1 and not isinstance(y, TiedWeights):
+        return contract(torch.matmul, x, _term(y, s), s.orders, s.rtol, mark, stack_left=True)
+    x, y = (untie(v, mark, "a matrix product not over the softmax dimension") for v in (x, y))
     return bilinear(torch.matmul, _term(x, s), _term(y, s), s.orders, stack_left=True)
 
 
@@ -296,9 +319,16 @@ def _addmm(s: Settings, bias: Any, x: Any, y: Any, beta: float = 1, alpha: float
     return add(_scaled(bias, beta, s), _scaled(product, alpha, s), s.orders)
 
 
-@_rule(aten.einsum.default)
+@_rule(aten.einsum.default, accepts_ties=True)
 def _einsum(s: Settings, equation: str, operands: Sequence[Any], path: Any = None) -> Term:
-    """Einsum of two operands is bilinear; of one, a relabelling."""
+    """Einsum of two operands is bilinear; of one, a relabelling. Tied attention weights as the
+    first of two operands, summed over their softmax dimension, are checked as for matmul."""
+    first = operands[0]
+    if (len(operands) == 2 and isinstance(first, TiedWeights) and not isinstance(operands[1], TiedWeights)
+            and einsum_contracts_rows(equation, first.dim)):
+        return contract(lambda a, b: torch.einsum(equation, a, b), first, _term(operands[1], s),
+                        s.orders, s.rtol, s.ties == "nan")
+    operands = [untie(v, s.ties == "nan", f"einsum '{equation}'") for v in operands]
     if len(operands) == 1:
         return _term(operands[0], s).map(lambda t: torch.einsum(equation, t))
     if len(operands) != 2:
@@ -400,8 +430,10 @@ def _abs(s: Settings, x: Term) -> Term:
 def _relu_like(x: Term, at: Callable[[Tensor], Tensor], orders: int) -> Term:
     """GELU and SiLU: relu(v) for growing v (they differ by e^(−Θ(c))), the function's value for
     fixed ones."""
-    if len(x.parts) == 1 and 0 < x.degree < math.inf and bool(x.lead.all()):
-        return Term(((torch.relu(x.lead), x.degree),), x.floor)  # fast path: every element grows
+    if len(x.parts) == 1 and 0 < x.degree < math.inf:
+        # One growing part: relu of it. Where its coefficient is 0 the element is O(c^floor), and
+        # so is its image, since |GELU(y)| and |SiLU(y)| are at most |y|.
+        return Term(((torch.relu(x.lead), x.degree),), x.floor)
     sign, growing, value, error = _regimes(x)
     keep = growing & (sign > 0)
     parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
@@ -447,30 +479,62 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     growing part in turn keeps only the positions with maximal coefficient (within the tie
     tolerance); the others get weight e^(−Θ(c)), zero at every order. The survivors share the
     weight by the softmax of their bounded parts, expanded as a series. Rows still tied while an
-    unknown part of order ≥ 1 remains are not determined (``ties="uniform"`` averages them). A
-    fully masked row is all zeros.
+    unknown part of order ≥ 1 remains give :class:`~saturated.ties.TiedWeights`, which only a
+    product with values that agree on the tie can use (``ties="uniform"`` averages them instead).
+    A fully masked row is all zeros; with ``ties="nan"``, a row with NaN scores is all NaN.
     """
-    candidates = torch.ones(x.shape, dtype=torch.bool, device=x.lead.device)
+    dim = dim % x.lead.dim()
+    # Broadcasts to the scores, so that a mask shared by heads or rows is compared only once.
+    candidates = torch.ones((1,) * x.lead.dim(), dtype=torch.bool, device=x.lead.device)
     for a, d in x.parts:
         if d == math.inf:
+            a = _unexpanded(a)
             if bool((a > 0).any()):
                 raise SaturationError("softmax input contains +∞ (a huge positive constant)")
             candidates = candidates & (a == 0)
-        elif d > 0:
-            candidates = tie_set(a, dim, candidates, s.rtol)
+    allowed = candidates.any(dim, keepdim=True)
+    marking = s.ties == "nan"
+    for a, d in x.parts:
+        if 0 < d < math.inf:
+            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking)
+    candidates = candidates.expand(x.shape)
     count = candidates.sum(dim=dim, keepdim=True)
+    weights = _hard_attention(x, dim, candidates, count, s)
+    if not marking:
+        return weights
+    poisoned = allowed & (count == 0)  # emptied by a NaN score
+    if not bool(poisoned.any()):
+        return weights
+    return replace(weights, parts=tuple((a.masked_fill(poisoned, math.nan), d) for a, d in weights.parts))
+
+
+def _unexpanded(a: Tensor) -> Tensor:
+    """``a`` without the dimensions it was broadcast along (stride 0): the same values, fewer of
+    them; it still broadcasts back to the full shape."""
+    for index, (size, stride) in enumerate(zip(a.shape, a.stride())):
+        if stride == 0 and size > 1:
+            a = a.narrow(index, 0, 1)
+    return a
+
+
+def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Settings) -> Term:
+    """The softmax's weights once the growing parts have picked each row's ``candidates`` (their
+    ``count`` per row)."""
     bounded = [(a, d) for a, d in x.parts if d <= 0]
-    if not bool((count > 1).any()) or (s.ties == "uniform" and x.floor >= 0):
-        # One winner per row (or ties assumed exact): hard attention, exact up to e^(−Θ(c)).
+    tied_rows = bool((count > 1).any())
+    if not tied_rows or x.floor >= 0 or not s.exact_ties:
+        # One winner per row, or ties the tracked orders cannot break (or that may not be exact):
+        # hard attention, exact up to e^(−Θ(c)) where it is decided.
         weights = candidates.to(x.lead.dtype) / count.clamp_min(1)
-        return Term(((weights, 0.0),))
-    if x.floor >= 0:
+        if s.ties == "uniform" or not tied_rows:
+            return Term(((weights, 0.0),))
         row = torch.nonzero((count > 1).expand_as(count))[0].tolist()
-        raise NeedsOrders(
-            f"hard attention tie: {int(count[tuple(row)])} positions share the maximal score at "
-            f"every tracked order (row {row}); the untracked part of order c^{x.floor:g} decides. "
-            "Pass ties='uniform' to assume such scores are equal at every order"
-        )
+        reason = (f"hard attention tie: {int(count[tuple(row)])} positions share the maximal score "
+                  + (f"at every tracked order (row {row}); the untracked part of order "
+                     f"c^{x.floor:g} decides between them" if x.floor >= 0 else
+                     f"within the tie tolerance of {x.lead.dtype} (row {row}), which cannot tell "
+                     "a near-tie from a tie"))
+        return TiedWeights(((weights, 0.0),), candidates=candidates, dim=dim, reason=reason)
     # Only the tied rows need the series; every other row is hard attention.
     def rows_of(a: Tensor) -> Tensor:
         return a.movedim(dim, -1).reshape(-1, a.shape[dim])
@@ -516,11 +580,21 @@ def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, b
     t = _term(x, s)
     dims = list(range(-len(shape), 0))
     if s.orders == 1 and len(t.parts) == 1 and 0 < t.degree < math.inf:
-        # Leading order of one growing part: normalize without ε (ε/σ² ~ c^(−2d)).
-        normalized = F.layer_norm(t.lead, shape, eps=0.0)
-        if bool(torch.isnan(normalized).any()):
-            raise NeedsOrders("layer_norm of a row whose leading coefficients are all equal")
-        out = Term(((normalized, 0.0),), max(t.floor - t.degree, -2 * t.degree))
+        # Leading order of one growing part: normalize without ε (ε/σ² ~ c^(−2d)); an affine map
+        # whose weight and bias share one degree is applied in the same call.
+        affine = _one_degree_affine(weight, bias, s)
+        gain, shift = (affine[0], affine[1]) if affine else (None, None)
+        normalized = F.layer_norm(t.lead, shape, gain, shift, eps=0.0)
+        if may_hold_nan(normalized):
+            undefined = torch.isnan(normalized.sum(dims))
+            if s.ties == "nan":  # rows that held NaN already are undetermined, not constant
+                undefined &= ~torch.isnan(t.lead.sum(dims))
+            if bool(undefined.any()):
+                raise NeedsOrders("layer_norm of a row whose leading coefficients are all equal")
+        error = max(t.floor - t.degree, -2 * t.degree)
+        if affine:
+            return Term(((normalized, affine[2]),), error + affine[2])
+        out = Term(((normalized, 0.0),), error)
     else:
         out = _composed_layer_norm(t, dims, eps, s.orders)
     if weight is not None:
@@ -528,6 +602,18 @@ def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, b
     if bias is not None:
         out = add(out, _term(bias, s), s.orders)
     return out
+
+
+def _one_degree_affine(weight: Any, bias: Any, s: Settings) -> tuple[Tensor, Tensor | None, float] | None:
+    """LayerNorm's weight and bias coefficients if both are known exactly with one common degree."""
+    if not (isinstance(weight, Term) and len(weight.parts) == 1 and weight.floor == -math.inf):
+        return None
+    if bias is None:
+        return weight.lead, None, weight.degree
+    b = _term(bias, s)
+    if len(b.parts) == 1 and b.floor == -math.inf and b.degree == weight.degree:
+        return weight.lead, b.lead, weight.degree
+    return None
 
 
 def _composed_layer_norm(t: Term, dims: list[int], eps: float, orders: int) -> Term:

@@ -8,6 +8,7 @@ direction the output takes as the parameters grow (d = 0: the limit itself).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,27 +35,60 @@ class SaturatedOutput:
         value: the model's output structure (e.g. a Hugging Face ``ModelOutput``) holding
             lim f(x; c·θ)/cᵈ for each tensor.
         degrees: the same structure holding each tensor's degree d (0.0 for exact outputs).
-        orders: how many orders of the expansion were tracked to decide the limit.
+        orders: the most orders of the expansion any input needed to decide its limit.
+        refined: the batch entries (index along dimension 0 of the inputs) that the leading order
+            in the model's dtype left undetermined, recomputed in float64 with more orders as
+            needed; every entry when the batch had to be recomputed as a whole.
     """
 
     value: Any
     degrees: Any
     orders: int
+    refined: tuple[int, ...] = ()
 
 
-def _normalized(term: Term, index: int) -> tuple[torch.Tensor, float]:
-    """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients."""
+Normalized = tuple[Any, "float | None"]
+
+
+def _largest(coef: torch.Tensor) -> float:
+    """max |coef| in one pass (``aminmax``): 0 if all zero, ∞ on overflow, NaN if any entry is NaN."""
+    return max(abs(float(bound)) for bound in torch.aminmax(coef)) if coef.numel() else 0.0
+
+
+def _normalized(term: Term, index: int) -> tuple[torch.Tensor, float, bool]:
+    """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients, its
+    degree, and whether they hold NaN (outputs a tie left undetermined)."""
     for coef, degree in term.parts:
-        if not bool(coef.any()):
+        size = _largest(coef)
+        if size == 0:
             continue
         if not math.isfinite(degree):
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
-        if not bool(torch.isfinite(coef).all()):
+        has_nan = math.isnan(size)
+        if has_nan:  # look past the NaN for an overflow
+            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
+        if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
-        return coef, degree
+        return coef, degree, has_nan
     if term.floor == -math.inf:
-        return term.lead, -math.inf
+        return term.lead, -math.inf, False
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+def _normalize_all(outputs: list[Any]) -> tuple[list[Normalized], list[int]]:
+    """Each output normalized by its degree (exact outputs as they are), and the indices of the
+    outputs that hold NaN."""
+    pairs: list[Normalized] = []
+    with_nan: list[int] = []
+    for index, out in enumerate(outputs):
+        if isinstance(out, Term):
+            coef, degree, nan = _normalized(out, index)
+            pairs.append((coef, degree))
+            if nan:
+                with_nan.append(index)
+        else:
+            pairs.append((out, 0.0 if isinstance(out, torch.Tensor) else None))
+    return pairs, with_nan
 
 
 def _schedule(most: int) -> list[int]:
@@ -89,11 +123,37 @@ def _check_masks(kwargs: dict[str, Any]) -> None:
                 )
 
 
+def _batch_size(leaves: list[Any]) -> int | None:
+    """The common size of dimension 0 of every tensor input, if there is one above 1."""
+    sizes = {leaf.shape[0] if leaf.dim() else None for leaf in leaves if isinstance(leaf, torch.Tensor)}
+    size = sizes.pop() if len(sizes) == 1 else None
+    return size if size is not None and size > 1 else None
+
+
+def _undetermined_entries(values: list[torch.Tensor], batch: int | None) -> list[int] | None:
+    """Batch entries where these outputs hold NaN (left undetermined); None if one of them has no
+    batch dimension to attribute it to."""
+    entries: set[int] = set()
+    for value in values:
+        if batch is None or value.dim() == 0 or value.shape[0] != batch:
+            return None
+        nan = torch.isnan(value.reshape(batch, -1).sum(dim=1))  # a sum is NaN where an entry is
+        entries.update(torch.nonzero(nan).flatten().tolist())
+    return sorted(entries)
+
+
 class SaturatedModel:
     """A model's saturated version, called like the model itself.
 
     Build it with :func:`saturate`. Each distinct input signature is exported once and cached; the
     model's current parameters are read at every call (never modified).
+
+    A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
+    that the leading order cannot break and that matters (the tied positions carry different
+    values), or where float32 rounding cannot tell a near-tie from a tie, the batch entries it
+    touches are recomputed one by one in float64, tracking more orders until the limit is decided
+    (up to ``settings.orders``). This assumes batch entries do not interact, as in every
+    transformer in eval mode; inputs without a common batch dimension are recomputed whole.
     """
 
     def __init__(self, model: nn.Module, settings: Settings) -> None:
@@ -103,6 +163,13 @@ class SaturatedModel:
         self.settings = settings
         self._programs: dict[tuple[Any, ...], torch.export.ExportedProgram] = {}
         self._checked: set[tuple[str, int, int]] = set()
+        self._wide_copy: nn.Module | None = None  # the model in float64, made on first need
+        self._synced: Any = None  # the parameter versions the copy holds
+        dtypes = [p.dtype for p in model.parameters() if p.is_floating_point()]
+        self._dtype = dtypes[0] if dtypes else torch.get_default_dtype()
+        # Ties are judged up to rounding; float64 tells near-ties from ties where float32 cannot.
+        self._wide = torch.float64 if torch.finfo(self._dtype).eps > torch.finfo(torch.float64).eps \
+            else self._dtype
 
     def _check_parameters(self) -> None:
         """Non-finite parameters have no direction to grow in; checked once per parameter version."""
@@ -115,41 +182,134 @@ class SaturatedModel:
 
     def program(self, *args: Any, **kwargs: Any) -> torch.export.ExportedProgram:
         """The exported graph for these inputs (exported on first use)."""
+        return self._program(args, kwargs, self._dtype)
+
+    def _program(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 dtype: torch.dtype) -> torch.export.ExportedProgram:
         leaves, spec = pytree.tree_flatten((args, kwargs))
-        key = _signature(spec, leaves)
+        key = (*_signature(spec, leaves), dtype)
         if key not in self._programs:
+            model = self.model if dtype == self._dtype else self._widened()
             try:
-                self._programs[key] = export_model(self.model, args, kwargs)
+                self._programs[key] = export_model(model, *_cast_inputs((args, kwargs), dtype))
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
         return self._programs[key]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> SaturatedOutput:
-        """The saturated outputs for these inputs (see :class:`SaturatedOutput`).
+    def _widened(self) -> nn.Module:
+        """One float64 copy of the model: every float64 program is exported from it and runs on
+        its tensors, so that a single copy of the parameters exists whatever the input shapes."""
+        if self._wide_copy is None:
+            self._wide_copy = copy.deepcopy(self.model).to(self._wide)
+        return self._wide_copy
 
-        The leading order is tried first; where it does not decide the limit (a hard-attention
-        tie, a cancellation), the pass is repeated tracking ``settings.orders`` parts.
-        """
-        _check_masks(kwargs)
-        program = self.program(*args, **kwargs)
-        leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    def _tensors(self, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The model's current parameters and buffers, in ``dtype``."""
         tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
-        self._check_parameters()
+        if dtype == self._dtype:
+            return tensors
+        wide = self._widened()
+        copies = {**dict(wide.named_buffers()), **dict(wide.named_parameters())}
+        versions = tuple((name, t.data_ptr(), t._version) for name, t in tensors.items())
+        if self._synced != versions:  # the model changed since the copy was last brought up to date
+            with torch.no_grad():
+                for name, tensor in tensors.items():
+                    copies[name].copy_(tensor)
+            self._synced = versions
+        return copies
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
+             dtype: torch.dtype) -> list[Any]:
+        program = self._program(args, kwargs, dtype)
+        tensors = self._tensors(dtype)
+        inputs = _cast_inputs((args, kwargs), dtype)
+        leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
+        with torch.no_grad():
+            return run_terms(program, tensors, leaves, settings)
+
+    def _levels(self) -> list[tuple[torch.dtype, int]]:
+        """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
+        1, 2, 4, … orders."""
+        levels = [(self._dtype, 1)]
         for orders in _schedule(self.settings.orders):
+            if (self._wide, orders) != levels[-1]:
+                levels.append((self._wide, orders))
+        return levels
+
+    def __call__(self, *args: Any, **kwargs: Any) -> SaturatedOutput:
+        """The saturated outputs for these inputs (see :class:`SaturatedOutput`)."""
+        _check_masks(kwargs)
+        self._check_parameters()
+        batch = _batch_size(pytree.tree_leaves((args, kwargs)))
+        marking = "uniform" if self.settings.ties == "uniform" else "nan"
+        levels = self._levels()
+        pairs: list[Normalized] = []
+        pending: list[int] | None = None  # the batch entries still undetermined; None: all of them
+        refined: tuple[int, ...] = ()
+        for step, (dtype, orders) in enumerate(levels):
+            last = step == len(levels) - 1
+            ties = "raise" if last and self.settings.ties == "raise" else marking
+            # Below float64, a tie within the tolerance may be a near-tie that float64 resolves.
+            exact = self.settings.exact_ties and (dtype == self._wide or self._wide == self._dtype)
+            these, those = (args, kwargs) if pending is None else _select((args, kwargs), pending)
+            if step == 1:
+                refined = tuple(range(batch or 1)) if pending is None else tuple(pending)
             try:
-                with torch.no_grad():
-                    outputs = run_terms(program, tensors, leaves, replace(self.settings, orders=orders))
-                pairs = [_normalized(out, i) if isinstance(out, Term)
-                         else (out, 0.0 if isinstance(out, torch.Tensor) else None)
-                         for i, out in enumerate(outputs)]
-                break
+                settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
+                outputs = self._run(these, those, settings, dtype)
+                found, with_nan = _normalize_all(outputs)
             except NeedsOrders as err:
-                if orders == self.settings.orders:
+                if last:
                     raise SaturationError(f"{err} (tracking {orders} orders)") from err
-        out_spec = program.call_spec.out_spec
+                continue  # the same entries, at the next level
+            if pending is None:
+                pairs = found
+            else:
+                _merge(pairs, found, pending)
+            left = _undetermined_entries([found[i][0] for i in with_nan],
+                                         batch if pending is None else len(pending))
+            if left == []:
+                break
+            if left is not None:
+                pending = left if pending is None else [pending[i] for i in left]
+        else:
+            if self.settings.ties != "nan":  # ties raise at the last level: this NaN came in
+                raise SaturationError(f"outputs hold NaN (batch entries {pending or 'all'}); expected "
+                                      "finite inputs")
+        out_spec = self.program(*args, **kwargs).call_spec.out_spec
         assert out_spec is not None
         return SaturatedOutput(pytree.tree_unflatten([v for v, _ in pairs], out_spec),
-                               pytree.tree_unflatten([d for _, d in pairs], out_spec), orders)
+                               pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined)
+
+
+def _select(inputs: Any, entries: list[int]) -> Any:
+    """The inputs of some batch entries (rows of dimension 0 of every tensor)."""
+    index = torch.tensor(entries)
+    return pytree.tree_map(
+        lambda v: v.index_select(0, index.to(v.device)) if isinstance(v, torch.Tensor) else v, inputs)
+
+
+def _cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
+    """Floating tensor inputs in ``dtype`` (ids and masks stay as they are)."""
+    return pytree.tree_map(
+        lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v, inputs)
+
+
+def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int]) -> None:
+    """Write some batch entries' recomputed outputs into the batch's (normalized by the same cᵈ)."""
+    rows = torch.tensor(entries)
+    for index, ((value, degree), (part, part_degree)) in enumerate(zip(pairs, found)):
+        if not isinstance(value, torch.Tensor):
+            continue
+        if degree is None or part_degree is None or part_degree > degree:
+            raise SaturationError(
+                f"output {index} of batch entries {entries} has degree {part_degree} alone but "
+                f"{degree} in the batch; expected batch entries that do not interact"
+            )
+        # A lower degree alone means a zero coefficient at the batch's degree.
+        update = part.to(value.dtype) if part_degree == degree else torch.zeros_like(part, dtype=value.dtype)
+        value = value.clone().index_copy_(0, rows.to(value.device), update)
+        pairs[index] = (value, degree)
 
 
 def saturate(model: nn.Module, *args: Any, settings: Settings | None = None,

@@ -21,8 +21,8 @@ from torch import Tensor
 from saturated.errors import SaturationError
 
 __all__ = [
-    "NeedsOrders", "Term", "add", "bilinear", "exp_series", "lift", "make", "mul", "power", "reduce",
-    "scale",
+    "NeedsOrders", "Term", "add", "bilinear", "exp_series", "lift", "make", "may_hold_nan", "mul", "power",
+    "reduce", "scale",
 ]
 
 Part = tuple[Tensor, float]
@@ -63,6 +63,38 @@ class Term:
         return Term(tuple((fn(a), d) for a, d in self.parts), self.floor)
 
 
+def may_hold_nan(a: Tensor) -> bool:
+    """False only if ``a`` holds no NaN: one reduction, where ``isnan`` would need three passes.
+
+    A sum is NaN when an entry is, or when +∞ and −∞ meet (a false alarm that costs callers a
+    closer look, never a missed NaN).
+
+    >>> may_hold_nan(torch.tensor([1.0, 2.0])), may_hold_nan(torch.tensor([1.0, math.nan]))
+    (False, True)
+    """
+    return a.is_floating_point() and bool(torch.isnan(a.sum()))
+
+
+def _broadcast(shapes: list[torch.Size]) -> torch.Size:
+    """The broadcast of ``shapes`` (a plain loop: ``torch.broadcast_shapes`` costs more than most
+    of the tensor ops it serves here).
+
+    >>> _broadcast([torch.Size([2, 1, 3]), torch.Size([4, 1])])
+    torch.Size([2, 4, 3])
+    """
+    first = shapes[0]
+    if all(shape == first for shape in shapes):
+        return first
+    out = [1] * max(len(shape) for shape in shapes)
+    for shape in shapes:
+        for index, size in enumerate(shape, len(out) - len(shape)):
+            if size != 1 and out[index] not in (1, size):
+                raise SaturationError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+            if size != 1:
+                out[index] = size
+    return torch.Size(out)
+
+
 def make(parts: Iterable[Part], floor: float, orders: int) -> Term:
     """A term from parts in any order: equal degrees merged, parts at or below ``floor`` dropped.
 
@@ -74,7 +106,7 @@ def make(parts: Iterable[Part], floor: float, orders: int) -> Term:
     Term(parts=((tensor([2.]), 3.0),), floor=1.0)
     """
     parts = list(parts)
-    shape = torch.broadcast_shapes(*(coef.shape for coef, _ in parts))
+    shape = _broadcast([coef.shape for coef, _ in parts])
     merged: dict[float, Tensor] = {}
     for coef, deg in parts:
         if deg > floor:

@@ -18,7 +18,7 @@ aten = torch.ops.aten
 
 @rule(
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
-    aten.transpose.int, aten.t.default, aten.expand.default, aten.contiguous.default,
+    aten.transpose.int, aten.t.default, aten.mT.default, aten.expand.default, aten.contiguous.default,
     aten.clone.default, aten.slice.Tensor, aten.select.int, aten.unsqueeze.default,
     aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.flatten.using_ints,
     aten.unflatten.int, aten.alias.default, aten.detach.default, aten.detach_.default,

@@ -1,0 +1,171 @@
+"""Hard-attention ties: when they matter, and the float64 recomputation of float32 near-ties."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from empirical.corpus import load_corpus
+from empirical.models import load_model
+from saturated.errors import SaturationError
+from saturated.rules import Settings
+from saturated.saturate import saturate
+from saturated.terms import NeedsOrders, Term
+from saturated.ties import TiedWeights, contract
+
+NEAR = 1 + 2.0**-19  # 1.9e-6 above 1: inside float32's tie tolerance, far outside float64's
+
+
+class TieHead(nn.Module):
+    """One softmax head over 2-D tokens. Queries are the tokens' exact first coordinate; keys are
+    that coordinate through two weight layers (degree 2), with a bias one degree below if
+    ``bias``; values are the whole token. Tokens with equal first coordinates tie."""
+
+    def __init__(self, bias: bool = True) -> None:
+        super().__init__()
+        self.key1 = nn.Linear(2, 1, bias=False)
+        self.key2 = nn.Linear(1, 1, bias=bias)
+        self.value = nn.Linear(2, 2, bias=False)
+        with torch.no_grad():
+            self.key1.weight.copy_(torch.tensor([[1.0, 0.0]]))
+            self.key2.weight.fill_(1.0)
+            if bias:
+                self.key2.bias.fill_(0.5)
+            self.value.weight.copy_(torch.eye(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = x[..., :1] @ self.key2(self.key1(x)).transpose(-2, -1)
+        return torch.softmax(scores, dim=-1) @ self.value(x)
+
+
+@pytest.fixture(scope="module")
+def minilm_float64() -> tuple[nn.Module, Any]:
+    """The whole pretrained MiniLM in float64."""
+    return load_model("minilm", dtype=torch.float64)
+
+
+def grown(net: nn.Module, c: float, x: torch.Tensor) -> torch.Tensor:
+    return torch.func.functional_call(net, {n: c * p for n, p in net.named_parameters()}, (x,))
+
+
+def test_tie_between_equal_tokens_is_decided_at_the_leading_order() -> None:
+    # Tokens 0 and 2 are equal: every query with a positive coordinate ties them, yet any split
+    # of its weight between them gives the same output.
+    head = TieHead().double()
+    x = torch.tensor([[[1.0, 0.0], [0.5, 0.0], [1.0, 0.0], [-1.0, 2.0]]], dtype=torch.float64)
+    out = saturate(head, x)(x)
+    assert out.orders == 1 and out.refined == () and out.degrees == 1.0
+    expected = torch.tensor([[[1.0, 0.0]] * 3 + [[-1.0, 2.0]]], dtype=torch.float64)
+    assert torch.equal(out.value, expected)  # query 3 (negative) picks the smallest key, its own
+    assert (grown(head, 1e4, x) / 1e4 - expected).abs().max() < 1e-9
+
+
+def test_tie_between_different_values_takes_more_orders() -> None:
+    # Tokens 0 and 2 share their key but not their value; the keys' bias is the same for both,
+    # so the tie holds at every order and the weight splits evenly (known once two orders are).
+    head = TieHead().double()
+    x = torch.tensor([[[1.0, 0.0], [0.5, 0.0], [1.0, 3.0], [-1.0, 2.0]]], dtype=torch.float64)
+    out = saturate(head, x)(x)
+    expected = torch.tensor([[[1.0, 1.5]] * 3 + [[-1.0, 2.0]]], dtype=torch.float64)
+    assert out.orders == 2
+    assert torch.allclose(out.value, expected, atol=1e-12)
+    assert (grown(head, 1e4, x) / 1e4 - expected).abs().max() < 1e-9
+
+
+def test_tie_that_matters_beyond_the_tracked_orders_is_an_error_naming_both_nodes() -> None:
+    head = TieHead().double()
+    x = torch.tensor([[[1.0, 0.0], [1.0, 3.0]]], dtype=torch.float64)
+    with pytest.raises(SaturationError, match=r"tie.*node 'softmax'.*different values.*node 'matmul"):
+        saturate(head, x, settings=Settings(orders=1))
+
+
+def test_nan_policy_marks_only_the_rows_a_tie_leaves_undetermined() -> None:
+    head = TieHead().double()
+    x = torch.tensor([[[1.0, 0.0], [0.5, 0.0], [1.0, 3.0], [-1.0, 2.0]]], dtype=torch.float64)
+    value = saturate(head, x, settings=Settings(orders=1, ties="nan"))(x).value
+    # The tied tokens agree in their first coordinate: that output is known, the second is not.
+    assert torch.isnan(value[0, :3, 1]).all() and torch.equal(value[0, :3, 0], torch.ones(3).double())
+    assert torch.equal(value[0, 3], torch.tensor([-1.0, 2.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["lower-order-unknown", "exact-scores"])
+def test_float32_near_tie_is_recomputed_in_float64(bias: bool) -> None:
+    # Entry 0: keys 1 and 1 + 1.9e-6 tie within float32's tolerance, yet the second is larger, so
+    # it alone is attended. Entry 1 has no tie and keeps its float32 result.
+    head = TieHead(bias)
+    x = torch.tensor([[[1.0, 0.0], [NEAR, 3.0]], [[1.0, 0.0], [0.5, 3.0]]])
+    out = saturate(head, x)(x)
+    assert out.refined == (0,) and out.orders == 1 and out.value.dtype == torch.float32
+    assert torch.equal(out.value[0], torch.tensor([[NEAR, 3.0], [NEAR, 3.0]]))
+    assert torch.equal(out.value[1], torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
+    # The same limit from float64 throughout, where no recomputation is needed.
+    wide = saturate(head.double(), x.double())(x.double())
+    assert wide.refined == () and torch.equal(wide.value.float(), out.value)
+
+
+def test_contraction_check_agrees_between_matmul_and_einsum() -> None:
+    # Rows 0 and 1 tie positions {0, 2}; the values agree there in column 0 only. Row 2 is decided.
+    candidates = torch.tensor([[[True, False, True], [True, False, True], [False, True, False]]])
+    weights = TiedWeights(((candidates / candidates.sum(-1, keepdim=True), 0.0),),
+                          candidates=candidates, dim=2, reason="tie")
+    values = Term(((torch.tensor([[[1.0, 5.0], [2.0, 6.0], [1.0, 7.0]]]), 2.0),), 1.0)
+    by_matmul = contract(torch.matmul, weights, values, 1, None, mark=True)
+    by_einsum = contract(lambda a, b: torch.einsum("bij,bjd->bid", a, b), weights, values, 1, None,
+                         mark=True)
+    expected = torch.tensor([[[1.0, math.nan], [1.0, math.nan], [2.0, 6.0]]])
+    for out in (by_matmul, by_einsum):
+        assert torch.equal(out.lead.isnan(), expected.isnan())
+        assert torch.equal(out.lead.nan_to_num(-1), expected.nan_to_num(-1))
+        assert out.floor == 1.0
+    with pytest.raises(NeedsOrders, match="different values"):
+        contract(torch.matmul, weights, values, 1, None, mark=False)
+
+
+def test_contraction_floor_rises_to_the_first_lower_part_that_differs() -> None:
+    candidates = torch.tensor([[True, True]])
+    weights = TiedWeights(((candidates / 2.0, 0.0),), candidates=candidates, dim=1, reason="tie")
+    values = Term(((torch.tensor([[3.0], [3.0]]), 2.0), (torch.tensor([[1.0], [1.0]]), 1.0),
+                   (torch.tensor([[0.0], [4.0]]), 0.0)), -1.0)
+    out = contract(torch.matmul, weights, values, 3, None, mark=False)
+    assert [d for _, d in out.parts] == [2.0, 1.0] and out.floor == 0.0
+    assert out.lead.item() == 3.0
+
+
+def test_pretrained_minilm_batch_matches_float64_one_sentence_at_a_time(
+    minilm: tuple[nn.Module, Any], minilm_float64: tuple[nn.Module, Any]
+) -> None:
+    # The benchmark batch: float32 leaves a few near-ties that matter; those entries are
+    # recomputed in float64. Every entry must agree with float64 throughout, sentence by sentence
+    # without padding (float32 precision: measured 6e-6 relative).
+    model, tokenizer = minilm
+    model64, _ = minilm_float64
+    enc = tokenizer(list(load_corpus(n=32)), padding=True, return_tensors="pt")
+    kw = {"output_hidden_states": True, "return_dict": True}
+    out = saturate(model, input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], **kw)(
+        input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], **kw)
+    assert out.refined, "the corpus batch is expected to hold float32 near-ties"
+    limit64 = saturate(model64, input_ids=enc["input_ids"][:1], attention_mask=enc["attention_mask"][:1],
+                       **kw)
+    for entry in [*out.refined, 0, 1]:
+        n = int(enc["attention_mask"][entry].sum())
+        one = limit64(input_ids=enc["input_ids"][entry:entry + 1, :n],
+                      attention_mask=enc["attention_mask"][entry:entry + 1, :n], **kw)
+        assert one.refined == ()
+        for batched, alone in zip(out.value.hidden_states, one.value.hidden_states):
+            error = (batched[entry, :n].double() - alone[0]).abs().max() / alone[0].abs().max()
+            assert error < 1e-4, f"entry {entry}: relative difference {float(error):.2e}"
+
+
+def test_float64_recomputation_reads_the_current_parameters() -> None:
+    head = TieHead()
+    x = torch.tensor([[[1.0, 0.0], [NEAR, 3.0]], [[1.0, 0.0], [0.5, 3.0]]])
+    limit = saturate(head, x)
+    with torch.no_grad():
+        head.value.weight.mul_(2.0)  # in place: the float64 copy must follow
+    out = limit(x)
+    assert out.refined == (0,)
+    assert torch.equal(out.value[0], 2 * torch.tensor([[NEAR, 3.0], [NEAR, 3.0]]))

@@ -505,7 +505,7 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     poisoned = allowed & (count == 0)  # emptied by a NaN score
     if not bool(poisoned.any()):
         return weights
-    return replace(weights, parts=tuple((a.masked_fill(poisoned, math.nan), d) for a, d in weights.parts))
+    return replace(weights, parts=tuple((torch.where(poisoned, math.nan, a), d) for a, d in weights.parts))
 
 
 def _unexpanded(a: Tensor) -> Tensor:
@@ -525,7 +525,7 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
     if not tied_rows or x.floor >= 0 or not s.exact_ties:
         # One winner per row, or ties the tracked orders cannot break (or that may not be exact):
         # hard attention, exact up to e^(−Θ(c)) where it is decided.
-        weights = candidates.to(x.lead.dtype) / count.clamp_min(1)
+        weights = candidates * (1 / count.clamp_min(1).to(x.lead.dtype))  # one pass over the scores
         if s.ties == "uniform" or not tied_rows:
             return Term(((weights, 0.0),))
         row = torch.nonzero((count > 1).expand_as(count))[0].tolist()
@@ -534,7 +534,7 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
                      f"c^{x.floor:g} decides between them" if x.floor >= 0 else
                      f"within the tie tolerance of {x.lead.dtype} (row {row}), which cannot tell "
                      "a near-tie from a tie"))
-        return TiedWeights(((weights, 0.0),), candidates=candidates, dim=dim, reason=reason)
+        return TiedWeights(((weights, 0.0),), candidates=candidates, count=count, dim=dim, reason=reason)
     # Only the tied rows need the series; every other row is hard attention.
     def rows_of(a: Tensor) -> Tensor:
         return a.movedim(dim, -1).reshape(-1, a.shape[dim])

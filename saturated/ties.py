@@ -39,11 +39,13 @@ class TiedWeights(Term):
     Attributes:
         candidates: boolean, True at the tied positions of each tied row (and at the single
             winner of every other row).
+        count: the number of candidates of each row (``dim`` kept, of size 1).
         dim: the softmax dimension, non-negative.
         reason: what to report when the tie turns out to matter.
     """
 
     candidates: Tensor | None = None
+    count: Tensor | None = None
     dim: int = 0
     reason: str = ""
 
@@ -53,8 +55,8 @@ class TiedWeights(Term):
 
     def undetermined(self) -> Term:
         """The weights as a plain term, NaN in every tied row (their values are not known)."""
-        assert self.candidates is not None
-        tied = self.candidates.sum(self.dim, keepdim=True) > 1
+        assert self.count is not None
+        tied = self.count > 1
         return Term(tuple((a.masked_fill(tied, math.nan), d) for a, d in self.parts), self.floor)
 
 
@@ -101,30 +103,30 @@ def contract(fn: Callable[[Tensor, Tensor], Tensor], weights: TiedWeights, value
     For ``torch.matmul`` only the tied rows are looked at, comparing value rows directly; other
     ops are checked on the whole tensor.
     """
-    assert weights.candidates is not None
+    assert weights.candidates is not None and weights.count is not None
     product = bilinear(fn, Term(weights.parts, weights.floor), values, orders, stack_left=stack_left)
     tol = default_rtol(weights.lead.dtype) if rtol is None else rtol
     candidates, dim = weights.candidates, weights.dim
     # Weights (..., T, S) @ values (..., S, D) with no batch dimension that only the values have.
     gatherable = 2 <= values.lead.dim() <= candidates.dim() and dim == candidates.dim() - 1
     if fn is torch.matmul and gatherable:
-        undetermined, floor = _matmul_disagreement(candidates, values, product, tol)
+        undetermined, floor = _matmul_disagreement(candidates, weights.count, values, product, tol)
     else:
         undetermined, floor = _disagreement(fn, candidates, dim, values, product.floor, tol)
     if undetermined is not None:
         if not mark:
             raise NeedsOrders(f"{weights.reason}, and the tied positions carry different values. "
                               f"{TIE_HINT}")
-        product = Term(tuple((a.masked_fill(undetermined, math.nan), d) for a, d in product.parts),
+        product = Term(tuple((torch.where(undetermined, math.nan, a), d) for a, d in product.parts),
                        product.floor)
     return product if floor == product.floor else make(product.parts, floor, orders)
 
 
-def _matmul_disagreement(candidates: Tensor, values: Term, product: Term,
+def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, product: Term,
                          tol: float) -> tuple[Tensor | None, float]:
     """:func:`_disagreement` for ``weights @ values``: moving the weight of row i from its first
     tied position to position j changes the product's row by values[j] − values[first]."""
-    rows = torch.nonzero(candidates.sum(-1) > 1, as_tuple=True)  # batch indices, then the row
+    rows = torch.nonzero(count.squeeze(-1) > 1, as_tuple=True)  # batch indices, then the row
     members = candidates[rows]
     pair, place = torch.nonzero(members, as_tuple=True)  # every (tied row, member position)
     first = members.to(torch.uint8).argmax(-1)[pair]

@@ -69,7 +69,8 @@ def limit_section(ctx: ReportContext) -> Section:
         f"On the first {len(sentences)} sentences ({pretrained.n_tokens} tokens): mean token "
         "cosine between each hidden state at θ and at 1000·θ, beside the same measure "
         "against the exact saturated network (c = ∞, computed by `saturated` on the traced graph, "
-        "masks as −∞, ties decided by lower orders). The rate r fits 1 − cos(h(cθ), s-h) ≈ C·c⁻ʳ "
+        "masks as −∞, hard-attention ties that matter decided by lower orders, and float32 "
+        "near-ties by float64). The rate r fits 1 − cos(h(cθ), s-h) ≈ C·c⁻ʳ "
         f"over c = {', '.join(f'{c:g}' for c in SCALES[1:])}.",
         "",
         "| layer | pretrained c = 1000 | pretrained c = ∞ | random-init c = 1000 | "

@@ -110,8 +110,9 @@ def test_float32_near_tie_is_recomputed_in_float64(bias: bool) -> None:
 def test_contraction_check_agrees_between_matmul_and_einsum() -> None:
     # Rows 0 and 1 tie positions {0, 2}; the values agree there in column 0 only. Row 2 is decided.
     candidates = torch.tensor([[[True, False, True], [True, False, True], [False, True, False]]])
-    weights = TiedWeights(((candidates / candidates.sum(-1, keepdim=True), 0.0),),
-                          candidates=candidates, dim=2, reason="tie")
+    count = candidates.sum(-1, keepdim=True)
+    weights = TiedWeights(((candidates / count, 0.0),), candidates=candidates, count=count, dim=2,
+                          reason="tie")
     values = Term(((torch.tensor([[[1.0, 5.0], [2.0, 6.0], [1.0, 7.0]]]), 2.0),), 1.0)
     by_matmul = contract(torch.matmul, weights, values, 1, None, mark=True)
     by_einsum = contract(lambda a, b: torch.einsum("bij,bjd->bid", a, b), weights, values, 1, None,
@@ -127,7 +128,8 @@ def test_contraction_check_agrees_between_matmul_and_einsum() -> None:
 
 def test_contraction_floor_rises_to_the_first_lower_part_that_differs() -> None:
     candidates = torch.tensor([[True, True]])
-    weights = TiedWeights(((candidates / 2.0, 0.0),), candidates=candidates, dim=1, reason="tie")
+    weights = TiedWeights(((candidates / 2.0, 0.0),), candidates=candidates,
+                          count=candidates.sum(-1, keepdim=True), dim=1, reason="tie")
     values = Term(((torch.tensor([[3.0], [3.0]]), 2.0), (torch.tensor([[1.0], [1.0]]), 1.0),
                    (torch.tensor([[0.0], [4.0]]), 0.0)), -1.0)
     out = contract(torch.matmul, weights, values, 3, None, mark=False)

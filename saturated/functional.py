@@ -10,11 +10,12 @@ ordinary functions evaluated at c·x, c → ∞:
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
-from saturated.terms import may_hold_nan
 
 __all__ = ["default_rtol", "hard_attention", "hardmax", "relu_limit", "sign", "step", "tie_set"]
 
@@ -66,16 +67,27 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
     [True, False, True]
     """
     allowed = _check_mask(scores, mask)
-    if not nan_rows_empty and may_hold_nan(scores) and bool((torch.isnan(scores) & allowed).any()):
+    finite = scores.is_floating_point() and math.isfinite(float(scores.sum()))
+    if not (finite or nan_rows_empty) and bool((torch.isnan(scores) & allowed).any()):
         raise SaturationError("hardmax received NaN scores at allowed positions")
     tol = default_rtol(scores.dtype) if rtol is None else rtol
-    low, high = ((torch.finfo(scores.dtype).min, torch.finfo(scores.dtype).max)
-                 if scores.dtype.is_floating_point else (-(2**62), 2**62))
-    top = torch.where(allowed, scores, low).amax(dim=dim, keepdim=True)
-    bottom = torch.where(allowed, scores, high).amin(dim=dim, keepdim=True)
-    scale = torch.maximum(top.abs(), bottom.abs())  # the largest |score| allowed in the row
+    if finite:
+        # Masked positions pushed to ∓∞ by adding a (small, broadcast) tensor: a third of the
+        # cost of where() on attention-sized scores.
+        block = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device).masked_fill(
+            ~allowed, math.inf)
+        high_side, low_side = scores - block, scores + block
+    else:
+        low, high = ((torch.finfo(scores.dtype).min, torch.finfo(scores.dtype).max)
+                     if scores.dtype.is_floating_point else (-(2**62), 2**62))
+        high_side, low_side = torch.where(allowed, scores, low), torch.where(allowed, scores, high)
+    top = high_side.amax(dim=dim, keepdim=True)
+    scale = torch.maximum(top.abs(), low_side.amin(dim=dim, keepdim=True).abs())  # largest |allowed|
     # A NaN allowed score makes top NaN, and every comparison with it false.
-    return allowed & (scores >= top - tol * scale)
+    threshold = top - tol * scale
+    if finite:  # a fully masked row (top = −∞) has no position
+        return high_side >= threshold.masked_fill(top == -math.inf, math.inf)
+    return allowed & (scores >= threshold)
 
 
 def hardmax(scores: Tensor, dim: int = -1, mask: Tensor | None = None,

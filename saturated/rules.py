@@ -525,7 +525,7 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
     if not tied_rows or x.floor >= 0 or not s.exact_ties:
         # One winner per row, or ties the tracked orders cannot break (or that may not be exact):
         # hard attention, exact up to e^(−Θ(c)) where it is decided.
-        weights = candidates * (1 / count.clamp_min(1).to(x.lead.dtype))  # one pass over the scores
+        weights = torch.where(candidates, 1 / count.clamp_min(1).to(x.lead.dtype), 0.0)  # one pass
         if s.ties == "uniform" or not tied_rows:
             return Term(((weights, 0.0),))
         row = torch.nonzero((count > 1).expand_as(count))[0].tolist()

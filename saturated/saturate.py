@@ -296,20 +296,19 @@ def _cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
 
 
 def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int]) -> None:
-    """Write some batch entries' recomputed outputs into the batch's (normalized by the same cᵈ)."""
+    """Write some batch entries' recomputed outputs into the batch's.
+
+    Both are normalized by the highest degree with a nonzero coefficient; the merged output takes
+    the higher of the two, and the rows of the side with the lower one are zero at it.
+    """
     rows = torch.tensor(entries)
     for index, ((value, degree), (part, part_degree)) in enumerate(zip(pairs, found)):
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or degree is None or part_degree is None:
             continue
-        if degree is None or part_degree is None or part_degree > degree:
-            raise SaturationError(
-                f"output {index} of batch entries {entries} has degree {part_degree} alone but "
-                f"{degree} in the batch; expected batch entries that do not interact"
-            )
-        # A lower degree alone means a zero coefficient at the batch's degree.
+        if part_degree > degree:
+            value, degree = torch.zeros_like(value), part_degree
         update = part.to(value.dtype) if part_degree == degree else torch.zeros_like(part, dtype=value.dtype)
-        value = value.clone().index_copy_(0, rows.to(value.device), update)
-        pairs[index] = (value, degree)
+        pairs[index] = (value.clone().index_copy_(0, rows.to(value.device), update), degree)
 
 
 def saturate(model: nn.Module, *args: Any, settings: Settings | None = None,

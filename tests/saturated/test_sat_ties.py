@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -171,3 +172,20 @@ def test_float64_recomputation_reads_the_current_parameters() -> None:
     out = limit(x)
     assert out.refined == (0,)
     assert torch.equal(out.value[0], 2 * torch.tensor([[NEAR, 3.0], [NEAR, 3.0]]))
+
+
+def test_bfloat16_model_gets_the_limit_of_its_own_parameters_in_float64() -> None:
+    # bfloat16 calls nearly everything a tie (its tolerance is 0.5 of the row's largest score), so
+    # every entry is recomputed in float64; the result is that limit, rounded to bfloat16.
+    model, tokenizer = load_model("minilm", dtype=torch.bfloat16, num_layers=2)
+    enc = tokenizer(list(load_corpus(n=3)), padding=True, return_tensors="pt")
+    kw = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+          "output_hidden_states": True, "return_dict": True}
+    out = saturate(model, **kw)(**kw)
+    wide = saturate(copy.deepcopy(model).double(), **kw)(**kw)
+    assert out.refined == (0, 1, 2) and wide.refined == ()
+    for narrow, exact in [*zip(out.value.hidden_states, wide.value.hidden_states),
+                          (out.value.pooler_output, wide.value.pooler_output)]:
+        assert narrow.dtype == torch.bfloat16
+        error = (narrow.double() - exact).abs().max() / exact.abs().max()
+        assert error <= torch.finfo(torch.bfloat16).eps  # one unit of bfloat16 rounding

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,7 +34,7 @@ from saturated.terms import (
     reduce,
     scale,
 )
-from saturated.ties import TiedWeights, contract, einsum_contracts_rows, untie
+from saturated.ties import TiedWeights, contract, einsum_contracts_rows, untie, with_nan
 
 __all__ = ["RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
 
@@ -505,7 +505,7 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     poisoned = allowed & (count == 0)  # emptied by a NaN score
     if not bool(poisoned.any()):
         return weights
-    return replace(weights, parts=tuple((torch.where(poisoned, math.nan, a), d) for a, d in weights.parts))
+    return with_nan(weights, poisoned)
 
 
 def _unexpanded(a: Tensor) -> Tensor:
@@ -520,12 +520,11 @@ def _unexpanded(a: Tensor) -> Tensor:
 def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Settings) -> Term:
     """The softmax's weights once the growing parts have picked each row's ``candidates`` (their
     ``count`` per row)."""
-    bounded = [(a, d) for a, d in x.parts if d <= 0]
+    weights = torch.where(candidates, 1 / count.clamp_min(1).to(x.lead.dtype), 0.0)  # one pass
     tied_rows = bool((count > 1).any())
     if not tied_rows or x.floor >= 0 or not s.exact_ties:
         # One winner per row, or ties the tracked orders cannot break (or that may not be exact):
         # hard attention, exact up to e^(−Θ(c)) where it is decided.
-        weights = torch.where(candidates, 1 / count.clamp_min(1).to(x.lead.dtype), 0.0)  # one pass
         if s.ties == "uniform" or not tied_rows:
             return Term(((weights, 0.0),))
         row = torch.nonzero((count > 1).expand_as(count))[0].tolist()
@@ -540,10 +539,11 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
         return a.movedim(dim, -1).reshape(-1, a.shape[dim])
 
     tied = torch.nonzero(rows_of(count.expand_as(x.lead))[:, 0] > 1).squeeze(-1)
+    bounded = [(a, d) for a, d in x.parts if d <= 0]
     shared = _shared_weights(Term(tuple((rows_of(a)[tied], d) for a, d in bounded)
                                   or ((torch.zeros_like(rows_of(x.lead)[tied]), -math.inf),), x.floor),
                              rows_of(candidates)[tied], s.orders)
-    hard = rows_of(candidates.to(x.lead.dtype) / count.clamp_min(1))
+    hard = rows_of(weights)  # weights is not used again: zeroing its tied rows in place is safe
     hard[tied] = 0
     parts = [(hard, 0.0)]
     for w, d in shared.parts:

@@ -151,8 +151,8 @@ class SaturatedModel:
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
     values), or where float32 rounding cannot tell a near-tie from a tie, the batch entries it
-    touches are recomputed one by one in float64, tracking more orders until the limit is decided
-    (up to ``settings.orders``). This assumes batch entries do not interact, as in every
+    touches are recomputed together in float64, tracking more orders (up to ``settings.orders``)
+    for those still undetermined. This assumes batch entries do not interact, as in every
     transformer in eval mode; inputs without a common batch dimension are recomputed whole.
     """
 

@@ -24,7 +24,7 @@ from torch import Tensor
 from saturated.functional import default_rtol
 from saturated.terms import NeedsOrders, Term, bilinear, make
 
-__all__ = ["TIE_HINT", "TiedWeights", "contract", "einsum_contracts_rows", "untie"]
+__all__ = ["TIE_HINT", "TiedWeights", "contract", "einsum_contracts_rows", "untie", "with_nan"]
 
 TIE_HINT = "Pass ties='uniform' to assume such scores are equal at every order"
 
@@ -57,7 +57,12 @@ class TiedWeights(Term):
         """The weights as a plain term, NaN in every tied row (their values are not known)."""
         assert self.count is not None
         tied = self.count > 1
-        return Term(tuple((a.masked_fill(tied, math.nan), d) for a, d in self.parts), self.floor)
+        return with_nan(Term(self.parts, self.floor), tied)
+
+
+def with_nan(term: Term, where: Tensor) -> Term:
+    """``term`` (of the same kind) with every part NaN where ``where`` is True: values not known."""
+    return replace(term, parts=tuple((torch.where(where, math.nan, a), d) for a, d in term.parts))
 
 
 def untie(value: object, mark: bool, use: str) -> object:
@@ -117,8 +122,7 @@ def contract(fn: Callable[[Tensor, Tensor], Tensor], weights: TiedWeights, value
         if not mark:
             raise NeedsOrders(f"{weights.reason}, and the tied positions carry different values. "
                               f"{TIE_HINT}")
-        product = Term(tuple((torch.where(undetermined, math.nan, a), d) for a, d in product.parts),
-                       product.floor)
+        product = with_nan(product, undetermined)
     return product if floor == product.floor else make(product.parts, floor, orders)
 
 

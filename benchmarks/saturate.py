@@ -8,32 +8,41 @@ Batch of 32 sentences from the default corpus, float32, CPU. Three timings, best
 * saturated: all of ``saturate``, which recomputes the marked batch entries in float64 with as
   many orders as they need.
 
-Exporting is a one-off per input shape (and per dtype); it is timed apart, on the first call.
+Exporting is a one-off per model (one graph with dynamic batch and length serves every call and
+both precisions); it is timed apart, on the first call, with the growth of the process's peak
+memory over the saturated calls. With ``--families`` it also reports, for two-layer random-init
+models of every family, whether the model exported with dynamic shapes and how many entries of a
+16-sentence batch were recomputed in float64.
 
-Run: ``python benchmarks/saturate.py [--repeat 5] [--batch 32]``. Prints the ratios to the plain
-pass.
+Run: ``python benchmarks/saturate.py [--repeat 5] [--batch 32] [--families]``. Prints the ratios
+to the plain pass.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from dataclasses import replace
 
 import torch
 from timing import best_of
 
+from empirical.batching import make_batches, tokenize
 from empirical.corpus import load_corpus
 from empirical.models import load_model
 from saturated.interpreter import run_terms
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
 
+FAMILIES = ("bert", "roberta", "gpt2", "xlnet", "t5")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--families", action="store_true")
     args = parser.parse_args()
     model, tokenizer = load_model("minilm")
     sentences = list(load_corpus(n=args.batch))
@@ -41,6 +50,7 @@ def main() -> None:
     batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
              "output_hidden_states": True, "return_dict": True}
     limit = SaturatedModel(model, Settings())
+    memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     out = limit(**batch)
     first = time.perf_counter() - start
@@ -63,7 +73,25 @@ def main() -> None:
     print(f"saturated                  {full * 1e3:8.1f} ms   ratio {full / plain:5.2f}   "
           f"({len(out.refined)} of {args.batch} entries recomputed in float64, "
           f"up to {out.orders} order{'s' if out.orders > 1 else ''})")
-    print(f"first call, with exports   {first:8.2f} s")
+    print(f"first call, with exports   {first:8.2f} s   ({limit.exports} export"
+          f"{'s' if limit.exports != 1 else ''})")
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - memory
+    print(f"peak memory growth over the saturated calls: {grown / 1024:.0f} MB")
+    if args.families:
+        for family in FAMILIES:
+            fallback_rate(family, sentences[:16])
+
+
+def fallback_rate(family: str, sentences: list[str]) -> None:
+    """How a two-layer random-init model of ``family`` exports, and its float64 entries."""
+    model, tokenizer = load_model(family, random_init=True, num_layers=2)
+    tokens = tokenize(tokenizer, sentences, max_length=512, model=model)
+    batch = next(make_batches(model, tokenizer, tokens, batch_size=len(sentences), device="cpu"))
+    limit = SaturatedModel(model, Settings())
+    out = limit(**batch.inputs, output_hidden_states=True, return_dict=True)
+    print(f"{family:8} dynamic export: {'yes' if limit.exports_dynamic else 'no'}; "
+          f"{len(out.refined)} of {len(sentences)} entries recomputed in float64, up to "
+          f"{out.orders} order{'s' if out.orders > 1 else ''}")
 
 
 if __name__ == "__main__":

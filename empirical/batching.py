@@ -58,10 +58,16 @@ def tokenize(
 
     Truncated sentences are counted and announced with a warning, never dropped silently.
     """
-    if max_length < 1:
-        raise EmpiricalError(f"max_length must be a positive number of tokens, got {max_length}")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise EmpiricalError(f"max_length must be a positive number of tokens, got {max_length!r}")
     limit = position_limit(model)
     effective = min(max_length, limit) if limit is not None else max_length
+    special = _special_tokens(tokenizer)
+    if effective <= special:
+        raise EmpiricalError(
+            f"expected max_length of at least {special + 1} tokens: the tokenizer adds {special} "
+            f"special tokens to every sentence, so max_length={effective} leaves no room for text"
+        )
     full = tokenizer(list(sentences), add_special_tokens=True, verbose=False)["input_ids"]
     n_truncated = sum(len(ids) > effective for ids in full)
     if n_truncated:
@@ -76,9 +82,20 @@ def tokenize(
         )["input_ids"]
     else:
         kept = full
+    if any(len(ids) > effective for ids in kept):  # truncation must be real, not only recorded
+        raise EmpiricalError(
+            f"the tokenizer {type(tokenizer).__name__} did not truncate to {effective} tokens; "
+            "expected a tokenizer that supports truncation=True"
+        )
     if any(len(ids) == 0 for ids in kept):
         raise EmpiricalError("a sentence produced no tokens; expected non-empty text in every line")
     return TokenizedCorpus(tuple(tuple(ids) for ids in kept), n_truncated, effective)
+
+
+def _special_tokens(tokenizer: Any) -> int:
+    """How many special tokens the tokenizer adds to one sentence (0 if it cannot say)."""
+    count = getattr(tokenizer, "num_special_tokens_to_add", None)
+    return int(count(pair=False)) if callable(count) else 0
 
 
 def _pad_id(model: nn.Module, tokenizer: Any) -> int:

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+import traceback
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata
 
-from empirical.commands import degree, report, similarity
+from empirical import distributed
+from empirical.commands import degree, grid, heads, norms, projection, report, similarity, train
 from empirical.errors import EmpiricalError
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["DEBUG_VARIABLE", "build_parser", "main"]
 
-COMMANDS = (similarity, degree, report)
+DEBUG_VARIABLE = "NORMSAT_DEBUG"
+"""Set to 1 to see tracebacks, like ``--debug``."""
+
+_USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
+
+COMMANDS = (similarity, degree, report, norms, projection, train, grid, heads)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,20 +34,61 @@ def build_parser() -> argparse.ArgumentParser:
         description="Homogeneity, exact saturation and saturation measurements of transformers "
         "as their parameter norm grows.",
     )
+    try:
+        version = metadata.version("normsat")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    parser.add_argument("--version", action="version", version=f"normsat {version}")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the full traceback of an error (or set {DEBUG_VARIABLE}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subparsers)
+    for subparser in subparsers.choices.values():  # --debug also after the subcommand's name
+        if "--debug" not in subparser._option_string_actions:
+            subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                   help="show the full traceback of an error")
     return parser
 
 
+@contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Warnings as one line each (``normsat: warning: …``), without the library's source line."""
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"normsat: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code (2 for bad input)."""
+    """Entry point of the console script; returns the exit code.
+
+    Bad input (the packages' errors, and files that cannot be read or written) gives exit code 2
+    and one line on stderr; anything else is a bug: one line, exit code 1, and the traceback with
+    ``--debug`` or ``NORMSAT_DEBUG=1``.
+    """
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     try:
-        return int(args.func(args))
-    except (EmpiricalError, HomogeneityError, SaturationError) as err:
+        with _one_line_warnings():
+            distributed.init_from_environment()  # started by torchrun: join the ranks
+            return int(args.func(args))
+    except (*_USER_ERRORS, OSError) as err:
+        if debug:
+            traceback.print_exc()
         print(f"normsat {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"normsat {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # a bug: say so in one line, the traceback on request
+        if debug:
+            traceback.print_exc()
+        print(f"normsat {args.command}: internal error: {type(err).__name__}: {err} (a bug in "
+              f"normsat; rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -101,15 +101,31 @@ def _default_sentences() -> list[str]:
     return sentences
 
 
+def _read_text(path: Path) -> str:
+    """The file's text; binary data and encodings other than UTF-8 are refused, not guessed."""
+    data = path.read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise EmpiricalError(
+            f"expected a UTF-8 text file of sentences, but {path} holds binary data (a NUL byte at "
+            f"offset {nul})"
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise EmpiricalError(
+            f"expected a UTF-8 text file of sentences, but {path} has byte 0x{data[err.start]:02x} at "
+            f"offset {err.start} that is not UTF-8 (Latin-1 or another encoding?); convert it, e.g. "
+            f"iconv -f latin1 -t utf-8"
+        ) from None
+
+
 def _file_sentences(path: Path) -> list[str]:
     """One text per line, or one per paragraph when blank lines separate multi-line paragraphs.
 
     Lines starting with ``#`` are comments (the layout of the Brown corpus file).
     """
-    lines = [
-        line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-        if not line.lstrip().startswith("#")
-    ]
+    lines = [line.strip() for line in _read_text(path).splitlines() if not line.lstrip().startswith("#")]
     paragraphs: list[list[str]] = [[]]
     for line in lines:
         if line:
@@ -131,18 +147,20 @@ def load_corpus(path: str | Path | None = None, n: int | None = 100) -> Corpus:
         n: how many sentences to keep, from the start.
 
     Raises:
-        EmpiricalError: missing or empty file, or ``n`` < 1.
+        EmpiricalError: a missing, empty, binary or non-UTF-8 file, a folder, or ``n`` < 1.
 
     >>> corpus = load_corpus(n=3)
     >>> len(corpus), all(s[0].isupper() and s[-1] in ".!?" for s in corpus)
     (3, True)
     """
-    if n is not None and n < 1:
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise EmpiricalError(f"the number of sentences must be at least 1, got {n}")
     if path is None:
         sentences, source = _default_sentences(), "python-stdlib-docstrings"
     else:
         file = Path(path).expanduser()
+        if file.is_dir():
+            raise EmpiricalError(f"expected a text file of sentences, but {file} is a folder")
         if not file.is_file():
             raise EmpiricalError(f"expected a text file of sentences, but {file} does not exist")
         sentences, source = _file_sentences(file), str(file)

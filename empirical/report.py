@@ -7,16 +7,18 @@ one function to :data:`SECTIONS`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from empirical.outputs import write_json, write_text
 from empirical.provenance import versions
 from empirical.sections.context import ReportContext, Section
 from empirical.sections.degree import degree_section
+from empirical.sections.heads import heads_section
 from empirical.sections.limit import limit_section
 from empirical.sections.similarity import similarity_section
+from empirical.sections.training import training_section
 
 __all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
 
@@ -24,7 +26,8 @@ SCHEMA = "normsat.report/1"
 
 
 SectionFunction = Callable[[ReportContext], Section]
-SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_section]
+SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_section, heads_section,
+                                   training_section]
 """The report's sections, in order."""
 
 
@@ -54,7 +57,7 @@ def write_report(
     ]
     for section in built:
         lines += [f"## {section.title}", "", section.markdown.strip(), ""]
-    (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    write_text("\n".join(lines), folder / "report.md")
     results = {
         "schema": SCHEMA,
         "model": ctx.model,
@@ -63,6 +66,5 @@ def write_report(
         "versions": versions(),
         "sections": {section.key: section.data for section in built},
     }
-    (folder / "results.json").write_text(json.dumps(results, indent=2, default=str, allow_nan=False) + "\n",
-                                         encoding="utf-8")
+    write_json(results, folder / "results.json")
     return folder / "report.md"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from empirical import distributed
 from empirical.batching import hidden_states
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
@@ -33,12 +35,14 @@ class Convergence:
         scales: the scales c measured (1 is θ itself).
         to_limit: for each scale, one cosine per layer, in the order of ``layers``.
         n_tokens: real tokens measured (summed over stacks).
+        distributed: the ranks that measured it (:func:`empirical.distributed.provenance`).
     """
 
     layers: tuple[str, ...]
     scales: tuple[float, ...]
     to_limit: dict[float, tuple[float, ...]]
     n_tokens: int
+    distributed: dict[str, Any] = field(default_factory=dict)
 
     def rate(self, layer: int) -> float:
         """Fitted exponent r of 1 − cos ≈ C·c^(−r) over the scales above 1 (NaN if already exact)."""
@@ -89,14 +93,15 @@ def limit_convergence(
     if any(math.isinf(c) for c in checked):
         raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
     _, batches = _prepare(model, tokenizer, list(sentences), max_length=max_length,
-                          batch_size=batch_size)
+                          batch_size=batch_size, sharded=True)
     limit = scaled_forward(model, math.inf)
     runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
     sums: dict[float, torch.Tensor] = {}
     labels: list[str] = []
     count = 0
     with torch.inference_mode():
-        for batch in tqdm(batches, desc="convergence to the limit", disable=not progress):
+        for batch in tqdm(batches, desc="convergence to the limit",
+                          disable=not progress or not distributed.is_writer()):
             target = _forward(model, batch.inputs, limit)
             labels = labels or [name for stack, _ in batch.stacks for name in _layer_labels(
                 stack, len(hidden_states(target, stack, model)))]
@@ -109,6 +114,8 @@ def limit_convergence(
                 sums[c] = sums.get(c, torch.zeros_like(cosines)) + cosines
             # Every stack of a batch has the same real tokens (see empirical.batching).
             count += int(batch.stacks[0][1].sum())
+    ranks = distributed.provenance(count)
+    sums, count = distributed.reduce_sums(sums), distributed.reduce_counts({"": count})[""]
     return Convergence(tuple(labels), tuple(checked),
                        {c: tuple(float(v) / count for v in total) for c, total in sums.items()},
-                       count)
+                       count, ranks)

@@ -67,5 +67,12 @@ def scaled_parameters(model: nn.Module, scale: float) -> dict[str, torch.Tensor]
 
 
 def call_scaled(model: nn.Module, parameters: dict[str, torch.Tensor], **inputs: Any) -> Any:
-    """Call ``model(**inputs)`` with ``parameters`` in place of its own, without modifying it."""
-    return torch.func.functional_call(model, parameters, args=(), kwargs=inputs, strict=False)
+    """Call ``model(**inputs)`` with ``parameters`` in place of its own, without modifying it.
+
+    Buffers go in as copies: a forward pass that updates buffers in place (BatchNorm's running
+    statistics in training mode) updates the copies, never the model's own.
+    """
+    with torch.no_grad():
+        buffers = {name: b.clone() for name, b in model.named_buffers()}
+    return torch.func.functional_call(model, {**buffers, **parameters}, args=(), kwargs=inputs,
+                                      strict=False)

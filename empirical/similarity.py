@@ -18,15 +18,18 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from empirical import distributed
 from empirical.batching import Batch, TokenizedCorpus, hidden_states, make_batches, tokenize
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
+from empirical.outputs import write_text
 from empirical.provenance import model_record, versions
 from empirical.scaling import check_scale, scaled_forward
 
 __all__ = ["SimilarityResult", "representation_similarity"]
 
 SCHEMA = "normsat.similarity/1"
+_SINGLE_STACK = "all"  # the JSON label of the token count of a single-stack model (key '' here)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,8 @@ class SimilarityResult:
         stacks: the stack each hidden state belongs to ('' for single-stack models).
         scale: the factor c.
         n_sentences: sentences measured.
-        n_tokens: real tokens per stack ('' for single-stack models), the denominators of the means.
+        n_tokens: real tokens per stack ('' for single-stack models, ``"all"`` in JSON), the
+            denominators of the means.
         n_truncated: sentences cut to ``max_length`` tokens.
         max_length: the truncation length used (the smaller of the request and the model's limit).
         record: model, corpus, dtype, device and library versions, for the JSON file.
@@ -59,14 +63,15 @@ class SimilarityResult:
         """JSON-ready dictionary (schema ``normsat.similarity/1``)."""
         return {
             "schema": SCHEMA,
-            # Strict JSON has no infinity: the exact limit is recorded as the string "inf".
-            "scale": self.scale if math.isfinite(self.scale) else "inf",
+            # Strict JSON has no infinity: the exact limit is a null scale with its own flag.
+            "scale": self.scale if math.isfinite(self.scale) else None,
+            "exact_limit": math.isinf(self.scale),
             "layers": [
                 {"name": n, "stack": k, "similarity": s}
                 for n, k, s in zip(self.layers, self.stacks, self.per_layer)
             ],
             "n_sentences": self.n_sentences,
-            "n_tokens": self.n_tokens,
+            "n_tokens": {stack or _SINGLE_STACK: n for stack, n in self.n_tokens.items()},
             "n_truncated": self.n_truncated,
             "max_length": self.max_length,
             **self.record,
@@ -85,12 +90,15 @@ class SimilarityResult:
         if data.get("schema") != SCHEMA:
             raise EmpiricalError(f"expected a {SCHEMA} record, got schema {data.get('schema')!r}")
         layers = data["layers"]
-        known = {"schema", "scale", "layers", "n_sentences", "n_tokens", "n_truncated", "max_length"}
+        known = {"schema", "scale", "exact_limit", "layers", "n_sentences", "n_tokens", "n_truncated",
+                 "max_length"}
+        limit = data.get("exact_limit") or data["scale"] in (None, "inf")  # "inf": older files
         return cls(
             layers=tuple(layer["name"] for layer in layers),
             per_layer=tuple(layer["similarity"] for layer in layers),
             stacks=tuple(layer["stack"] for layer in layers),
-            scale=float(data["scale"]), n_sentences=data["n_sentences"], n_tokens=data["n_tokens"],
+            scale=math.inf if limit else float(data["scale"]), n_sentences=data["n_sentences"],
+            n_tokens={"" if k == _SINGLE_STACK else k: n for k, n in data["n_tokens"].items()},
             n_truncated=data["n_truncated"], max_length=data["max_length"],
             record={k: v for k, v in data.items() if k not in known},
         )
@@ -99,7 +107,7 @@ class SimilarityResult:
         """The result as JSON text, also written to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2, default=str, allow_nan=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            write_text(text + "\n", path)
         return text
 
     def table(self) -> str:
@@ -123,16 +131,21 @@ def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torc
     cosine of 1 come out as 1 + 1e-7, outside [−1, 1].
     """
     a, b = a[mask].double(), b[mask].double()
-    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
+    norms = (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
+    return ((a * b).sum(-1) / norms).clamp(-1.0, 1.0)  # rounding can put a parallel pair at 1 + ε
 
 
 def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
                       where: str) -> None:
     for label, state in zip(labels, states):
         if not torch.isfinite(state[mask]).all():
+            wider = {torch.float16: "float32 or float64", torch.bfloat16: "float32 or float64",
+                     torch.float32: "float64"}.get(state.dtype)
+            remedy = f"a wider dtype ({wider}, CLI: --dtype) or a smaller scale" if wider else \
+                "a smaller scale"
             raise EmpiricalError(
                 f"hidden state '{label}' is not finite {where} in {state.dtype} (overflow); use "
-                "dtype=torch.float32 or torch.float64, or a smaller scale"
+                f"{remedy}"
             )
 
 
@@ -144,7 +157,7 @@ def _forward(
     try:
         return (run or model)(**options)
     except TypeError as err:
-        if "output_hidden_states" not in str(err) and "return_dict" not in str(err):
+        if "argument" not in str(err):  # a bug inside forward, not a signature that does not fit
             raise
         raise EmpiricalError(
             f"expected a Hugging Face model whose forward accepts output_hidden_states=True and "
@@ -153,16 +166,36 @@ def _forward(
 
 
 def _prepare(
-    model: nn.Module, tokenizer: Any, texts: Sequence[str], *, max_length: int, batch_size: int
+    model: nn.Module, tokenizer: Any, texts: Sequence[str], *, max_length: int, batch_size: int,
+    sharded: bool = False,
 ) -> tuple[TokenizedCorpus, list[Batch]]:
-    """Checks shared by every per-layer measurement, then tokens and length-sorted batches."""
+    """Checks shared by every per-layer measurement, then tokens and length-sorted batches.
+
+    ``sharded``: under ``torchrun``, check that every rank has the same text and keep this rank's
+    share of the batches (:mod:`empirical.distributed`); the caller then adds up its sums with
+    :func:`empirical.distributed.reduce_sums`.
+    """
     if not texts:
         raise EmpiricalError("expected at least one sentence, got an empty list")
+    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+        raise EmpiricalError(
+            f"expected a transformer (an nn.Module with parameters), got {type(model).__name__}"
+        )
     if model.training:
         raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
+    for name, parameter in model.named_parameters():
+        if not torch.isfinite(parameter).all():
+            raise EmpiricalError(
+                f"parameter '{name}' has non-finite entries (NaN or ±inf); expected finite θ: the "
+                "checkpoint or the model is broken, not the precision"
+            )
     device = next(model.parameters()).device
     tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
-    return tokens, list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    if not sharded:
+        return tokens, batches
+    distributed.check_same_corpus(Corpus(tuple(texts), "").sha256)
+    return tokens, distributed.shard(batches)
 
 
 def representation_similarity(
@@ -181,7 +214,8 @@ def representation_similarity(
         model: a Hugging Face transformer (encoder, decoder-only, XLNet or encoder–decoder) in
             eval mode; it is never modified.
         tokenizer: its tokenizer.
-        sentences: the input texts (a list or a :class:`~empirical.corpus.Corpus`).
+        sentences: the input texts (a list or a :class:`~empirical.corpus.Corpus`); a single
+            string is one sentence.
         scale: the factor c ≥ 1 applied to every parameter; ``float("inf")`` compares each layer
             with the exact saturated network (:func:`saturated.saturate`).
         batch_size: sentences per forward pass (sentences are length-sorted before batching).
@@ -204,15 +238,20 @@ def representation_similarity(
     True
     """
     c = check_scale(scale)
-    texts = list(sentences)
-    tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size)
+    texts = [sentences] if isinstance(sentences, str) else list(sentences)  # a string: one sentence
+    if not all(isinstance(text, str) for text in texts):
+        kinds = sorted({type(text).__name__ for text in texts if not isinstance(text, str)})
+        raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
+    tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
+                               sharded=True)
     grow = scaled_forward(model, c)
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     labels: dict[str, list[str]] = {}
     with torch.inference_mode():
-        for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch", disable=not progress):
+        for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch",
+                          disable=not progress or not distributed.is_writer()):
             plain = _forward(model, batch.inputs)
             grown = _forward(model, batch.inputs, grow)
             for stack, mask in batch.stacks:
@@ -224,6 +263,8 @@ def representation_similarity(
                     _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}")
                 sums[stack] = sums.get(stack, torch.zeros_like(cosines)) + cosines
                 counts[stack] = counts.get(stack, 0) + int(mask.sum())
+    ranks = distributed.provenance(next(iter(counts.values())))  # every stack has the same tokens
+    sums, counts = distributed.reduce_sums(sums), distributed.reduce_counts(counts)
     layers = [name for stack in sums for name in labels[stack]]
     stacks = [stack for stack in sums for _ in labels[stack]]
     means = [float(v) for stack in sums for v in sums[stack] / counts[stack]]
@@ -237,6 +278,7 @@ def representation_similarity(
             "sha256": Corpus(tuple(texts), "").sha256,
         },
         "versions": versions(),
+        "distributed": ranks,
     }
     return SimilarityResult(
         layers=tuple(layers), per_layer=tuple(means), stacks=tuple(stacks), scale=c, n_sentences=len(texts),

@@ -24,6 +24,7 @@ __all__ = [
     "node_module_path",
     "normalize_module_path",
     "parameter_names",
+    "positional",
 ]
 
 
@@ -87,7 +88,8 @@ def _module_stack_recorder(model: nn.Module) -> Iterator[list[str]]:
 
 
 def export_model(
-    model: nn.Module, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None
+    model: nn.Module, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None,
+    dynamic: bool = False,
 ) -> torch.export.ExportedProgram:
     """Export ``model`` called on ``args``/``kwargs`` to an ATen-level graph.
 
@@ -96,6 +98,13 @@ def export_model(
             ``use_cache=False`` and eager attention (see :func:`export_ready`).
         args: positional example inputs.
         kwargs: keyword example inputs.
+        dynamic: export one graph for every batch size and sequence length: dimension 0 of every
+            tensor input is one batch dimension, dimension 1 of inputs with at least two
+            dimensions a sequence dimension (shared by inputs of equal length), each from 1 up to
+            what the model allows. Tensor keyword inputs are passed by position
+            (:func:`positional`), as ``torch.export`` takes dynamic shapes reliably only there;
+            parameter names and module paths stay those of ``model``. The graph's user inputs are
+            the tensor inputs, positional ones first, then keyword ones in the order given.
 
     Returns:
         The ``torch.export.ExportedProgram``; ``node.meta["nn_module_stack"]`` names each node's
@@ -115,9 +124,15 @@ def export_model(
     if _accepts(model, "use_cache") and getattr(model, "config", None) is not None:
         # Some models (T5) return a cache object even with config.use_cache=False.
         kwargs.setdefault("use_cache", False)
-    with export_ready(model), _module_stack_recorder(model) as stack:
+    cls, shapes = None, ()
+    if dynamic:
+        cls, args, shapes = positional(model, tuple(args), kwargs)
+        kwargs = {}
+    with export_ready(model), _module_stack_recorder(model) as stack, _in_class(model, cls):
         try:
-            return torch.export.export(model, tuple(args), kwargs, strict=False)
+            if not dynamic:
+                return torch.export.export(model, tuple(args), kwargs, strict=False)
+            return _export_dynamic(model, tuple(args), shapes)
         except Exception as err:
             where = stack[-1] if stack else f"<root> ({type(model).__name__})"
             hint = ""
@@ -131,6 +146,80 @@ def export_model(
                 f"{where} with {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
                 f". Example inputs: {_describe_inputs(args, kwargs)}.{hint}"
             ) from err
+
+
+def positional(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+               ) -> tuple[type, tuple[torch.Tensor, ...], tuple[Any, ...]]:
+    """A subclass of ``model``'s class whose ``forward`` takes every tensor input by position, the
+    tensor inputs in that order, and their dynamic shapes.
+
+    :func:`export_model` puts the model in that class only while it exports (so that anything the
+    model records about itself, such as Hugging Face's output hooks, stays with the model):
+    parameters, buffers and submodules are untouched, so names and module paths are its own.
+
+    Raises:
+        HomogeneityError: an input that is neither a tensor nor a constant (nested tensors).
+    """
+    tensors = [value for value in args if isinstance(value, torch.Tensor)]
+    names = [name for name, value in kwargs.items() if isinstance(value, torch.Tensor)]
+    fixed = {name: value for name, value in kwargs.items() if not isinstance(value, torch.Tensor)}
+    if len(tensors) != len(args) or any(isinstance(v, (list, tuple, dict)) for v in fixed.values()):
+        raise HomogeneityError("dynamic export takes tensor positional inputs and tensor or "
+                               "constant keyword inputs only")
+    tensors += [kwargs[name] for name in names]
+    count = len(args)
+    base = type(model)
+
+    def forward(self: nn.Module, *inputs: torch.Tensor) -> Any:
+        return base.forward(self, *inputs[:count], **dict(zip(names, inputs[count:])), **fixed)
+
+    cls = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__,
+                                         "__qualname__": base.__qualname__})
+    batch = {t.shape[0] for t in tensors if t.dim()}
+    lengths: dict[int, Any] = {}
+    shapes = []
+    for tensor in tensors:
+        dims: dict[int, Any] = {}
+        if tensor.dim() and len(batch) == 1:
+            dims[0] = torch.export.Dim("batch", min=1)
+        if tensor.dim() >= 2:
+            size = int(tensor.shape[1])
+            lengths.setdefault(size, torch.export.Dim(f"length{len(lengths)}", min=1))
+            dims[1] = lengths[size]
+        shapes.append(dims or None)
+    return cls, tuple(tensors), (tuple(shapes),)
+
+
+@contextmanager
+def _in_class(model: nn.Module, cls: type | None) -> Iterator[None]:
+    """``model`` as an instance of ``cls`` (a subclass of its own) inside the block."""
+    if cls is None:
+        yield
+        return
+    original = model.__class__
+    model.__class__ = cls
+    try:
+        yield
+    finally:
+        model.__class__ = original
+
+
+def _export_dynamic(model: nn.Module, args: tuple[Any, ...], shapes: tuple[Any, ...]
+                    ) -> torch.export.ExportedProgram:
+    """Export with dynamic shapes; where the model bounds a dimension (position embeddings),
+    once more with the bounds the exporter suggests."""
+    try:
+        return torch.export.export(model, args, dynamic_shapes=shapes, strict=False)
+    except torch._dynamo.exc.UserError as err:
+        message = str(err)
+        if "Suggested fixes:" not in message:
+            raise
+        # The fixes end at the first blank line; the parser reads every line after the heading.
+        head, fixes = message.split("Suggested fixes:", 1)
+        fixes = fixes.strip("\n").split("\n\n", 1)[0]
+        refined = torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
+            f"{head}Suggested fixes:\n{fixes}", shapes)
+        return torch.export.export(model, args, dynamic_shapes=refined, strict=False)
 
 
 def _accepts(model: nn.Module, name: str) -> bool:

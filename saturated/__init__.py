@@ -1,5 +1,6 @@
 """The exact saturated (c → ∞) limit of traced networks, and saturated reference networks."""
 
+from saturated.bounds import certify_bound, format_thresholds, scale_to_saturate, scale_to_saturate_map
 from saturated.compare import LayerComparison, compare_layers
 from saturated.errors import SaturationError
 from saturated.functional import hard_attention, hardmax, relu_limit, sign, step
@@ -17,7 +18,9 @@ __all__ = [
     "SaturationError",
     "Settings",
     "Term",
+    "certify_bound",
     "compare_layers",
+    "format_thresholds",
     "hard_attention",
     "hardmax",
     "majority_head",
@@ -25,6 +28,8 @@ __all__ = [
     "register_rule",
     "relu_limit",
     "saturate",
+    "scale_to_saturate",
+    "scale_to_saturate_map",
     "sign",
     "step",
 ]

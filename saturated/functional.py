@@ -54,7 +54,8 @@ def _check_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
 
 
 def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
-            rtol: float | None = None, nan_rows_empty: bool = False) -> Tensor:
+            rtol: float | None = None, nan_rows_empty: bool = False,
+            bound: Tensor | None = None) -> Tensor:
     """Boolean tensor of the allowed positions whose score is maximal within the tie tolerance.
 
     A position j is tied with the row maximum m when ``scores[j] >= m - rtol * s`` where s is the
@@ -63,6 +64,13 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
     so have rows with a NaN score at an allowed position if ``nan_rows_empty``, which otherwise
     raises.
 
+    With ``bound`` (an absolute bound on each score's rounding error, broadcasting to the scores)
+    the set is every position that may hold the exact maximum: scores[j] + bound[j] ≥
+    maxᵢ(scores[i] − bound[i]); ``rtol`` then widens it only if given.
+
+    >>> tie_set(torch.tensor([2.0, 1.9, 1.0]), bound=torch.tensor([0.1, 0.1, 0.1])).tolist()
+    [True, True, False]
+
     >>> tie_set(torch.tensor([2.0, 1.0, 2.0])).tolist()
     [True, False, True]
     """
@@ -70,21 +78,30 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
     finite = scores.is_floating_point() and math.isfinite(float(scores.sum()))
     if not (finite or nan_rows_empty) and bool((torch.isnan(scores) & allowed).any()):
         raise SaturationError("hardmax received NaN scores at allowed positions")
-    tol = default_rtol(scores.dtype) if rtol is None else rtol
+    tol = (0.0 if bound is not None else default_rtol(scores.dtype)) if rtol is None else rtol
+    if bound is not None:
+        bound = bound.to(scores.dtype)
+        scores_low, scores = scores - bound, scores + bound
     if finite:
         # Masked positions pushed to ∓∞ by adding a (small, broadcast) tensor: a third of the
         # cost of where() on attention-sized scores.
         block = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device).masked_fill(
             ~allowed, math.inf)
         high_side, low_side = scores - block, scores + block
+        top = (high_side if bound is None else scores_low - block).amax(dim=dim, keepdim=True)
     else:
         low, high = ((torch.finfo(scores.dtype).min, torch.finfo(scores.dtype).max)
                      if scores.dtype.is_floating_point else (-(2**62), 2**62))
         high_side, low_side = torch.where(allowed, scores, low), torch.where(allowed, scores, high)
-    top = high_side.amax(dim=dim, keepdim=True)
-    scale = torch.maximum(top.abs(), low_side.amin(dim=dim, keepdim=True).abs())  # largest |allowed|
+        top = torch.where(allowed, scores if bound is None else scores_low, low).amax(dim=dim, keepdim=True)
     # A NaN allowed score makes top NaN, and every comparison with it false.
-    threshold = top - tol * scale
+    threshold = top
+    if tol:
+        if finite:
+            scale = torch.maximum(top.abs(), low_side.amin(dim=dim, keepdim=True).abs())  # largest |allowed|
+        else:  # infinite scores are compared exactly; the tolerance follows the finite ones
+            scale = torch.where(allowed & scores.isfinite(), scores.abs(), 0).amax(dim=dim, keepdim=True)
+        threshold = torch.where(top.isinf(), top, top - tol * scale)
     if finite:  # a fully masked row (top = −∞) has no position
         return high_side >= threshold.masked_fill(top == -math.inf, math.inf)
     return allowed & (scores >= threshold)

@@ -8,7 +8,7 @@ position ids, bucket computations); the others go through the rule table of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,16 +36,34 @@ def _where(node: torch.fx.Node) -> str:
 
 def _placeholder_values(
     program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
-    user_inputs: Sequence[Any],
-) -> list[Any]:
-    """Values of the graph's placeholders, in order: parameters as degree-1 terms, the rest exact."""
-    values: list[Any] = []
+    user_inputs: Sequence[Any], dtype: torch.dtype | None,
+) -> list[Callable[[], Any]]:
+    """Makers of the graph's placeholder values, in order: parameters as degree-1 terms, the rest
+    exact; floating tensors of the model cast to ``dtype`` when one is given (made on first use,
+    so a cast copy lives only while the graph needs it)."""
+    def cast(tensor: Any) -> Any:
+        if isinstance(tensor, torch.Tensor):
+            tensor = tensor.detach()
+            if dtype is not None and tensor.is_floating_point():
+                return tensor.to(dtype)
+        return tensor
+
+    def constant(value: Any) -> Callable[[], Any]:
+        return lambda: value
+
+    def parameter(tensor: torch.Tensor) -> Callable[[], Any]:
+        return lambda: Term(((cast(tensor), 1.0),))
+
+    def exact(tensor: Any) -> Callable[[], Any]:
+        return lambda: cast(tensor)
+
+    makers: list[Callable[[], Any]] = []
     inputs = iter(user_inputs)
     for spec in program.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
             # Non-tensor inputs were specialized at export time: the graph holds their values.
-            constant = isinstance(spec.arg, ConstantArgument)
-            values.append(spec.arg.value if constant else next(inputs))
+            makers.append(constant(spec.arg.value if isinstance(spec.arg, ConstantArgument)
+                                   else next(inputs)))
             continue
         name = str(spec.target)
         if name in tensors:
@@ -54,11 +72,33 @@ def _placeholder_values(
             tensor = program.constants[name]
         else:
             tensor = program.state_dict[name]
-        if spec.kind == InputKind.PARAMETER:
-            values.append(Term(((tensor.detach(), 1.0),)))
-        else:
-            values.append(tensor.detach() if isinstance(tensor, torch.Tensor) else tensor)
-    return values
+        makers.append(parameter(tensor) if spec.kind == InputKind.PARAMETER else exact(tensor))
+    return makers
+
+
+def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """For each node, the values whose last use it is (freed once it has run)."""
+    last: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph.nodes:
+        for used in node.all_input_nodes:
+            last[used] = node
+    freed: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for used, node in last.items():
+        freed.setdefault(node, []).append(used)
+    return freed
+
+
+def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any:
+    """A node argument with the model's dtype replaced by the dtype the graph runs in."""
+    if swap is None:
+        return value
+    if isinstance(value, torch.dtype):
+        return swap[1] if value == swap[0] else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_dtype_swap(v, swap) for v in value)
+    if isinstance(value, dict):
+        return {k: _dtype_swap(v, swap) for k, v in value.items()}
+    return value
 
 
 def run_terms(
@@ -66,6 +106,7 @@ def run_terms(
     tensors: Mapping[str, torch.Tensor],
     user_inputs: Sequence[Any],
     settings: Settings,
+    dtype: tuple[torch.dtype, torch.dtype] | None = None,
 ) -> list[Any]:
     """Interpret ``program`` with every parameter scaled by c → ∞, on expansions in c.
 
@@ -74,6 +115,9 @@ def run_terms(
         tensors: the model's current parameters and buffers by qualified name.
         user_inputs: the tensor user inputs, in the program's order.
         settings: mask threshold, tie tolerance and tie policy.
+        dtype: (the model's dtype, the dtype to run in): parameters, buffers and constants are
+            cast as the graph reaches them, and dtype arguments of its ops follow (the same
+            program serves every precision). None: run as exported.
 
     Returns:
         The flattened outputs: :class:`~saturated.terms.Term` for c-dependent ones, exact values
@@ -83,20 +127,33 @@ def run_terms(
         SaturationError: an op without a limit rule, or a limit that is not determined; the message
             names the node, op and module.
     """
+    swap = dtype if dtype is not None and dtype[0] != dtype[1] else None
+    makers = iter(_placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1]))
+    pending: dict[torch.fx.Node, Callable[[], Any]] = {}
     env: dict[torch.fx.Node, Any] = {}
-    placeholders = iter(_placeholder_values(program, tensors, user_inputs))
+
+    def value(node: torch.fx.Node) -> Any:
+        if node not in env:
+            env[node] = pending.pop(node)()
+        return env[node]
+
+    freed = _last_uses(program.graph)
     for node in program.graph.nodes:
         if node.op == "placeholder":
-            env[node] = next(placeholders)
+            pending[node] = next(makers)
         elif node.op == "call_function":
-            args = torch.fx.node.map_arg(node.args, env.__getitem__)
-            kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+            args = torch.fx.node.map_arg(node.args, value)
+            kwargs = torch.fx.node.map_arg(node.kwargs, value)
+            if swap is not None:
+                args, kwargs = _dtype_swap(args, swap), _dtype_swap(kwargs, swap)
             env[node] = _call(node, args, kwargs, settings)
         elif node.op == "output":
-            outputs = torch.fx.node.map_arg(node.args[0], env.__getitem__)
+            outputs = torch.fx.node.map_arg(node.args[0], value)
             return [untie(out, settings.ties == "nan", "the model's output") for out in outputs]
         else:
             raise SaturationError(f"unexpected graph node kind '{node.op}' at {_where(node)}")
+        for done in freed.get(node, ()):
+            env.pop(done, None)
     raise SaturationError("the exported graph has no output node")
 
 

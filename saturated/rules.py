@@ -8,6 +8,7 @@ whose tensor arguments are all exact never reach a rule: the interpreter runs th
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from torch import Tensor
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
+from saturated.rounding import Rounding, exact_maximal, exact_sign
 from saturated.terms import (
     NeedsOrders,
     Term,
@@ -58,11 +60,15 @@ class Settings:
             ``"uniform"`` assumes such scores are equal at every order, and averages.
         orders: how many parts of each expansion are tracked where the leading order alone does
             not decide the limit (it is always tried first).
-        exact_ties: whether scores equal within the tie tolerance are taken as exactly equal at
-            that order, so that lower orders break the tie. False treats every such tie as
-            unresolved where it matters (as ``ties`` says): in float32 a near-tie and a tie look
-            alike, and :class:`~saturated.saturate.SaturatedModel` recomputes those inputs in
+        exact_ties: whether scores that rounding cannot tell apart are settled exactly: in
+            float64, by exact arithmetic on their operands (:mod:`saturated.rounding`), so that
+            exact ties go on to lower orders and near-ties are broken. False treats every such
+            tie as unresolved where it matters (as ``ties`` says), and a sign that rounding cannot
+            tell likewise: :class:`~saturated.saturate.SaturatedModel` recomputes those inputs in
             float64.
+        operand_rtol: a relative error assumed for each operand of a decision, on top of the
+            rounding of the op that decides (0: operands taken as computed). Widens every bound
+            by 2η + η² of the operands' product magnitude.
     """
 
     mask_threshold: float = 1e9
@@ -70,6 +76,7 @@ class Settings:
     ties: str = "raise"
     orders: int = 16
     exact_ties: bool = True
+    operand_rtol: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ties not in ("raise", "nan", "uniform"):
@@ -78,6 +85,8 @@ class Settings:
             raise SaturationError(f"orders must be at least 1, got {self.orders!r}")
         if not self.mask_threshold > 0:
             raise SaturationError(f"mask_threshold must be positive, got {self.mask_threshold!r}")
+        if not 0 <= self.operand_rtol < 1:
+            raise SaturationError(f"operand_rtol must be in [0, 1), got {self.operand_rtol!r}")
 
 
 Rule = Callable[..., Any]
@@ -241,13 +250,25 @@ def _neg(s: Settings, x: Term) -> Term:
 
 @_rule(aten.mul.Tensor, aten.mul.Scalar)
 def _mul(s: Settings, x: Any, y: Any) -> Term:
-    """x·y: degrees add (paper Table 1, Product)."""
+    """x·y: degrees add (paper Table 1, Product). A constant factor keeps rounding bounds."""
+    if isinstance(x, Term) and _is_constant(y):
+        return scale(x, float(y))
+    if isinstance(y, Term) and _is_constant(x):
+        return scale(y, float(x))
     return mul(_term(x, s), _term(y, s), s.orders)
+
+
+def _is_constant(value: Any) -> bool:
+    """A number, or an exact one-element tensor (a scale factor such as GPT-2's √d)."""
+    return isinstance(value, (int, float)) or (
+        isinstance(value, Tensor) and value.numel() == 1 and value.dim() == 0)
 
 
 @_rule(aten.div.Tensor, aten.div.Scalar)
 def _div(s: Settings, x: Any, y: Any) -> Term:
     """x / y = x · y⁻¹."""
+    if isinstance(x, Term) and _is_constant(y) and float(y) != 0:
+        return scale(x, 1 / float(y))  # one more rounding than x / y: the bound covers both
     inverse = power(y, -1.0, s.orders) if isinstance(y, Term) else _term(1 / y, s)
     return mul(_term(x, s), inverse, s.orders)
 
@@ -333,8 +354,26 @@ def _einsum(s: Settings, equation: str, operands: Sequence[Any], path: Any = Non
         return _term(operands[0], s).map(lambda t: torch.einsum(equation, t))
     if len(operands) != 2:
         raise SaturationError(f"einsum with {len(operands)} operands; expected 1 or 2")
-    return bilinear(lambda a, b: torch.einsum(equation, a, b), _term(operands[0], s),
-                    _term(operands[1], s), s.orders)
+    x, y = _term(operands[0], s), _term(operands[1], s)
+    return bilinear(lambda a, b: torch.einsum(equation, a, b), x, y, s.orders,
+                    length=_einsum_length(equation, x.shape, y.shape))
+
+
+def _einsum_length(equation: str, *shapes: torch.Size) -> int | None:
+    """How many products an einsum of two operands sums per output element: the product of the
+    sizes of the indices it sums out (None for equations with an ellipsis or no output).
+
+    >>> _einsum_length("bnid,bnjd->bnij", torch.Size([2, 3, 4, 5]), torch.Size([2, 3, 6, 5]))
+    5
+    """
+    equation = equation.replace(" ", "")
+    if "..." in equation or "->" not in equation:
+        return None
+    inputs, output = equation.split("->")
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(inputs.split(","), shapes):
+        sizes.update({letter: max(sizes.get(letter, 1), int(size)) for letter, size in zip(letters, shape)})
+    return math.prod(size for letter, size in sizes.items() if letter not in output)
 
 
 # --- Selections. ---------------------------------------------------------------------------------
@@ -347,7 +386,10 @@ def _select(cond: Any, x: Term, y: Term, s: Settings) -> Term:
     if isinstance(cond, Term):
         raise SaturationError("a condition that depends on the parameters; expected an exact mask")
     xs, ys = _by_degree(x), _by_degree(y)
-    parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)), d) for d in {*xs, *ys}]
+    # Tensors set the dtype, not numbers lifted to 0-d tensors (a masked_fill value of -inf).
+    dtypes = [a.dtype for a, _ in (*x.parts, *y.parts) if a.dim()]
+    dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
+    parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)).to(dtype), d) for d in {*xs, *ys}]
     return make(parts, max(x.floor, y.floor), s.orders)
 
 
@@ -376,9 +418,48 @@ def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
 
 # --- Activations: the saturating ones become their limits (paper Lemmas 6–8). ------------------
 
-def _regimes(x: Term) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Per element: the sign of its leading nonzero part, whether that part grows (degree > 0),
-    and its limit if it does not grow; plus the order of the error of that limit.
+def part_sign(x: Term, index: int, s: Settings) -> Tensor:
+    """The sign of each element of part ``index`` of ``x``, certified against rounding.
+
+    Where |coefficient| exceeds the part's rounding bound (:mod:`saturated.rounding`) the computed
+    sign is the exact one. Elsewhere it is decided exactly from the operands (float64 with
+    ``exact_ties``: an exact zero leaves the decision to lower parts), or it is NaN, undetermined
+    in this precision. Parts without a known bound keep their computed sign.
+    """
+    a, d = x.parts[index]
+    sign = torch.sign(a)
+    if may_hold_nan(a):  # torch.sign(NaN) is 0: keep undetermined entries undetermined
+        sign = torch.where(torch.isnan(a), math.nan, sign)
+    rounding = x.rounding(d)
+    if rounding is None or not 0 < d < math.inf:
+        return sign
+    bound = rounding.bound(a.dtype, s.operand_rtol)
+    unsure = (a.abs() <= bound) & (bound > 0)
+    if not bool(unsure.any()):
+        return sign
+    if s.exact_ties and rounding.partials is not None and rounding.index is not None:
+        at = rounding.index().expand(a.shape)[unsure]
+        exact = torch.tensor(exact_sign(rounding.partials(at)), dtype=a.dtype, device=a.device)
+        return sign.masked_scatter(unsure, exact)
+    return torch.where(unsure, math.nan, sign)
+
+
+def _undetermined_signs(sign: Tensor, s: Settings, what: str) -> Tensor | None:
+    """Where ``sign`` is NaN (rounding hides it): those elements with ``ties="nan"``, otherwise
+    :class:`~saturated.terms.NeedsOrders`; None if every sign is known."""
+    unknown = torch.isnan(sign)
+    if not bool(unknown.any()):
+        return None
+    if s.ties != "nan":
+        raise NeedsOrders(f"the sign of {int(unknown.sum())} elements of the input of {what} is within "
+                          "rounding of zero (undetermined in this precision)")
+    return unknown
+
+
+def _regimes(x: Term, s: Settings) -> tuple[Tensor, Tensor, Tensor, float]:
+    """Per element: the sign of its leading nonzero part (NaN where rounding hides it), whether
+    that part grows (degree > 0), and its limit if it does not grow; plus the order of the error
+    of that limit.
 
     Raises NeedsOrders where an element that does not grow (or has no known nonzero part) still
     carries an unknown part that does not vanish.
@@ -387,14 +468,15 @@ def _regimes(x: Term) -> tuple[Tensor, Tensor, Tensor, float]:
     growing = torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device)
     value = torch.zeros_like(x.lead)
     undecided = True
-    for a, d in x.parts:
+    for index, (a, d) in enumerate(x.parts):
         if d == 0:
             value = a
         if undecided:
             new = (sign == 0) & (a != 0)
-            sign = torch.where(new, torch.sign(a), sign)
+            found = part_sign(x, index, s)  # 0 where the coefficient is rounding of an exact 0
+            sign = torch.where(new, found, sign)
             if d > 0:
-                growing |= new
+                growing |= new & (found != 0)
             undecided = bool((sign == 0).any())
     error = max([d for _, d in x.parts if d < 0] + [x.floor])
     if x.floor >= 0 and not bool(growing.all()):
@@ -405,70 +487,91 @@ def _regimes(x: Term) -> tuple[Tensor, Tensor, Tensor, float]:
     return sign, growing, value, (-math.inf if bool(growing.all()) else error)
 
 
-def _leading_sign(x: Term) -> Tensor:
-    """Per element, the sign of its first nonzero part (0 if every known part is zero)."""
-    sign = torch.sign(x.lead)
-    for a, _ in x.parts[1:]:
-        sign = torch.where(sign == 0, torch.sign(a), sign)
+def _leading_sign(x: Term, s: Settings) -> Tensor:
+    """Per element, the sign of its first nonzero part (0 if every known part is zero). With one
+    part the computed sign serves (ReLU and |·| are continuous there); with more, which part
+    leads is a decision, certified by :func:`part_sign`."""
+    if len(x.parts) == 1:
+        return torch.sign(x.lead)
+    sign = part_sign(x, 0, s)
+    for index in range(1, len(x.parts)):
+        sign = torch.where(sign == 0, part_sign(x, index, s), sign)
     return sign
 
 
 @_rule(aten.relu.default)
 def _relu(s: Settings, x: Term) -> Term:
     """ReLU is positively 1-homogeneous: relu(v) = v where v's leading part is positive, else 0."""
-    keep = _leading_sign(x) > 0
-    return Term(tuple((torch.where(keep, a, 0), d) for a, d in x.parts), x.floor)
+    sign = _leading_sign(x, s)
+    out = Term(tuple((torch.where(sign > 0, a, 0), d) for a, d in x.parts), x.floor,
+               _continuous_rounding(x) if len(x.parts) == 1 else ())
+    unknown = _undetermined_signs(sign, s, "relu")
+    return out if unknown is None else with_nan(out, unknown)
 
 
 @_rule(aten.abs.default)
 def _abs(s: Settings, x: Term) -> Term:
     """|v| = v·sign(v), the sign being that of v's first nonzero part."""
-    sign = _leading_sign(x)
+    sign = _leading_sign(x, s)
+    _undetermined_signs(sign, s, "abs")
     return Term(tuple((a * sign, d) for a, d in x.parts), x.floor)
 
 
-def _relu_like(x: Term, at: Callable[[Tensor], Tensor], orders: int) -> Term:
+def _continuous_rounding(x: Term) -> tuple[Rounding, ...]:
+    """The lead's rounding bound, kept by a 1-Lipschitz op such as ReLU (|relu(ŝ) − relu(s)| ≤
+    |ŝ − s|); exact values are not."""
+    rounding = x.rounding(x.degree)
+    return () if rounding is None else (rounding.inexact(),)
+
+
+def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) -> Term:
     """GELU and SiLU: relu(v) for growing v (they differ by e^(−Θ(c))), the function's value for
     fixed ones."""
     if len(x.parts) == 1 and 0 < x.degree < math.inf:
         # One growing part: relu of it. Where its coefficient is 0 the element is O(c^floor), and
-        # so is its image, since |GELU(y)| and |SiLU(y)| are at most |y|.
-        return Term(((torch.relu(x.lead), x.degree),), x.floor)
-    sign, growing, value, error = _regimes(x)
+        # so is its image, since |GELU(y)| and |SiLU(y)| are at most |y|. Continuous in the
+        # coefficient, so a sign that rounding hides changes the result by no more than rounding.
+        return Term(((torch.relu(x.lead), x.degree),), x.floor, _continuous_rounding(x))
+    sign, growing, value, error = _regimes(x, s)
     keep = growing & (sign > 0)
     parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
     parts.append((torch.where(growing, 0, at(value)), 0.0))
-    return make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), orders)
+    out = make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), s.orders)
+    unknown = _undetermined_signs(sign, s, what)
+    return out if unknown is None else with_nan(out, unknown)
 
 
 @_rule(aten.gelu.default)
 def _gelu(s: Settings, x: Term, approximate: str = "none") -> Term:
     """GELU → ReLU for growing inputs; GELU(lim x) otherwise."""
-    return _relu_like(x, lambda a: F.gelu(a, approximate=approximate), s.orders)
+    return _relu_like(x, lambda a: F.gelu(a, approximate=approximate), s, "gelu")
 
 
 @_rule(aten.silu.default)
 def _silu(s: Settings, x: Term) -> Term:
     """SiLU → ReLU for growing inputs; SiLU(lim x) otherwise."""
-    return _relu_like(x, F.silu, s.orders)
+    return _relu_like(x, F.silu, s, "silu")
 
 
-def _squashing(x: Term, grown: Callable[[Tensor], Tensor], at: Callable[[Tensor], Tensor]) -> Term:
+def _squashing(x: Term, grown: Callable[[Tensor], Tensor], at: Callable[[Tensor], Tensor],
+               s: Settings, what: str) -> Term:
     """sigmoid and tanh: a constant set by the sign for growing inputs, f(lim x) otherwise."""
-    sign, growing, value, error = _regimes(x)
-    return Term(((torch.where(growing, grown(sign), at(value)), 0.0),), error)
+    sign, growing, value, error = _regimes(x, s)
+    out = Term(((torch.where(growing, grown(sign), at(value)), 0.0),), error)
+    unknown = _undetermined_signs(sign, s, what)
+    return out if unknown is None else with_nan(out, unknown)
 
 
 @_rule(aten.sigmoid.default)
 def _sigmoid(s: Settings, x: Term) -> Term:
     """sigmoid → step for growing inputs (Lemma 6): the error e^(−Θ(c)) is below every order."""
-    return _squashing(x, lambda sign: (sign > 0).to(sign.dtype), torch.sigmoid)
+    return _squashing(x, lambda sign: (sign > 0).to(sign.dtype), torch.sigmoid, s, "sigmoid")
 
 
 @_rule(aten.tanh.default)
 def _tanh(s: Settings, x: Term) -> Term:
     """tanh → sign for growing inputs (Lemma 8)."""
-    return _squashing(x, lambda sign: sign, torch.tanh)
+    return _squashing(x, lambda sign: sign, torch.tanh, s, "tanh")
 
 
 @_rule(aten.softmax.int, aten._softmax.default)
@@ -496,7 +599,11 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     marking = s.ties == "nan"
     for a, d in x.parts:
         if 0 < d < math.inf:
-            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking)
+            rounding = x.rounding(d)
+            bound = None if rounding is None else rounding.bound(a.dtype, s.operand_rtol)
+            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
+            if s.exact_ties and rounding is not None and rounding.partials is not None:
+                candidates = exact_maximal(candidates, dim, rounding)
     candidates = candidates.expand(x.shape)
     count = candidates.sum(dim=dim, keepdim=True)
     weights = _hard_attention(x, dim, candidates, count, s)
@@ -527,12 +634,11 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
         # hard attention, exact up to e^(−Θ(c)) where it is decided.
         if s.ties == "uniform" or not tied_rows:
             return Term(((weights, 0.0),))
-        row = torch.nonzero((count > 1).expand_as(count))[0].tolist()
-        reason = (f"hard attention tie: {int(count[tuple(row)])} positions share the maximal score "
-                  + (f"at every tracked order (row {row}); the untracked part of order "
-                     f"c^{x.floor:g} decides between them" if x.floor >= 0 else
-                     f"within the tie tolerance of {x.lead.dtype} (row {row}), which cannot tell "
-                     "a near-tie from a tie"))
+        reason = ("hard attention tie: positions share the maximal score "
+                  + (f"at every tracked order; the untracked part of order c^{x.floor:g} decides "
+                     "between them" if x.floor >= 0 else
+                     f"within the rounding bound of {x.lead.dtype}, which cannot tell a near-tie "
+                     "from a tie"))
         return TiedWeights(((weights, 0.0),), candidates=candidates, count=count, dim=dim, reason=reason)
     # Only the tied rows need the series; every other row is hard attention.
     def rows_of(a: Tensor) -> Tensor:

@@ -8,13 +8,14 @@ direction the output takes as the parameters grow (d = 0: the limit itself).
 
 from __future__ import annotations
 
-import copy
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
+from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
 from homogeneity.errors import HomogeneityError
@@ -55,13 +56,23 @@ def _largest(coef: torch.Tensor) -> float:
     return max(abs(float(bound)) for bound in torch.aminmax(coef)) if coef.numel() else 0.0
 
 
-def _normalized(term: Term, index: int) -> tuple[torch.Tensor, float, bool]:
+def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tensor, float, bool]:
     """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients, its
-    degree, and whether they hold NaN (outputs a tie left undetermined)."""
+    degree, and whether they hold NaN (outputs a tie left undetermined).
+
+    A part whose every coefficient is within its rounding bound of zero (with the error carried
+    in by its operands) may be exactly zero, in which case a lower part leads: that is
+    undetermined in this precision (NeedsOrders).
+    """
     for coef, degree in term.parts:
         size = _largest(coef)
         if size == 0:
             continue
+        rounding = term.rounding(degree)
+        if rounding is not None and math.isfinite(size) and bool(
+                (coef.abs() <= rounding.bound(coef.dtype, settings.operand_rtol, carried=True)).all()):
+            raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
+                              f"{degree:g}")
         if not math.isfinite(degree):
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
         has_nan = math.isnan(size)
@@ -75,14 +86,14 @@ def _normalized(term: Term, index: int) -> tuple[torch.Tensor, float, bool]:
     raise NeedsOrders(f"output {index} is zero at every tracked order")
 
 
-def _normalize_all(outputs: list[Any]) -> tuple[list[Normalized], list[int]]:
+def _normalize_all(outputs: list[Any], settings: Settings) -> tuple[list[Normalized], list[int]]:
     """Each output normalized by its degree (exact outputs as they are), and the indices of the
     outputs that hold NaN."""
     pairs: list[Normalized] = []
     with_nan: list[int] = []
     for index, out in enumerate(outputs):
         if isinstance(out, Term):
-            coef, degree, nan = _normalized(out, index)
+            coef, degree, nan = _normalized(out, index, settings)
             pairs.append((coef, degree))
             if nan:
                 with_nan.append(index)
@@ -142,18 +153,52 @@ def _undetermined_entries(values: list[torch.Tensor], batch: int | None) -> list
     return sorted(entries)
 
 
+def _fits(program: torch.export.ExportedProgram, tensors: list[torch.Tensor]) -> bool:
+    """Whether the tensor inputs have shapes the program was exported for: fixed sizes equal,
+    symbolic ones in their range and equal wherever the program says they are."""
+    placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
+    users = [spec for spec in program.graph_signature.input_specs
+             if spec.kind == InputKind.USER_INPUT and not isinstance(spec.arg, ConstantArgument)]
+    by_name = {node.name: node for node in placeholders}
+    expected = [by_name[spec.arg.name].meta.get("val") for spec in users]
+    if len(expected) != len(tensors):
+        return False
+    bound: dict[Any, int] = {}
+    for fake, tensor in zip(expected, tensors):
+        if not isinstance(fake, torch.Tensor) or fake.dim() != tensor.dim() or fake.dtype != tensor.dtype:
+            return False
+        for size, actual in zip(fake.shape, tensor.shape):
+            if isinstance(size, int):
+                if size != actual:
+                    return False
+                continue
+            symbol = size.node.expr
+            if symbol not in program.range_constraints:
+                return False  # an expression of symbols: not checked, export this shape
+            limits = program.range_constraints[symbol]
+            if not (bool(limits.lower <= actual) and bool(actual <= limits.upper)):  # sympy bounds
+                return False
+            if bound.setdefault(symbol, int(actual)) != actual:
+                return False
+    return True
+
+
 class SaturatedModel:
     """A model's saturated version, called like the model itself.
 
-    Build it with :func:`saturate`. Each distinct input signature is exported once and cached; the
-    model's current parameters are read at every call (never modified).
+    Build it with :func:`saturate`. The model is exported once per input structure, with dynamic
+    batch and sequence dimensions (per input shape where that fails), and the graph is cached;
+    the model's current parameters are read at every call (never modified), and a change in their
+    shapes or dtypes drops the cached graphs.
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
-    values), or where float32 rounding cannot tell a near-tie from a tie, the batch entries it
-    touches are recomputed together in float64, tracking more orders (up to ``settings.orders``)
-    for those still undetermined. This assumes batch entries do not interact, as in every
-    transformer in eval mode; inputs without a common batch dimension are recomputed whole.
+    values), or where a decision is within its rounding bound (:mod:`saturated.rounding`), the
+    batch entries it touches are recomputed together in float64 by the same graph, parameters cast
+    as it reads them (no float64 copy of the model is kept), tracking more orders (up to
+    ``settings.orders``) for those still undetermined. This assumes batch entries do not interact,
+    as in every transformer in eval mode; inputs without a common batch dimension are recomputed
+    whole.
     """
 
     def __init__(self, model: nn.Module, settings: Settings) -> None:
@@ -161,18 +206,40 @@ class SaturatedModel:
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         self.model = model
         self.settings = settings
-        self._programs: dict[tuple[Any, ...], torch.export.ExportedProgram] = {}
+        # Programs by input structure (dynamic batch and lengths; None where the model cannot be
+        # exported so) and by exact signature (the per-shape fallback), for one parameter layout.
+        self._dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = {}
+        self._static: dict[tuple[Any, ...], torch.export.ExportedProgram] = {}
+        self._layout: tuple[Any, ...] = ()
         self._checked: set[tuple[str, int, int]] = set()
-        self._wide_copy: nn.Module | None = None  # the model in float64, made on first need
-        self._synced: Any = None  # the parameter versions the copy holds
         dtypes = [p.dtype for p in model.parameters() if p.is_floating_point()]
         self._dtype = dtypes[0] if dtypes else torch.get_default_dtype()
         # Ties are judged up to rounding; float64 tells near-ties from ties where float32 cannot.
         self._wide = torch.float64 if torch.finfo(self._dtype).eps > torch.finfo(torch.float64).eps \
             else self._dtype
 
+    @property
+    def exports(self) -> int:
+        """How many graphs are held (one per input structure where dynamic export works)."""
+        return sum(p is not None for p in self._dynamic.values()) + len(self._static)
+
+    @property
+    def exports_dynamic(self) -> bool:
+        """Whether every input structure seen so far exported with dynamic shapes."""
+        return bool(self._dynamic) and all(p is not None for p in self._dynamic.values())
+
     def _check_parameters(self) -> None:
-        """Non-finite parameters have no direction to grow in; checked once per parameter version."""
+        """Non-finite parameters have no direction to grow in; checked once per parameter version.
+        A parameter or buffer replaced by one of another shape or dtype (or added, or removed)
+        changes the graph: every export is dropped and made again on demand."""
+        layout = tuple((name, tuple(t.shape), t.dtype) for name, t in
+                       [*self.model.named_parameters(), *self.model.named_buffers()])
+        if layout != self._layout:
+            self._dynamic.clear()
+            self._static.clear()
+            self._layout = layout
+            dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
+            self._dtype = dtypes[0] if dtypes else self._dtype
         for name, p in self.model.named_parameters():
             key = (name, p.data_ptr(), p._version)
             if key not in self._checked:
@@ -181,51 +248,41 @@ class SaturatedModel:
                 self._checked.add(key)
 
     def program(self, *args: Any, **kwargs: Any) -> torch.export.ExportedProgram:
-        """The exported graph for these inputs (exported on first use)."""
-        return self._program(args, kwargs, self._dtype)
+        """The exported graph for these inputs (exported on first use): one graph for every batch
+        size and sequence length where the model exports with dynamic shapes, one per input
+        shape otherwise. It serves every precision (see :func:`~saturated.interpreter.run_terms`)."""
+        self._check_parameters()
+        return self._program(args, kwargs)
 
-    def _program(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-                 dtype: torch.dtype) -> torch.export.ExportedProgram:
+    def _program(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.export.ExportedProgram:
         leaves, spec = pytree.tree_flatten((args, kwargs))
-        key = (*_signature(spec, leaves), dtype)
-        if key not in self._programs:
-            model = self.model if dtype == self._dtype else self._widened()
+        structure = (str(spec), tuple((leaf.dtype, leaf.dim(), str(leaf.device))
+                                      if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves))
+        if structure not in self._dynamic:
             try:
-                self._programs[key] = export_model(model, *_cast_inputs((args, kwargs), dtype))
+                self._dynamic[structure] = export_model(self.model, args, kwargs, dynamic=True)
+            except HomogeneityError:
+                self._dynamic[structure] = None  # exported per shape below
+        dynamic = self._dynamic[structure]
+        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        if dynamic is not None and _fits(dynamic, tensors):
+            return dynamic
+        key = _signature(spec, leaves)
+        if key not in self._static:
+            try:
+                self._static[key] = export_model(self.model, args, kwargs)
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
-        return self._programs[key]
-
-    def _widened(self) -> nn.Module:
-        """One float64 copy of the model: every float64 program is exported from it and runs on
-        its tensors, so that a single copy of the parameters exists whatever the input shapes."""
-        if self._wide_copy is None:
-            self._wide_copy = copy.deepcopy(self.model).to(self._wide)
-        return self._wide_copy
-
-    def _tensors(self, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        """The model's current parameters and buffers, in ``dtype``."""
-        tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
-        if dtype == self._dtype:
-            return tensors
-        wide = self._widened()
-        copies = {**dict(wide.named_buffers()), **dict(wide.named_parameters())}
-        versions = tuple((name, t.data_ptr(), t._version) for name, t in tensors.items())
-        if self._synced != versions:  # the model changed since the copy was last brought up to date
-            with torch.no_grad():
-                for name, tensor in tensors.items():
-                    copies[name].copy_(tensor)
-            self._synced = versions
-        return copies
+        return self._static[key]
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
-        program = self._program(args, kwargs, dtype)
-        tensors = self._tensors(dtype)
+        program = self._program(args, kwargs)
+        tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
         with torch.no_grad():
-            return run_terms(program, tensors, leaves, settings)
+            return run_terms(program, tensors, leaves, settings, (self._dtype, dtype))
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -257,10 +314,11 @@ class SaturatedModel:
             try:
                 settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
                 outputs = self._run(these, those, settings, dtype)
-                found, with_nan = _normalize_all(outputs)
+                found, with_nan = _normalize_all(outputs, settings)
             except NeedsOrders as err:
                 if last:
-                    raise SaturationError(f"{err} (tracking {orders} orders)") from err
+                    message = _in_batch(str(err), pending)
+                    raise SaturationError(f"{message} (tracking {orders} orders)") from err
                 continue  # the same entries, at the next level
             if pending is None:
                 pairs = found
@@ -276,10 +334,19 @@ class SaturatedModel:
             if self.settings.ties != "nan":  # ties raise at the last level: this NaN came in
                 raise SaturationError(f"outputs hold NaN (batch entries {pending or 'all'}); expected "
                                       "finite inputs")
-        out_spec = self.program(*args, **kwargs).call_spec.out_spec
+        out_spec = self._program(args, kwargs).call_spec.out_spec
         assert out_spec is not None
-        return SaturatedOutput(pytree.tree_unflatten([v for v, _ in pairs], out_spec),
+        values = [v.to(self._dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                  for v, _ in pairs]  # entries recomputed in float64 are rounded back
+        return SaturatedOutput(pytree.tree_unflatten(values, out_spec),
                                pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined)
+
+
+def _in_batch(message: str, entries: list[int] | None) -> str:
+    """An error message about a recomputed sub-batch, with its entries numbered as in the input."""
+    if entries is None:
+        return message
+    return re.sub(r"batch entry (\d+)", lambda m: f"batch entry {entries[int(m.group(1))]}", message)
 
 
 def _select(inputs: Any, entries: list[int]) -> Any:

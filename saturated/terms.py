@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
+from saturated.rounding import Rounding, product_rounding
 
 __all__ = [
     "NeedsOrders", "Term", "add", "bilinear", "exp_series", "lift", "make", "may_hold_nan", "mul", "power",
@@ -36,6 +37,9 @@ class NeedsOrders(SaturationError):
 class Term:
     """v(c) = Σᵢ parts[i][0]·c^parts[i][1] + O(c^floor), per element.
 
+    ``roundings`` holds, for some parts, a bound on their rounding error (see
+    :mod:`saturated.rounding`); ops that keep a part's values (shapes, scalings, sums) keep it.
+
     >>> t = Term(((torch.tensor([2.0, -1.0]), 3.0),), floor=1.0)
     >>> t.degree, t.lead
     (3.0, tensor([ 2., -1.]))
@@ -43,6 +47,7 @@ class Term:
 
     parts: tuple[Part, ...]
     floor: float = -math.inf
+    roundings: tuple[Rounding, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def lead(self) -> Tensor:
@@ -59,8 +64,19 @@ class Term:
         return self.lead.shape
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Term:
-        """Apply a shape, indexing or cast op to every part's coefficients."""
-        return Term(tuple((fn(a), d) for a, d in self.parts), self.floor)
+        """Apply a shape, indexing or cast op to every part's coefficients (and rounding bounds)."""
+        return Term(tuple((fn(a), d) for a, d in self.parts), self.floor,
+                    tuple(r.map(fn) for r in self.roundings))
+
+    def rounding(self, degree: float) -> Rounding | None:
+        """The rounding bound of the part of ``degree``, if one is known."""
+        return next((r for r in self.roundings if r.degree == degree), None)
+
+    def with_roundings(self, roundings: Iterable[Rounding | None]) -> Term:
+        """This term with the given bounds attached, for the parts it has."""
+        degrees = {d for _, d in self.parts}
+        kept = tuple(r for r in roundings if r is not None and r.degree in degrees)
+        return self if not kept else Term(self.parts, self.floor, kept)
 
 
 def may_hold_nan(a: Tensor) -> bool:
@@ -140,8 +156,8 @@ def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
     >>> [d for _, d in lift(torch.tensor([0.0, -3e38]), 1e9).parts]
     [inf, 0.0]
     """
-    if not isinstance(value, Tensor):
-        return Term(((torch.tensor(float(value)), 0.0),))
+    if not isinstance(value, Tensor):  # a Python number (e.g. masked_fill's -inf) is checked alike
+        value = torch.tensor(float(value))
     coef = value if value.is_floating_point() else value.to(torch.get_default_dtype())
     huge = coef.abs() >= mask_threshold
     if not bool(huge.any()):
@@ -151,8 +167,26 @@ def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
 
 
 def scale(x: Term, factor: float | Tensor) -> Term:
-    """x·factor for an exact factor without masking constants (a scalar or a tensor)."""
-    return Term(tuple((a * factor, d) for a, d in x.parts), x.floor)
+    """x·factor for an exact factor without masking constants (a scalar or a tensor); rounding
+    bounds follow a scalar factor."""
+    roundings = tuple(r.scaled(float(factor)) for r in x.roundings) \
+        if isinstance(factor, (int, float)) else ()
+    return Term(tuple((a * factor, d) for a, d in x.parts), x.floor, roundings)
+
+
+def _summed_roundings(x: Term, y: Term) -> list[Rounding | None]:
+    """The bounds of x + y, part by part: a part from one side keeps its bound; parts of equal
+    degree on both sides combine theirs (unknown if either is)."""
+    out: list[Rounding | None] = []
+    ys = {d for _, d in y.parts}
+    xs = {d for _, d in x.parts}
+    for degree in xs | ys:
+        first, second = x.rounding(degree), y.rounding(degree)
+        if degree in xs and degree in ys:
+            out.append(first.plus(second) if first is not None and second is not None else None)
+        else:
+            out.append(first if degree in xs else second)
+    return out
 
 
 def add(x: Term, y: Term, orders: int) -> Term:
@@ -161,7 +195,10 @@ def add(x: Term, y: Term, orders: int) -> Term:
     >>> add(Term(((torch.tensor([1.0]), 2.0),)), Term(((torch.tensor([5.0]), 1.0),)), 1)
     Term(parts=((tensor([1.]), 2.0),), floor=1.0)
     """
-    return make((*x.parts, *y.parts), max(x.floor, y.floor), orders)
+    total = make((*x.parts, *y.parts), max(x.floor, y.floor), orders)
+    if not (x.roundings or y.roundings):
+        return total
+    return total.with_roundings(_summed_roundings(x, y))
 
 
 def _product_floor(x: Term, y: Term) -> float:
@@ -173,11 +210,14 @@ def _product_floor(x: Term, y: Term) -> float:
 
 
 def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: int,
-             stack_left: bool = False) -> Term:
+             stack_left: bool = False, length: int | None = None) -> Term:
     """A bilinear op (product, matmul, einsum) on expansions: every pair of parts, degrees adding.
 
     Only the pairs that can land among the ``orders`` highest degrees are computed. With
     ``stack_left``, ``fn`` must broadcast over a new leading dimension of its first argument.
+    Each part of the result carries the bound on its rounding (:mod:`saturated.rounding`), from
+    ``length``, the number of products summed per output element (inferred for matmul, linear and
+    the elementwise product; no bound for other ops without it).
 
     >>> x = Term(((torch.eye(2), 1.0),))
     >>> bilinear(torch.matmul, x, Term(((torch.ones(2, 2), 2.0),)), 1).degree
@@ -196,16 +236,34 @@ def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: i
     if stack_left and len(y.parts) == 1 and len(chosen) > 1:
         # One call on the stacked parts of x: the same arithmetic, far fewer kernel launches.
         products = fn(torch.stack([x.parts[i][0] for i, _, _ in chosen]), y.lead).unbind(0)
-        return make(zip(products, (deg for *_, deg in chosen)), floor, orders)
-    if fn is torch.matmul and len(chosen) > 1:
+        result = make(zip(products, (deg for *_, deg in chosen)), floor, orders)
+    elif fn is torch.matmul and len(chosen) > 1:
         # Σ_{i,j: dᵢ+eⱼ=n} xᵢ yⱼ is one matmul of the parts concatenated along the contraction.
         groups: dict[float, list[tuple[int, int]]] = {}
         for i, j, deg in chosen:
             groups.setdefault(deg, []).append((i, j))
-        return make([(torch.cat([x.parts[i][0] for i, _ in pairs], -1)
-                      @ torch.cat([y.parts[j][0] for _, j in pairs], -2), deg)
-                     for deg, pairs in groups.items()], floor, orders)
-    return make([(fn(x.parts[i][0], y.parts[j][0]), deg) for i, j, deg in chosen], floor, orders)
+        result = make([(torch.cat([x.parts[i][0] for i, _ in pairs], -1)
+                        @ torch.cat([y.parts[j][0] for _, j in pairs], -2), deg)
+                       for deg, pairs in groups.items()], floor, orders)
+    else:
+        result = make([(fn(x.parts[i][0], y.parts[j][0]), deg) for i, j, deg in chosen], floor, orders)
+    n = length if length is not None else _contraction(fn, x.lead)
+    if n is None:
+        return result
+    return result.with_roundings(
+        product_rounding(fn, [((x.parts[i][0], x.rounding(x.parts[i][1])),
+                               (y.parts[j][0], y.rounding(y.parts[j][1])))
+                              for i, j, d in chosen if d == degree], degree, n, result.shape)
+        for _, degree in result.parts if math.isfinite(degree))
+
+
+def _contraction(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor) -> int | None:
+    """How many products ``fn`` sums per output element, for the ops whose answer is known."""
+    if fn is torch.mul:
+        return 1
+    if fn is torch.matmul or fn is torch.nn.functional.linear:
+        return int(x.shape[-1])
+    return None
 
 
 def mul(x: Term, y: Term, orders: int) -> Term:

@@ -120,10 +120,19 @@ def contract(fn: Callable[[Tensor, Tensor], Tensor], weights: TiedWeights, value
         undetermined, floor = _disagreement(fn, candidates, dim, values, product.floor, tol)
     if undetermined is not None:
         if not mark:
-            raise NeedsOrders(f"{weights.reason}, and the tied positions carry different values. "
-                              f"{TIE_HINT}")
+            raise NeedsOrders(f"{weights.reason}, and the tied positions carry different values "
+                              f"at {_first_place(undetermined)}. {TIE_HINT}")
         product = with_nan(product, undetermined)
     return product if floor == product.floor else make(product.parts, floor, orders)
+
+
+def _first_place(undetermined: Tensor) -> str:
+    """Where the first undetermined output is: batch entry (dimension 0) and query position (the
+    row of the product, its second-to-last dimension)."""
+    place = torch.nonzero(undetermined)[0].tolist()
+    if len(place) < 3:
+        return f"output element {place}"
+    return f"batch entry {place[0]}, query position {place[-2]} (output element {place})"
 
 
 def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, product: Term,

@@ -7,9 +7,12 @@ examples. Select with the environment variable NORMSAT_HYPOTHESIS_PROFILE=thorou
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+import transformers
 from hypothesis import HealthCheck, settings
 from torch import nn
 
@@ -26,6 +29,16 @@ settings.load_profile(os.environ.get("NORMSAT_HYPOTHESIS_PROFILE", "fast"))
 FAMILIES = ("bert", "roberta", "gpt2", "xlnet", "t5")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need a CUDA device: skipped on machines without one."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def minilm() -> tuple[nn.Module, Any]:
     """The real pretrained all-MiniLM-L6-v2 (6 layers), shared by the whole session."""
@@ -36,3 +49,17 @@ def minilm() -> tuple[nn.Module, Any]:
 def small_models() -> dict[str, tuple[nn.Module, Any]]:
     """Two-layer random-init models of every family, base width, built once per session."""
     return {family: load_model(family, random_init=True, num_layers=2) for family in FAMILIES}
+
+
+TINY_BERT = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32}
+"""A BERT small enough for CLI tests in a fraction of a second, with BERT's vocabulary size."""
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a seeded two-layer TINY_BERT (safetensors, config, no tokenizer files)."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig(**TINY_BERT)).save_pretrained(folder)
+    return folder

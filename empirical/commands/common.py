@@ -1,55 +1,120 @@
-"""Options and helpers shared by several subcommands."""
+"""Options and helpers shared by several subcommands.
+
+Every command that takes a model uses :func:`add_model_option` and :func:`load_args_model` (one
+model argument: ``--model NAME|DIR|ORG/NAME|module.path:Factory``); every output file is checked with
+:func:`check_output` before the computation and written with :func:`write_json` (atomic).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.models import MODEL_NAMES
+from empirical.models import DTYPES, MODEL_NAMES, check_device, load_model, parse_dtype
+from empirical.outputs import atomic_path, check_output, check_output_dir, write_json, write_text
 
-__all__ = ["add_device_options", "add_model_option", "parse_dtype", "write_json"]
+__all__ = [
+    "add_corpus_options", "add_device_options", "add_model_option", "add_output_options",
+    "atomic_path", "check_output", "check_output_dir", "check_outputs", "load_args_model",
+    "model_spec", "parse_dtype", "positive_int", "write_json", "write_text",
+]
 
-_DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-           "float16": torch.float16}
+MODEL_HELP = (f"built-in model ({', '.join(MODEL_NAMES)}), a local Hugging Face model directory, a "
+              "repo id already in the local Hugging Face cache (org/name), or module.path:Factory")
 
 
-def add_model_option(parser: argparse.ArgumentParser, *, flag: bool = True) -> None:
-    """``--model NAME|DIR`` (or a positional MODEL), ``--random-init`` and ``--seed``."""
-    help_text = f"built-in model ({', '.join(MODEL_NAMES)}) or a local Hugging Face model directory"
-    if flag:
-        parser.add_argument("--model", default="minilm", help=f"{help_text} (default: minilm)")
-    else:
-        parser.add_argument("model", help=help_text)
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (argparse turns the ValueError into exit code 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+positive_int.__name__ = "positive integer"  # argparse names the type in its message
+
+
+def add_model_option(parser: argparse.ArgumentParser, *, flag: bool = True,
+                     default: str = "minilm") -> None:
+    """``--model``, ``--random-init``, ``--seed``, ``--num-layers``, ``--tokenizer``, ``--cache-dir``.
+
+    ``flag=False`` also accepts the model as a positional argument (the older form of ``degree``).
+    """
+    # With the positional form, --model has no default, so that the two cannot silently disagree.
+    parser.add_argument("--model", default=default if flag else None,
+                        help=f"{MODEL_HELP} (default: {default})")
+    if not flag:
+        parser.add_argument("model_positional", nargs="?", default=None, metavar="MODEL",
+                            help="the model, as --model (kept for older scripts)")
+    parser.set_defaults(default_model=default)
     parser.add_argument("--random-init", action="store_true",
                         help="same architecture with fresh seeded weights (the paper's baseline)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random initialization")
-    parser.add_argument("--num-layers", type=int, default=None,
-                        help="keep only this many layers (default: all)")
+    parser.add_argument("--num-layers", type=positive_int, default=None,
+                        help="keep only this many layers (default: all; at most the checkpoint's "
+                        "depth unless --random-init)")
+    parser.add_argument("--tokenizer", default=None, metavar="DIR",
+                        help="tokenizer folder, for model folders that ship without one")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="Hugging Face cache to find repo ids in (default: HF_HUB_CACHE); "
+                        "nothing is downloaded")
+
+
+def model_spec(args: argparse.Namespace) -> str:
+    """The model named on the command line (``--model`` or the positional form)."""
+    flagged, positional = getattr(args, "model", None), getattr(args, "model_positional", None)
+    if flagged is not None and positional is not None and flagged != positional:
+        raise EmpiricalError(f"expected one model, got --model {flagged} and MODEL {positional}")
+    return str(flagged or positional or args.default_model)
+
+
+def add_corpus_options(parser: argparse.ArgumentParser, *, sentences: int = 100) -> None:
+    """``--corpus FILE`` and ``--sentences N``, read with :func:`empirical.corpus.load_corpus`."""
+    parser.add_argument("--corpus", default=None,
+                        help="text file: one sentence per line, or blank-line-separated paragraphs "
+                        "with # comments (default: built-in standard-library sentences)")
+    parser.add_argument("--sentences", type=positive_int, default=sentences,
+                        help=f"how many sentences (default: {sentences})")
 
 
 def add_device_options(parser: argparse.ArgumentParser) -> None:
     """``--dtype`` and ``--device``."""
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32",
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                         help="parameter dtype (default: float32)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
 
 
-def parse_dtype(name: str) -> torch.dtype:
-    """The torch dtype for a CLI name."""
-    if name not in _DTYPES:
-        raise EmpiricalError(f"expected a dtype among {', '.join(sorted(_DTYPES))}, got {name!r}")
-    return _DTYPES[name]
+def add_output_options(parser: argparse.ArgumentParser, *, json_help: str, plot: bool = False) -> None:
+    """``--json PATH`` (and ``--plot PATH``); check them with :func:`check_outputs`."""
+    parser.add_argument("--json", default=None, metavar="PATH", help=json_help)
+    if plot:
+        from empirical.plotting import PLOT_SUFFIXES
+
+        parser.add_argument("--plot", default=None, metavar="PATH",
+                            help=f"write a plot to this path ({', '.join(PLOT_SUFFIXES)})")
 
 
-def write_json(data: Any, path: str | Path) -> Path:
-    """Write ``data`` as indented JSON, creating parent folders."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # allow_nan=False: strict JSON, so a NaN or infinity is an error here, not in the reader's parser
-    out.write_text(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8")
-    return out
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check ``--json`` and ``--plot`` before any computation, so a bad path costs no run."""
+    if getattr(args, "json", None):
+        check_output(args.json, suffixes=(".json",), what="--json")
+    if getattr(args, "plot", None):
+        from empirical.plotting import PLOT_SUFFIXES
+
+        check_output(args.plot, suffixes=PLOT_SUFFIXES, what="--plot")
+    if getattr(args, "device", None):
+        check_device(args.device)
+
+
+def load_args_model(args: argparse.Namespace, *, random_init: bool | None = None) -> tuple[nn.Module, Any]:
+    """The model and tokenizer the command-line options name (``random_init`` overrides the flag)."""
+    dtype: torch.dtype = parse_dtype(getattr(args, "dtype", "float32"))
+    return load_model(
+        model_spec(args), random_init=args.random_init if random_init is None else random_init,
+        seed=args.seed, num_layers=args.num_layers, dtype=dtype,
+        device=getattr(args, "device", "cpu"), tokenizer=args.tokenizer, cache_dir=args.cache_dir,
+    )

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
+import sympy
 import torch
 from torch import nn
 
-from empirical.commands.common import add_model_option, write_json
+from empirical.commands.common import (
+    add_model_option,
+    add_output_options,
+    check_outputs,
+    load_args_model,
+    model_spec,
+    positive_int,
+    write_json,
+)
 from empirical.errors import EmpiricalError
-from empirical.models import load_model
+from empirical.factories import is_factory, make
 from empirical.provenance import model_record, versions
 from homogeneity.analysis import analyze
 from homogeneity.report import HomogeneityReport
 
-__all__ = ["SENTENCES", "model_inputs", "register", "resolve_model", "run"]
+__all__ = ["SENTENCES", "model_inputs", "numeric_degrees", "register", "resolve_model", "run"]
 
 SCHEMA = "normsat.degree/1"
 
@@ -31,16 +39,16 @@ def register(subparsers: Any) -> None:
         description="Trace MODEL with torch.export and derive the degree of homogeneity of each "
         "output in the parameters (exact, approximate, asymptotic or none), where the grade "
         "weakens and why, and a per-module summary. MODEL is a built-in name, a local Hugging "
-        "Face directory, or module.path:Factory, a callable returning (model, args) or "
-        "(model, args, kwargs).",
+        "Face directory, a cached repo id, or module.path:Factory, a callable returning (model, "
+        "args) or (model, args, kwargs). The model may also be given as a positional argument.",
     )
     add_model_option(parser, flag=False)
     parser.add_argument("--params", action="append", default=None, metavar="GLOB",
                         help="parameters that scale: a name or glob pattern, repeatable "
                         "(default: all parameters)")
-    parser.add_argument("--depth", type=int, default=3,
+    parser.add_argument("--depth", type=positive_int, default=3,
                         help="show modules at most this many levels deep (default: 3)")
-    parser.add_argument("--json", default=None, help="write the full report as JSON to this path")
+    add_output_options(parser, json_help="write the full report as JSON to this path")
     parser.set_defaults(func=run)
 
 
@@ -60,36 +68,68 @@ def model_inputs(model: nn.Module, tokenizer: Any,
 
 
 def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
-    """The model and example inputs named by the MODEL argument."""
-    if ":" in args.model and not args.model.startswith(("/", ".")):
-        module_name, _, attr = args.model.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise EmpiricalError(f"cannot load {args.model!r}: {err}") from err
-        made = factory()
-        if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module)):
-            raise EmpiricalError(
-                f"expected {args.model} to return (model, args) or (model, args, kwargs), got "
-                f"{type(made).__name__}"
-            )
-        return made[0], tuple(made[1]), dict(made[2]) if len(made) == 3 else {}
-    model, tokenizer = load_model(args.model, random_init=args.random_init, seed=args.seed,
-                                  num_layers=args.num_layers)
+    """The model and example inputs named by the model argument."""
+    name = model_spec(args)
+    if is_factory(name):
+        made = make(name)
+        if not made.args and not made.kwargs:
+            if made.tokenizer is None:
+                raise EmpiricalError(f"expected {name} to return (model, args) or (model, args, "
+                                     "kwargs): degree needs example inputs to trace")
+            return made.model, (), model_inputs(made.model, made.tokenizer)
+        return made.model, made.args, made.kwargs
+    model, tokenizer = load_args_model(args)
     return model, (), model_inputs(model, tokenizer)
 
 
-def report_json(report: HomogeneityReport, model: nn.Module, name: str) -> dict[str, Any]:
-    """The report with the model's identity and library versions."""
-    return {"schema": SCHEMA, "model": {"name": name, **model_record(model)},
-            "report": report.to_dict(), "versions": versions()}
+def _inputs_record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What the model was traced on: shapes and dtypes of tensors, the values of the rest."""
+    def describe(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return {"shape": list(value.shape), "dtype": str(value.dtype)}
+        return value if isinstance(value, bool | int | float | str | None) else type(value).__name__
+
+    return {"args": [describe(a) for a in args],
+            "kwargs": {key: describe(value) for key, value in kwargs.items()}}
+
+
+def numeric_degrees(data: Any) -> Any:
+    """``data`` with every ``"degree"`` that is a number as a JSON number (symbolic ones stay text).
+
+    >>> numeric_degrees({"degree": "2", "cases": [{"degree": "k + 1"}, {"degree": "1/2"}]})
+    {'degree': 2, 'cases': [{'degree': 'k + 1'}, {'degree': 0.5}]}
+    """
+    if isinstance(data, list):
+        return [numeric_degrees(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    converted = {key: numeric_degrees(value) for key, value in data.items()}
+    degree = converted.get("degree")
+    if isinstance(degree, str):
+        value = sympy.sympify(degree)
+        if value.is_Integer:
+            converted["degree"] = int(value)
+        elif value.is_number and value.is_finite:
+            converted["degree"] = float(value)
+    return converted
+
+
+def report_json(report: HomogeneityReport, model: nn.Module, name: str,
+                inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report with the model's identity, the inputs it was traced on and library versions."""
+    return {"schema": SCHEMA, "model": {"name": name, **model_record(model)}, "inputs": inputs,
+            "report": numeric_degrees(report.to_dict()), "versions": versions()}
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args)
     model, example_args, example_kwargs = resolve_model(args)
     with torch.no_grad():
         report = analyze(model, *example_args, params=args.params, **example_kwargs)
     print(report.table(depth=args.depth))
     if args.json:
-        print(f"\nJSON: {write_json(report_json(report, model, args.model), args.json)}")
+        inputs = {**_inputs_record(example_args, example_kwargs), "params": args.params,
+                  "sentences": None if is_factory(model_spec(args)) else list(SENTENCES)}
+        data = report_json(report, model, model_spec(args), inputs)
+        print(f"\nJSON: {write_json(data, args.json)}")
     return 0

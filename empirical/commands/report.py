@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import Any
 
+from empirical.commands.common import (
+    MODEL_HELP,
+    add_corpus_options,
+    add_device_options,
+    check_output_dir,
+    model_spec,
+    parse_dtype,
+    positive_int,
+)
+from empirical.errors import EmpiricalError
+from empirical.factories import is_factory
+from empirical.models import check_device
 from empirical.report import write_report
+from empirical.training import read_run
 
 __all__ = ["register"]
 
@@ -17,18 +31,45 @@ def register(subparsers: Any) -> None:
         description="Measure the default model (pretrained MiniLM) against its random-init twin "
         "on the default corpus and write DIR/report.md, its PNG figures and DIR/results.json.",
     )
-    parser.add_argument("--out", default="normsat-report", help="report folder (default: normsat-report)")
+    parser.add_argument("--out", default="normsat-report", metavar="DIR",
+                        help="report folder (default: normsat-report)")
     parser.add_argument("--model", default="minilm",
-                        help="model with pretrained weights: minilm or a local directory (default: minilm)")
-    parser.add_argument("--sentences", type=int, default=100, help="corpus size (default: 100)")
+                        help=f"model with pretrained weights: {MODEL_HELP} (default: minilm)")
+    add_corpus_options(parser)
+    parser.add_argument("--num-layers", type=positive_int, default=None,
+                        help="keep only this many layers (default: all)")
+    parser.add_argument("--tokenizer", default=None, metavar="DIR",
+                        help="tokenizer folder, for model folders that ship without one")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="Hugging Face cache to find repo ids in (default: HF_HUB_CACHE)")
+    add_device_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random-init twin")
+    parser.add_argument("--train-dir", default=None, metavar="DIR",
+                        help="a normsat train folder for the training section (default: a short run)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, default_model="minilm")
 
 
 def run(args: argparse.Namespace) -> int:
-    path = write_report(args.out, model=args.model, sentences=args.sentences, seed=args.seed,
-                        progress=not args.quiet)
+    name = model_spec(args)
+    if is_factory(name):
+        raise EmpiricalError(f"the report compares pretrained weights with a random-init twin; "
+                             f"expected a named model or a folder, got the factory {name}")
+    folder = check_output_dir(args.out, what="--out")
+    check_device(args.device)
+    if args.train_dir is not None:
+        read_run(args.train_dir)  # a bad folder fails before any measurement
+    created = not folder.exists()
+    options = {"num_layers": args.num_layers, "dtype": parse_dtype(args.dtype),
+               "device": args.device, "tokenizer": args.tokenizer, "cache_dir": args.cache_dir}
+    try:
+        path = write_report(folder, model=name, sentences=args.sentences, seed=args.seed,
+                            progress=not args.quiet, corpus_path=args.corpus, load_options=options,
+                            train_dir=args.train_dir)
+    except BaseException:
+        if created:  # a folder this run made holds only this run's partial output
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     print(f"report: {path}")
     print(f"results: {path.parent / 'results.json'}")
     return 0

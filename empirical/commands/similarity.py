@@ -5,9 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from empirical.commands.common import add_device_options, add_model_option, parse_dtype, write_json
+from empirical.commands.common import (
+    add_corpus_options,
+    add_device_options,
+    add_model_option,
+    add_output_options,
+    check_outputs,
+    load_args_model,
+    model_spec,
+    positive_int,
+    write_json,
+)
 from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.errors import EmpiricalError
+from empirical.factories import is_factory
 from empirical.plotting import plot_similarity
 from empirical.provenance import versions
 from empirical.similarity import SimilarityResult, representation_similarity
@@ -27,38 +38,39 @@ def register(subparsers: Any) -> None:
     add_model_option(parser)
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
-    parser.add_argument("--corpus", default=None,
-                        help="text file: one sentence per line, or blank-line-separated paragraphs "
-                        "with # comments (default: built-in standard-library sentences)")
-    parser.add_argument("--sentences", type=int, default=100, help="how many sentences (default: 100)")
+    add_corpus_options(parser)
     parser.add_argument("--scale", type=float, default=1000.0,
-                        help="the factor c ≥ 1 applied to every parameter (default: 1000)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
-    parser.add_argument("--max-length", type=int, default=512,
-                        help="truncate sentences to this many tokens (default: 512)")
+                        help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
+                        "compares with the exact saturated network (the c → ∞ limit, not a "
+                        "large c)")
+    parser.add_argument("--batch-size", type=positive_int, default=32,
+                        help="sentences per batch (default: 32)")
+    parser.add_argument("--max-length", type=positive_int, default=512,
+                        help="truncate sentences to this many tokens, special tokens included "
+                        "(default: 512)")
     add_device_options(parser)
-    parser.add_argument("--json", default=None, help="write the results as JSON to this path")
-    parser.add_argument("--plot", default=None, help="write a PNG plot to this path")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_options(parser, json_help="write the results as JSON to this path", plot=True)
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
 
 def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], SimilarityResult]]:
     """Measure the requested model (and its random-init twin with --compare-random)."""
     corpus = load_corpus(args.corpus, n=args.sentences)
+    name = model_spec(args)
+    if args.compare_random and is_factory(name):
+        raise EmpiricalError(f"--compare-random needs a named model or a folder, got the factory {name}")
     variants = [args.random_init] + ([True] if args.compare_random and not args.random_init else [])
     measured = {}
     for random_init in variants:
-        model, tokenizer = load_model(
-            args.model, random_init=random_init, seed=args.seed, num_layers=args.num_layers,
-            dtype=parse_dtype(args.dtype), device=args.device,
-        )
+        model, tokenizer = load_args_model(args, random_init=random_init)
         result = representation_similarity(
             model, tokenizer, corpus, scale=args.scale, batch_size=args.batch_size,
             max_length=args.max_length, progress=not args.quiet,
         )
         label = "random-init" if random_init else "pretrained"
-        identity = {"name": str(args.model), "random_init": random_init, "seed": args.seed}
+        identity = {"name": name, "random_init": random_init,
+                    "seed": args.seed if random_init else None}
         measured[label] = (identity, result)
     return measured
 
@@ -74,6 +86,7 @@ def runs_to_json(measured: dict[str, tuple[dict[str, Any], SimilarityResult]]) -
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args)
     measured = run_variants(args)
     for label, (identity, result) in measured.items():
         print(f"\n{identity['name']} ({label}), {result.n_sentences} sentences, "
@@ -83,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nJSON: {write_json(runs_to_json(measured), args.json)}")
     if args.plot:
         results = {label: result for label, (_identity, result) in measured.items()}
-        print(f"plot: {plot_similarity(results, args.plot, title=str(args.model))}")
+        print(f"plot: {plot_similarity(results, args.plot, title=model_spec(args))}")
     return 0

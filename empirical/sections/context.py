@@ -24,18 +24,23 @@ class ReportContext:
     sentences: int = 100
     seed: int = 0
     progress: bool = True
+    corpus_path: str | None = None
+    load_options: dict[str, Any] = field(default_factory=dict)
+    """Further :func:`~empirical.models.load_model` options: num_layers, dtype, device, tokenizer."""
+    train_dir: str | None = None
+    """A ``normsat train`` folder for the training section (None: the section makes a short run)."""
 
     @cached_property
     def corpus(self) -> Corpus:
-        return load_corpus(n=self.sentences)
+        return load_corpus(self.corpus_path, n=self.sentences)
 
     @cached_property
     def pretrained(self) -> tuple[nn.Module, Any]:
-        return load_model(self.model)
+        return load_model(self.model, **self.load_options)
 
     @cached_property
     def random_init(self) -> tuple[nn.Module, Any]:
-        return load_model(self.model, random_init=True, seed=self.seed)
+        return load_model(self.model, random_init=True, seed=self.seed, **self.load_options)
 
     def figure(self, name: str) -> Path:
         """Path of a figure file inside the report folder."""

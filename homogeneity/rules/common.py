@@ -67,7 +67,8 @@ def function_of(x: Degree, name: str, *, limit: Literal["constant", "linear", "n
     - ``"constant"``: g saturates (sigmoid, tanh, softmax, a step; Lemmas 6-8, Theorem 5):
       degree 0, approximate;
     - ``"linear"``: g approaches a positively 1-homogeneous function (GELU → ReLU,
-      log-softmax → z − max z): degree k, approximate;
+      log-softmax → z − max z): degree k, approximate, or the input's grade if weaker (a
+      lower-order term in cᵏz + b passes through the linear tail unchanged);
     - ``"none"``: anything else (exp, log, sin): no degree.
 
     For k < 0 the input shrinks towards g's Taylor expansion at 0, which no rule here tracks:
@@ -82,7 +83,8 @@ def function_of(x: Degree, name: str, *, limit: Literal["constant", "linear", "n
             growing = Degree.of(0, Grade.APPROXIMATE,
                                 f"{name} saturates: exponentially close to its limit")
         elif limit == "linear":
-            growing = Degree.of(case.value, Grade.APPROXIMATE,
+            # A lower-order term in the input survives g's linear tail: its grade carries over.
+            growing = Degree.of(case.value, case.grade.weaker(Grade.APPROXIMATE),
                                 f"{name} is positively homogeneous up to an exponentially small error")
         else:
             growing = Degree.none(f"{name} of an input of degree {show(case.value)} is not homogeneous")

@@ -20,10 +20,17 @@ from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport
 from homogeneity.tracing import export_ready
 
-__all__ = ["DEFAULT_SCALES", "ScalingCheck", "check_scaling", "classify_decay", "scaled_outputs"]
+__all__ = ["DEFAULT_SCALES", "UNDECIDED", "WIDEST_SCALE", "ScalingCheck", "check_scaling",
+           "classify_decay", "scaled_outputs"]
 
 DEFAULT_SCALES: tuple[float, ...] = tuple(2.0**i for i in range(11))
 """c = 1, 2, 4, …, 1024."""
+
+WIDEST_SCALE = 2.0**40
+"""How far the scales are widened for an approximate or asymptotic output that has not settled."""
+
+UNDECIDED = "undecided: margin too small"
+"""The measurement of an output still changing at :data:`WIDEST_SCALE` (e.g. a tanh input ~0)."""
 
 EXPECTED_DECAY = {
     Grade.EXACT: "exact",
@@ -127,7 +134,10 @@ def check_scaling(model: nn.Module, *args: Any, params: str | Sequence[str] | No
         *args: example positional inputs.
         params: the parameters that scale (as in :func:`homogeneity.analyze`).
         report: a report of this model and inputs (default: analysed here).
-        scales: increasing factors c, each twice the previous.
+        scales: increasing factors c, each twice the previous. An approximate or asymptotic
+            output that has not settled by the last one is measured again at larger c, up to
+            :data:`WIDEST_SCALE`; if it still has not settled, it is :data:`UNDECIDED` (an input
+            too close to a tie to decide), which does not match its grade.
         **kwargs: example keyword inputs.
 
     >>> mlp = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False))
@@ -139,16 +149,44 @@ def check_scaling(model: nn.Module, *args: Any, params: str | Sequence[str] | No
     if any(b != 2 * a for a, b in itertools.pairwise(scales)):
         raise HomogeneityError(f"expected scales that double at each step, got {list(scales)}")
     scaled = select_parameters((n for n, _ in model.named_parameters()), params)
-    runs = [scaled_outputs(model, args, kwargs, scaled, c) for c in scales]
-    checks = []
+    used = list(scales)
+    runs = [scaled_outputs(model, args, kwargs, scaled, c) for c in used]
+    checks = {}
     for name, degree in report.outputs.items():
         k = degree.value
         if not degree.single or name not in runs[0] or not k.is_number or k is sympy.nan:
             continue
-        normalized = [run[name] / c ** float(k) for run, c in zip(runs, scales)]
-        changes = tuple(
-            float((b - a).norm() / b.norm().clamp_min(1e-300)) for a, b in itertools.pairwise(normalized)
-        )
-        checks.append(ScalingCheck(name, k, degree.grade, tuple(scales), changes,
-                                   classify_decay(changes)))
-    return checks
+        checks[name] = _check(name, degree.value, degree.grade, runs, used)
+    # An approximate grade can look "not homogeneous" at small c when an input sits near a tie (a
+    # tanh of ~0): its saturation starts late. Widen the scales for those outputs alone.
+    unsettled = [name for name, check in checks.items() if _unsettled(check)]
+    while unsettled and used[-1] < WIDEST_SCALE:
+        more = [used[-1] * 2.0**i for i in range(1, 11) if used[-1] * 2.0**i <= WIDEST_SCALE]
+        runs += [scaled_outputs(model, args, kwargs, scaled, c) for c in more]
+        used += more
+        for name in unsettled:
+            checks[name] = _check(name, checks[name].degree, checks[name].grade, runs, used)
+        unsettled = [name for name in unsettled if _unsettled(checks[name])]
+    for name in unsettled:
+        check = checks[name]
+        checks[name] = ScalingCheck(name, check.degree, check.grade, check.scales, check.changes,
+                                    UNDECIDED)
+    return list(checks.values())
+
+
+def _unsettled(check: ScalingCheck) -> bool:
+    return check.measured == "not homogeneous" and check.grade in (Grade.APPROXIMATE, Grade.ASYMPTOTIC)
+
+
+def _check(name: str, k: sympy.Expr, grade: Grade, runs: Sequence[dict[str, torch.Tensor]],
+           scales: Sequence[float]) -> ScalingCheck:
+    """Classify one output's relative changes of f(cθ)/cᵏ over ``scales``."""
+    normalized = [run[name] / c ** float(k) for run, c in zip(runs, scales)]
+    changes = tuple(
+        float((b - a).norm() / b.norm().clamp_min(1e-300)) for a, b in itertools.pairwise(normalized)
+    )
+    if not all(math.isfinite(change) for change in changes):  # overflow at large c: stop there
+        last = next(i for i, change in enumerate(changes) if not math.isfinite(change))
+        scales, changes = scales[:last + 1], changes[:last]
+    measured = classify_decay(changes) if changes else "not homogeneous"
+    return ScalingCheck(name, k, grade, tuple(scales), changes, measured)

@@ -107,7 +107,8 @@ def test_infinite_scale_is_the_limit_of_growing_scales():
     assert limit.per_layer == pytest.approx(far.per_layer, abs=1e-4)
     assert max(abs(a - b) for a, b in zip(limit.per_layer, near.per_layer)) > 1e-3  # c = 10 is not yet there
     data = json.loads(limit.to_json())
-    assert data["scale"] == "inf" and SimilarityResult.from_dict(data).scale == math.inf
+    assert data["scale"] is None and data["exact_limit"] is True
+    assert SimilarityResult.from_dict(data).scale == math.inf
     assert "c→∞ limit" in limit.table()
 
 

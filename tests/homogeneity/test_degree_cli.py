@@ -34,7 +34,7 @@ def test_degree_command_prints_table_and_writes_json(tmp_path: Path,
     data = json.loads(out.read_text())
     assert data["schema"] == "normsat.degree/1" and data["model"]["name"] == "bert"
     # Embeddings are fixed: the embedding output is a constant, the encoder makes degree 1.
-    assert data["report"]["outputs"]["hidden_states.0"]["degree"] == "0"
+    assert data["report"]["outputs"]["hidden_states.0"]["degree"] == 0
     assert all(p.startswith("encoder.") for p in data["report"]["scaled_parameters"])
 
 

@@ -18,7 +18,7 @@ from saturated.saturate import saturate
 from saturated.terms import NeedsOrders, Term
 from saturated.ties import TiedWeights, contract
 
-NEAR = 1 + 2.0**-19  # 1.9e-6 above 1: inside float32's tie tolerance, far outside float64's
+NEAR = 1 + 2.0**-23  # one float32 unit above 1: inside float32's rounding bound, far outside float64's
 
 
 class TieHead(nn.Module):
@@ -77,11 +77,14 @@ def test_tie_between_different_values_takes_more_orders() -> None:
     assert (grown(head, 1e4, x) / 1e4 - expected).abs().max() < 1e-9
 
 
-def test_tie_that_matters_beyond_the_tracked_orders_is_an_error_naming_both_nodes() -> None:
-    head = TieHead().double()
-    x = torch.tensor([[[1.0, 0.0], [1.0, 3.0]]], dtype=torch.float64)
-    with pytest.raises(SaturationError, match=r"tie.*node 'softmax'.*different values.*node 'matmul"):
-        saturate(head, x, settings=Settings(orders=1))
+def test_tie_that_matters_beyond_the_tracked_orders_is_an_error_naming_nodes_entry_and_query() -> None:
+    # Entry 1 ties keys 0 and 1 (equal first coordinates) whose values differ; entry 0 does not.
+    # Float32 marks entry 1, which float64 recomputes alone and still finds tied: the error names
+    # the softmax and matmul nodes, and the entry as numbered in the caller's batch.
+    x = torch.tensor([[[1.0, 0.0], [0.5, 3.0]], [[1.0, 0.0], [1.0, 3.0]]])
+    with pytest.raises(SaturationError, match=r"tie.*node 'softmax'.*different values at batch "
+                                              r"entry 1, query position 0.*node 'matmul"):
+        saturate(TieHead(), x, settings=Settings(orders=1))
 
 
 def test_nan_policy_marks_only_the_rows_a_tie_leaves_undetermined() -> None:
@@ -95,8 +98,8 @@ def test_nan_policy_marks_only_the_rows_a_tie_leaves_undetermined() -> None:
 
 @pytest.mark.parametrize("bias", [True, False], ids=["lower-order-unknown", "exact-scores"])
 def test_float32_near_tie_is_recomputed_in_float64(bias: bool) -> None:
-    # Entry 0: keys 1 and 1 + 1.9e-6 tie within float32's tolerance, yet the second is larger, so
-    # it alone is attended. Entry 1 has no tie and keeps its float32 result.
+    # Entry 0: keys 1 and 1 + 2⁻²³ are within float32's rounding bound of each other, yet the
+    # second is larger, so it alone is attended. Entry 1 has no tie and keeps its float32 result.
     head = TieHead(bias)
     x = torch.tensor([[[1.0, 0.0], [NEAR, 3.0]], [[1.0, 0.0], [0.5, 3.0]]])
     out = saturate(head, x)(x)

@@ -1,0 +1,268 @@
+"""Checkpoints on disk: reading state dicts safely, and scanning a training run's norms offline.
+
+Readable formats (:func:`read_state_dict`, :func:`iter_state_dict`):
+
+- a ``.safetensors`` file;
+- a ``.bin`` / ``.pt`` / ``.pth`` (or any other) file saved with ``torch.save``, read with
+  ``torch.load(weights_only=True)`` only: a pickle that needs code to load is refused, normsat
+  never unpickles code. A dict wrapping the weights under ``state_dict`` or ``model`` (as many
+  training scripts save them) is unwrapped;
+- a Hugging Face model folder: ``model.safetensors``, sharded safetensors with
+  ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index (the files named by
+  :func:`empirical.formats.weight_files`).
+
+:func:`scan_checkpoints` runs a :class:`~empirical.norms.NormTracker` over a run's checkpoints in
+step order with at most two of them in memory: the previous one (for the cosine) and the current.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from tqdm.auto import tqdm
+
+from empirical.errors import EmpiricalError
+from empirical.formats import weight_files
+from empirical.norms import NormTracker
+
+__all__ = ["iter_state_dict", "order_checkpoints", "read_state_dict", "scan_checkpoints",
+           "step_from_name"]
+
+_WRAPPERS = ("state_dict", "model")  # keys under which training scripts nest the weights
+
+
+def _files(path: Path) -> tuple[Path, ...]:
+    if path.is_dir():
+        return weight_files(path)
+    if not path.is_file():
+        raise EmpiricalError(f"expected a checkpoint file or a model folder, got {path}, which does "
+                             "not exist")
+    return (path,)
+
+
+def _iter_safetensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            for name in handle.keys():  # noqa: SIM118  (safe_open handles are not iterable)
+                yield name, handle.get_tensor(name)
+    except (SafetensorError, OSError) as err:
+        raise EmpiricalError(f"expected {path} to be a safetensors file, but it cannot be read: "
+                             f"{err}") from err
+
+
+def _tensors(loaded: Any, path: Path) -> Mapping[str, torch.Tensor]:
+    """The name → tensor mapping in what ``torch.load`` returned, unwrapping one level of nesting."""
+    if isinstance(loaded, Mapping):
+        for key in _WRAPPERS:
+            if isinstance(loaded.get(key), Mapping):
+                loaded = loaded[key]
+                break
+    if not isinstance(loaded, Mapping):
+        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), got "
+                             f"{type(loaded).__name__}")
+    wrong = [str(name) for name, value in loaded.items() if not isinstance(value, torch.Tensor)]
+    if wrong:
+        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), but "
+                             f"{', '.join(wrong[:5])} {'is' if len(wrong) == 1 else 'are'} not tensors")
+    return loaded
+
+
+def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise EmpiricalError(
+            f"{path} is a pickle that torch.load(weights_only=True) refuses: it needs code to load "
+            f"(e.g. a whole pickled model), and normsat will not unpickle code. Save a state dict "
+            f"(torch.save(model.state_dict(), ...)) or safetensors instead. ({str(err).splitlines()[0]})"
+        ) from err
+    except (RuntimeError, OSError, EOFError, ValueError) as err:
+        raise EmpiricalError(f"expected {path} to be a checkpoint saved with torch.save or "
+                             f"safetensors, but it cannot be read: {err}") from err
+    return _tensors(loaded, path)
+
+
+def iter_state_dict(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(name, tensor)`` of a checkpoint file or model folder, on the CPU.
+
+    Safetensors are read one tensor at a time; a ``torch.save`` file is read whole (pickles cannot
+    be read in parts); a sharded checkpoint one shard at a time. So a consumer that keeps only
+    what it needs holds at most one pickle file in memory.
+
+    Raises:
+        EmpiricalError: a missing path, a folder without weights, an unreadable file, a pickle
+            that would run code, or a file holding something other than tensors.
+    """
+    for file in _files(Path(path)):
+        if file.suffix == ".safetensors":
+            yield from _iter_safetensors(file)
+        else:
+            yield from _load_pickle(file).items()
+
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint file or model folder (see the module docstring for formats).
+
+    >>> import tempfile, torch, safetensors.torch
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> safetensors.torch.save_file({"w": torch.ones(2, 3)}, folder / "model.safetensors")
+    >>> {name: tuple(t.shape) for name, t in read_state_dict(folder).items()}
+    {'w': (2, 3)}
+    """
+    return dict(iter_state_dict(path))
+
+
+def step_from_name(path: str | Path) -> int | None:
+    """The last integer in a checkpoint's file or folder name (its parent folder's if it has none).
+
+    >>> step_from_name("run/step-00400.safetensors"), step_from_name("out/checkpoint-1200")
+    (400, 1200)
+    >>> step_from_name("checkpoint-300/model.safetensors"), step_from_name("final.pt")
+    (300, None)
+    """
+    path = Path(path)
+    for name in (path.name.split(".")[0] if path.suffix else path.name, path.parent.name):
+        numbers = re.findall(r"\d+", name)
+        if numbers:
+            return int(numbers[-1])
+    return None
+
+
+def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None = None
+                      ) -> list[tuple[Path, int]]:
+    """Pair each checkpoint with its step, in step order.
+
+    Args:
+        paths: checkpoint files or folders.
+        steps: their steps, in the order of ``paths`` (must increase); ``None``: read each step
+            from its name (:func:`step_from_name`) and sort, so a shell glob's order does not matter.
+
+    Raises:
+        EmpiricalError: no paths, a count mismatch, unsorted or duplicate steps, or a name without
+            a step when ``steps`` is not given.
+    """
+    if not paths:
+        raise EmpiricalError("expected at least one checkpoint, got none")
+    resolved = [Path(p) for p in paths]
+    if steps is not None:
+        if len(steps) != len(resolved):
+            raise EmpiricalError(f"expected one step per checkpoint, got {len(steps)} steps for "
+                                 f"{len(resolved)} checkpoints")
+        for (before, after), path in zip(pairwise(steps), resolved[1:]):
+            if after <= before:
+                raise EmpiricalError(f"expected steps in increasing order without duplicates, got "
+                                     f"{after} after {before} (for {path})")
+        return list(zip(resolved, (int(s) for s in steps)))
+    named = []
+    for path in resolved:
+        step = step_from_name(path)
+        if step is None:
+            raise EmpiricalError(f"expected a step number in the name of {path} (e.g. "
+                                 "step-00400.safetensors or checkpoint-400/), found none; give the "
+                                 "steps with --steps")
+        named.append((path, step))
+    named.sort(key=lambda pair: pair[1])
+    for (first, before), (second, after) in pairwise(named):
+        if after == before:
+            raise EmpiricalError(f"expected one checkpoint per step, got step {after} twice: {first} "
+                                 f"and {second}")
+    return named
+
+
+def _is_buffer(name: str, tensor: torch.Tensor) -> bool:
+    """Entries of a state dict that are not parameters.
+
+    Integer and boolean tensors (position ids, masks), and GPT-2's causal-mask buffers that older
+    transformers versions saved (``h.N.attn.bias``, 4-D, and ``h.N.attn.masked_bias``, a scalar).
+    """
+    if not tensor.is_floating_point():
+        return True
+    return (name.endswith("attn.bias") and tensor.dim() == 4) or \
+        (name.endswith("attn.masked_bias") and tensor.dim() == 0)
+
+
+def _parameters(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The parameters of a state dict, each counted once: tied tensors that a ``torch.save``
+    pickle stores as views of one storage (input and output embeddings) keep their first name."""
+    kept: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = set()
+    for name, tensor in state.items():
+        if _is_buffer(name, tensor):
+            continue
+        key = (tensor.untyped_storage().data_ptr(), int(tensor.storage_offset()), tuple(tensor.shape),
+               tuple(tensor.stride()))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept[name] = tensor
+    return kept
+
+
+def _check_same_architecture(reference: Mapping[str, torch.Tensor], reference_path: Path,
+                             state: Mapping[str, torch.Tensor], path: Path) -> None:
+    for name, tensor in reference.items():
+        other = state.get(name)
+        if other is None:
+            raise EmpiricalError(f"checkpoints do not share one architecture: tensor {name!r} "
+                                 f"(shape {tuple(tensor.shape)} in {reference_path}) is missing "
+                                 f"from {path}")
+        if other.shape != tensor.shape:
+            raise EmpiricalError(f"checkpoints do not share one architecture: tensor {name!r} has "
+                                 f"shape {tuple(other.shape)} in {path} but {tuple(tensor.shape)} "
+                                 f"in {reference_path}")
+    extra = [name for name in state if name not in reference]
+    if extra:
+        raise EmpiricalError(f"checkpoints do not share one architecture: tensor {extra[0]!r} "
+                             f"(shape {tuple(state[extra[0]].shape)}) is in {path} but not in "
+                             f"{reference_path}")
+
+
+def scan_checkpoints(
+    paths: Sequence[str | Path],
+    steps: Sequence[int] | None = None,
+    *,
+    groups: Mapping[str, Sequence[str]] | None = None,
+    progress: bool = False,
+) -> tuple[NormTracker, list[tuple[Path, int]]]:
+    """Record norms, per-layer and per-group norms and consecutive cosines over checkpoints.
+
+    Args:
+        paths: checkpoint files or model folders of one run (one architecture).
+        steps: their steps (see :func:`order_checkpoints`); ``None``: from the names.
+        groups: parameter groups for the tracker (``None``: the default groups).
+        progress: show a progress bar.
+
+    Returns:
+        The tracker (one record per checkpoint, without gradient fields) and the (path, step)
+        pairs in the order read.
+
+    Raises:
+        EmpiricalError: see :func:`order_checkpoints` and :func:`read_state_dict`; also
+            checkpoints of different architectures (naming the first differing tensor).
+    """
+    ordered = order_checkpoints(paths, steps)
+    tracker: NormTracker | None = None
+    first: tuple[Path, dict[str, torch.Tensor]] | None = None  # names and shapes only are used
+    for path, step in tqdm(ordered, desc="checkpoints", unit="ckpt", disable=not progress):
+        state = _parameters(read_state_dict(path))
+        if first is None:
+            if not state:
+                raise EmpiricalError(f"expected floating-point parameters in {path}, found none")
+            first = (path, {name: torch.empty(t.shape, device="meta") for name, t in state.items()})
+            tracker = NormTracker(state, groups)
+        else:
+            _check_same_architecture(first[1], first[0], state, path)
+        assert tracker is not None
+        if not math.isfinite(tracker.record(step, state)["norm"]):
+            raise EmpiricalError(f"expected finite parameters in {path}, found NaN or infinity")
+        del state  # the tracker holds it as "previous" until the next record replaces it
+    assert tracker is not None
+    return tracker, ordered

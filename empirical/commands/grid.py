@@ -1,0 +1,101 @@
+"""``normsat grid``: final norm and its growth law over learning rates × weight decays."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
+from typing import Any
+
+from empirical.commands.train import add_training_options, config_from_args
+from empirical.errors import EmpiricalError
+from empirical.outputs import check_output_dir, write_json
+from empirical.provenance import versions
+from empirical.training import TrainConfig, TrainingDiverged, train
+from empirical.training_plots import plot_grid
+
+__all__ = ["register", "run_cell", "run_grid"]
+
+SCHEMA = "normsat.grid/1"
+TAIL = 0.1
+"""The last fraction of the steps over which the mean gradient projection θᵀ∇L is reported."""
+
+
+def run_cell(config: TrainConfig) -> dict[str, Any]:
+    """Train one cell (no checkpoints, no saturation) and summarize its norm growth."""
+    import torch
+
+    torch.set_num_threads(1)  # one process per core: threads inside would only contend
+    cell: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
+    try:
+        result = train(config)
+    except TrainingDiverged as err:
+        return {**cell, "diverged": True, "error": str(err)}
+    records = result.records
+    tail = records[-max(1, int(TAIL * len(records))):]
+    best = next(fit for fit in result.fits["fits"] if fit["law"] == result.fits["best"])
+    return {**cell, "diverged": False, "initial_norm": result.checkpoints[0]["norm"],
+            "final_norm": result.evaluations[-1]["norm"], "best": best["law"], "fit": best,
+            "best_by_aic": result.fits["best_by_aic"],
+            "tail_grad_projection": sum(r["grad_projection"] for r in tail) / len(tail),
+            "final_loss": result.evaluations[-1]["loss"],
+            "final_accuracy": result.evaluations[-1]["accuracy"]}
+
+
+def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *,
+             jobs: int = 2) -> list[dict[str, Any]]:
+    """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order."""
+    if jobs < 1:
+        raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
+    configs = [replace(base, lr=lr, weight_decay=wd, saturation=False) for wd in decays for lr in lrs]
+    for config in configs:
+        config.validate()  # every cell's error before any process starts
+    # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(run_cell, configs))
+
+
+def _numbers(text: str, what: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.replace(",", " ").split()]
+    except ValueError:
+        raise EmpiricalError(f"--{what} expected numbers separated by commas, got {text!r}") from None
+    if not values:
+        raise EmpiricalError(f"--{what} expected at least one number, got {text!r}")
+    return values
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "grid",
+        help="final norm and growth law over learning rates × weight decays",
+        description="Train one small LM per (learning rate, weight decay) in parallel processes and "
+        "draw the final parameter norm and its best growth law as a heatmap: where norm growth is "
+        "tamed and where it runs away. Writes DIR/grid.json and DIR/grid.png.",
+    )
+    parser.add_argument("--lr", required=True, help="learning rates, comma-separated, e.g. 1e-4,1e-3")
+    parser.add_argument("--weight-decay", default="0",
+                        help="weight decays, comma-separated (default: 0)")
+    add_training_options(parser, grid=True)
+    parser.add_argument("--jobs", type=int, default=2, help="parallel processes (default: 2)")
+    parser.add_argument("--out", default="normsat-grid", help="output folder (default: normsat-grid)")
+    parser.set_defaults(func=run, evaluations=3)
+
+
+def run(args: argparse.Namespace) -> int:
+    lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
+    out = check_output_dir(args.out, what="--out")
+    base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], saturation=False)
+    cells = run_grid(base, lrs, decays, jobs=args.jobs)
+    document = {"schema": SCHEMA, "config": asdict(base) | {"lr": lrs, "weight_decay": decays},
+                "cells": cells, "versions": versions()}
+    path = write_json(document, out / "grid.json")
+    figure = plot_grid(cells, out / "grid.png", title=f"{base.arch}, {base.optimizer}, {base.steps} steps")
+    print(f"{'lr':>10} {'wd':>8} {'final norm':>11}  best law")
+    for cell in cells:
+        shown = "diverged" if cell["diverged"] else f"{cell['final_norm']:11.3f}  {cell['best']}"
+        print(f"{cell['lr']:>10g} {cell['weight_decay']:>8g} {shown}")
+    print(f"json: {path}\nplot: {figure}")
+    return 0

@@ -1,0 +1,119 @@
+"""``normsat norms``: parameter norm, per-layer norms and directions over a run's checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from empirical.checkpoints import scan_checkpoints
+from empirical.commands.common import atomic_path, check_output, write_json
+from empirical.fits import LAWS, fit_growth, layer_growth
+from empirical.norms import render_records
+from empirical.provenance import versions
+
+__all__ = ["measure", "register"]
+
+SCHEMA = "normsat.norms-checkpoints/1"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "norms",
+        help="parameter norm growth and direction over checkpoints (paper Figures 2 and 3)",
+        description="Read a training run's checkpoints in step order (at most two in memory), "
+        "record the total, per-layer and per-group parameter norm and the cosine between "
+        "consecutive checkpoints, and fit growth laws (linear, √t, t^¼, t^p, equilibrium) to the "
+        "norm. Checkpoints: safetensors files, Hugging Face model folders, or torch.save state "
+        "dicts (read with weights_only=True).",
+    )
+    parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
+                        help="checkpoint files or model folders; the step is the last integer of "
+                        "each name (step-00400.safetensors, checkpoint-400/) unless --steps is given")
+    parser.add_argument("--steps", nargs="+", type=int, default=None, metavar="STEP",
+                        help="the checkpoints' steps, in the same order (must increase)")
+    parser.add_argument("--json", default=None, help="write records, fits and provenance to this path")
+    parser.add_argument("--plot", default=None, help="write a PNG plot to this path")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Scan the checkpoints and fit the norm; the JSON document of the command."""
+    tracker, ordered = scan_checkpoints(args.checkpoints, args.steps, progress=not args.quiet)
+    steps = [r["step"] for r in tracker.records]
+    # Only laws with at least one degree of freedom left for the noise can be fitted honestly.
+    laws = [law for law, spec in LAWS.items() if len(steps) > len(spec.parameters)]
+    fits = fit_growth(steps, [r["norm"] for r in tracker.records], laws) if laws else \
+        {"fits": [], "best": None, "best_by_aic": None, "n": len(steps)}
+    growth = layer_growth(steps, {layer: [r["layers"][layer] for r in tracker.records]
+                                  for layer in tracker.layer_names}, fits["best"]) \
+        if fits["best"] else []
+    return {
+        "schema": SCHEMA,
+        "checkpoints": [{"path": str(path), "step": step} for path, step in ordered],
+        "layers": tracker.layer_names,
+        "groups": tracker.group_names,
+        "records": tracker.records,
+        **fits,
+        "layer_growth": growth,
+        "versions": versions(),
+    }
+
+
+def _table(data: dict[str, Any]) -> str:
+    lines = [f"{'step':>10}  {'‖θ‖':>12}  {'cos(θ, θ_prev)':>14}"]
+    for r in data["records"]:
+        cos = "" if r["cosine_prev"] is None else f"{r['cosine_prev']:.6f}"
+        lines.append(f"{r['step']:>10}  {r['norm']:>12.4f}  {cos:>14}")
+    if not data["fits"]:
+        lines.append(f"\nno growth law fitted: {len(data['records'])} checkpoints, every law needs "
+                     "at least 3")
+        return "\n".join(lines)
+    lines.append(f"\n{'law':<12} {'R²':>8} {'AIC':>10}  parameters (± standard error)")
+    for fit in data["fits"]:
+        params = ", ".join(
+            f"{name}={value:.4g}" + ("" if fit["stderr"][name] is None
+                                     else f"±{fit['stderr'][name]:.2g}")
+            for name, value in fit["params"].items())
+        r2 = "" if fit["r2"] is None else f"{fit['r2']:.4f}"
+        mark = "  ← best" if fit["law"] == data["best"] else ""
+        lines.append(f"{fit['law']:<12} {r2:>8} {fit['aic']:>10.2f}  {params}{mark}")
+    if data["best"] != data["best_by_aic"]:
+        lines.append(f"(lowest AIC: {data['best_by_aic']}, whose extra parameter is not significant)")
+    ranking = ", ".join(f"{row['layer']} ({row['relative_growth']:+.1%})"
+                        for row in data["layer_growth"] if row["relative_growth"] is not None)
+    lines.append(f"\nlayers by relative growth under the {data['best']} law: {ranking}")
+    return "\n".join(lines)
+
+
+def _fitted_curve(data: dict[str, Any]) -> tuple[str, list[float], list[float]] | None:
+    best = next((fit for fit in data["fits"] if fit["law"] == data["best"]), None)
+    if best is None:
+        return None
+    first, last = data["records"][0]["step"], data["records"][-1]["step"]
+    steps = np.linspace(first, last, 200)
+    values = LAWS[best["law"]].fn(steps, *best["params"].values())
+    return f"{best['law']}: {best['formula']}", steps.tolist(), values.tolist()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.json:  # checked before the scan, so a bad path costs no run
+        check_output(args.json, suffixes=(".json",), what="--json")
+    if args.plot:
+        check_output(args.plot, suffixes=(".png",), what="--plot")
+    data = measure(args)
+    print(_table(data))
+    # Everything is computed (and the plot rendered) before the first file is written.
+    png = render_records(data["records"], fitted=_fitted_curve(data),
+                         title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
+        if args.plot else None
+    if args.json:
+        print(f"\nJSON: {write_json(data, args.json)}")
+    if png is not None:
+        with atomic_path(args.plot) as temporary:
+            temporary.write_bytes(png)
+        print(f"plot: {args.plot}")
+    return 0

@@ -1,0 +1,78 @@
+"""Models built by the user's own code: ``module.path:Factory``, the model argument of every command.
+
+A factory is a callable without arguments returning one of:
+
+- a model (an ``nn.Module``);
+- ``(model, tokenizer)``: what the corpus measurements need;
+- ``(model, args)`` or ``(model, args, kwargs)``: example inputs, what ``degree`` traces.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from empirical.errors import EmpiricalError
+
+__all__ = ["Made", "is_factory", "make"]
+
+_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def is_factory(spec: str) -> bool:
+    """Whether ``spec`` reads as ``module.path:Factory`` and is not an existing file or folder.
+
+    >>> is_factory("my_models:build"), is_factory("minilm"), is_factory("./models/x")
+    (True, False, False)
+    """
+    return bool(_SPEC.match(spec)) and not Path(spec).exists()
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a factory returned: the model, and a tokenizer or example inputs if it gave them."""
+
+    model: nn.Module
+    tokenizer: Any = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def make(spec: str) -> Made:
+    """Import ``module.path:Factory`` and call it.
+
+    Raises:
+        EmpiricalError: the module or attribute does not exist, the factory raised, or it returned
+            something other than the forms listed in this module's docstring.
+    """
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError) as err:
+        raise EmpiricalError(f"cannot load the model factory {spec!r}: {err}") from err
+    if not callable(factory):
+        raise EmpiricalError(f"expected {spec} to be callable, got {type(factory).__name__}")
+    made = factory()
+    if isinstance(made, nn.Module):
+        return Made(made)
+    if isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module):
+        second = made[1]
+        if isinstance(second, tuple | list):
+            kwargs = made[2] if len(made) == 3 else {}
+            if isinstance(kwargs, dict):
+                return Made(made[0], args=tuple(second), kwargs=dict(kwargs))
+        elif len(made) == 2 and callable(second):
+            return Made(made[0], tokenizer=second)
+    shape = type(made).__name__ if not isinstance(made, tuple) else \
+        f"({', '.join(type(item).__name__ for item in made)})"
+    raise EmpiricalError(
+        f"expected {spec} to return (model, args), (model, args, kwargs), (model, tokenizer) or "
+        f"a model, got {shape}"
+    )

@@ -1,0 +1,338 @@
+"""Growth laws of the parameter norm over training, fitted by least squares and compared by AIC.
+
+Five laws for ‖θ_t‖ against the step t (the paper found ~√t for T5, Figure 2):
+
+============ ================================ ==========================================
+law          formula                          what produces it
+============ ================================ ==========================================
+linear       a·t + b                          steps along a constant direction
+sqrt         a·√t + b                         a random walk, or θᵀ∇L ≈ 0 (paper §5)
+quarter      a·t^¼ + b                        slower, decelerating growth
+power        a·t^p + b                        any of the three above, p free
+equilibrium  ρ∞ − (ρ∞ − ρ0)·exp(−t/τ)         weight decay balancing noisy steps
+============ ================================ ==========================================
+
+Each law is fitted with :func:`scipy.optimize.curve_fit` (step and norm rescaled to order one
+for the search, then refitted in the original units so that the covariance, and so the standard
+errors, are in those units). The comparison uses AIC = n·ln(RSS/n) + 2(k + 1) for Gaussian
+residuals, k parameters plus the noise variance; lower is better.
+
+How ``best`` treats nested laws. The free power law contains linear (p = 1), sqrt (p = ½) and
+quarter (p = ¼), and the equilibrium law tends to a linear one as τ → ∞; a law with an extra
+parameter always fits at least as well, and AIC's penalty of 2 for it still lets it win by chance
+(about 16% of the time with independent noise, since twice the log-likelihood gain is χ²₁, and far
+more often when the residuals are correlated, as along a training run). So ``best`` starts from
+the lowest AIC and simplifies when the extra parameter is not significant:
+
+- power wins: the named law with the lowest AIC among those whose exponent lies within two
+  standard errors of the fitted p (a Wald test at ≈5%) or within 0.05 of it (closer exponents are
+  not a different law for any practical purpose); "power" only if all three are rejected;
+- equilibrium wins: "linear" if the curvature 1/τ lies within two standard errors of 0
+  (equivalently τ ≤ 2·se(τ)), or if the data span less than τ/10 (the curve then bends by less
+  than ~5% over the data).
+
+An undefined standard error counts as "not significant". The margins matter in practice: a random
+walk added to a trend (noise that accumulates over steps, as in SGD) fakes small but "significant"
+curvature, which a Wald test alone would report as a new law. ``best_by_aic`` keeps the plain AIC
+winner. Standard errors account for correlated residuals: curve_fit's covariance assumes
+independent residuals, which a norm trajectory does not have, so it is scaled by (1 + ρ)/(1 − ρ)
+with ρ the lag-1 autocorrelation of the residuals (the AR(1) effective-sample-size correction).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import OptimizeWarning, curve_fit
+
+from empirical.errors import EmpiricalError
+
+__all__ = ["LAWS", "Fit", "Law", "fit_growth", "fit_law", "layer_growth"]
+
+#: Standard errors within which an extra parameter counts as not significant (Wald test, ≈5%).
+NESTED_TOLERANCE = 2.0
+#: Exponents closer than this to a named law's exponent count as that law (practical equivalence).
+EXPONENT_MARGIN = 0.05
+#: An equilibrium law with (t_last − t_first)/τ below this bends less than ~5% over the data:
+#: practically a line.
+CURVATURE_MARGIN = 0.1
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class Law:
+    """A growth law: its formula, parameter names and starting points in rescaled units.
+
+    ``fn(t, *params)`` evaluates the law; ``starts(t, y)`` yields initial guesses for data
+    rescaled so that max t = 1 and max |y| = 1; ``unscale(params, T, Y)`` maps parameters fitted
+    on rescaled data back to steps in units of T and norms in units of Y.
+    """
+
+    name: str
+    formula: str
+    parameters: tuple[str, ...]
+    fn: Callable[..., Array]
+    starts: Callable[[Array, Array], list[tuple[float, ...]]]
+    unscale: Callable[[Sequence[float], float, float], tuple[float, ...]]
+    exponent: float | None = None  # the fixed exponent of a named power law
+    bounds: tuple[Sequence[float], Sequence[float]] | None = None
+
+
+def _fixed_power(name: str, exponent: float, formula: str) -> Law:
+    def fn(t: Array, a: float, b: float) -> Array:
+        return a * np.power(t, exponent) + b
+
+    def starts(t: Array, y: Array) -> list[tuple[float, ...]]:
+        slope, intercept = np.polyfit(np.power(t, exponent), y, 1)
+        return [(float(slope), float(intercept))]
+
+    def unscale(p: Sequence[float], T: float, Y: float) -> tuple[float, ...]:
+        return (p[0] * Y / T**exponent, p[1] * Y)
+
+    return Law(name, formula, ("a", "b"), fn, starts, unscale, exponent=exponent)
+
+
+def _power(t: Array, a: float, p: float, b: float) -> Array:
+    return a * np.power(t, p) + b
+
+
+def _power_starts(t: Array, y: Array) -> list[tuple[float, ...]]:
+    guesses: list[tuple[float, ...]] = []
+    for p in (0.25, 0.5, 1.0, 2.0):
+        slope, intercept = np.polyfit(np.power(t, p), y, 1)
+        guesses.append((float(slope), p, float(intercept)))
+    return guesses
+
+
+def _equilibrium(t: Array, rho_inf: float, rho_0: float, tau: float) -> Array:
+    return rho_inf - (rho_inf - rho_0) * np.exp(-t / tau)
+
+
+def _equilibrium_starts(t: Array, y: Array) -> list[tuple[float, ...]]:
+    return [(float(y[-1]), float(y[0]), tau) for tau in (0.03, 0.1, 0.3, 1.0, 3.0)]
+
+
+LAWS: dict[str, Law] = {
+    "linear": _fixed_power("linear", 1.0, "a·t + b"),
+    "sqrt": _fixed_power("sqrt", 0.5, "a·√t + b"),
+    "quarter": _fixed_power("quarter", 0.25, "a·t^¼ + b"),
+    "power": Law("power", "a·t^p + b", ("a", "p", "b"), _power, _power_starts,
+                 lambda p, T, Y: (p[0] * Y / T ** p[1], p[1], p[2] * Y),
+                 bounds=((-np.inf, 1e-3, -np.inf), (np.inf, 10.0, np.inf))),
+    "equilibrium": Law("equilibrium", "ρ∞ − (ρ∞ − ρ0)·exp(−t/τ)", ("rho_inf", "rho_0", "tau"),
+                       _equilibrium, _equilibrium_starts,
+                       lambda p, T, Y: (p[0] * Y, p[1] * Y, p[2] * T),
+                       bounds=((-np.inf, -np.inf, 1e-6), (np.inf, np.inf, np.inf))),
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One law fitted to (step, norm) data.
+
+    Attributes:
+        law: the law's name (a key of :data:`LAWS`).
+        params: fitted parameters by name, in steps and norm units.
+        stderr: their standard errors (``None`` where the covariance is undefined).
+        r2: coefficient of determination (``None`` for constant data).
+        aic: n·ln(RSS/n) + 2(k + 1).
+        rss: residual sum of squares.
+        n: number of points.
+        span: last step minus first step.
+    """
+
+    law: str
+    params: dict[str, float]
+    stderr: dict[str, float | None]
+    r2: float | None
+    aic: float
+    rss: float
+    n: int
+    span: float
+
+    def predict(self, steps: Sequence[float] | Array) -> Array:
+        """The fitted law at ``steps``."""
+        return LAWS[self.law].fn(np.asarray(steps, dtype=float), *self.params.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: law, formula, params, stderr, r2, aic, rss, n."""
+        return {"law": self.law, "formula": LAWS[self.law].formula, "params": self.params,
+                "stderr": self.stderr, "r2": self.r2, "aic": self.aic, "rss": self.rss, "n": self.n}
+
+
+def _check_data(steps: Sequence[float], values: Sequence[float]) -> tuple[Array, Array]:
+    t = np.asarray(steps, dtype=float)
+    y = np.asarray(values, dtype=float)
+    if t.ndim != 1 or t.shape != y.shape:
+        raise EmpiricalError(f"expected as many steps as values, got {t.shape} steps and "
+                             f"{y.shape} values")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
+        raise EmpiricalError("expected finite steps and values, got NaN or infinity")
+    if t.size and (t[0] < 0 or np.any(np.diff(t) <= 0)):
+        raise EmpiricalError(f"expected non-negative, strictly increasing steps, got "
+                             f"{t[:5].tolist()}{'…' if t.size > 5 else ''}")
+    return t, y
+
+
+def _curve_fit(law: Law, t: Array, y: Array, start: Sequence[float]) -> tuple[Array, Array]:
+    kwargs: dict[str, Any] = {"p0": list(start), "maxfev": 20000}
+    if law.bounds is not None:
+        kwargs["bounds"] = law.bounds
+    with warnings.catch_warnings():
+        # An undefined covariance (singular Jacobian) is reported as stderr None, not as a warning.
+        warnings.simplefilter("ignore", OptimizeWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        params, cov = curve_fit(law.fn, t, y, **kwargs)
+    return params, cov
+
+
+def _lag1_autocorrelation(residuals: Array) -> float:
+    """Lag-1 autocorrelation of the residuals, clipped to [0, 0.99].
+
+    Norms along one training run are not independent draws: a deviation from the trend persists
+    over the following steps, so curve_fit's standard errors (which assume independent residuals)
+    are too small. Treating the residuals as AR(1) with this coefficient, the variance of the
+    estimates grows by (1 + ρ)/(1 − ρ), the usual effective-sample-size correction.
+    """
+    centered = residuals - residuals.mean()
+    denominator = float(np.sum(centered**2))
+    if residuals.size < 3 or denominator == 0.0:
+        return 0.0
+    rho = float(np.sum(centered[1:] * centered[:-1])) / denominator
+    return min(max(rho, 0.0), 0.99)
+
+
+def fit_law(steps: Sequence[float], values: Sequence[float], law: str) -> Fit:
+    """Fit one law of :data:`LAWS` to ``values`` (norms) at ``steps``.
+
+    Raises:
+        EmpiricalError: unknown law, bad data, fewer than k + 1 points for k parameters (one
+            degree of freedom is needed for the noise), or no convergence.
+
+    >>> fit = fit_law([0, 1, 4, 9, 16], [1.0, 3.0, 5.0, 7.0, 9.0], "sqrt")
+    >>> {name: round(value, 6) for name, value in fit.params.items()}, fit.r2
+    ({'a': 2.0, 'b': 1.0}, 1.0)
+    """
+    if law not in LAWS:
+        raise EmpiricalError(f"expected a law among {', '.join(LAWS)}, got {law!r}")
+    spec = LAWS[law]
+    t, y = _check_data(steps, values)
+    k = len(spec.parameters)
+    if t.size < k + 1:
+        raise EmpiricalError(f"the {law} law ({spec.formula}) has {k} parameters and needs at least "
+                             f"{k + 1} points (one degree of freedom for the noise), got {t.size}")
+    scale_t = float(t[-1]) if t[-1] > 0 else 1.0
+    scale_y = float(np.max(np.abs(y))) or 1.0
+    u, v = t / scale_t, y / scale_y
+    best: tuple[float, Array] | None = None
+    for start in spec.starts(u, v):  # several starts: nonlinear laws have local minima
+        try:
+            params, _cov = _curve_fit(spec, u, v, start)
+        except (RuntimeError, ValueError):
+            continue
+        rss = float(np.sum((spec.fn(u, *params) - v) ** 2))
+        if math.isfinite(rss) and (best is None or rss < best[0]):
+            best = (rss, params)
+    if best is None:
+        raise EmpiricalError(f"the {law} law did not converge on these {t.size} points")
+    # Refit in the original units from the rescaled optimum: the covariance comes out in those units.
+    start = spec.unscale(list(best[1]), scale_t, scale_y)
+    try:
+        params, cov = _curve_fit(spec, t, y, start)
+    except (RuntimeError, ValueError):
+        params, cov = np.asarray(start), np.full((k, k), np.inf)
+    residuals = spec.fn(t, *params) - y
+    rss = float(np.sum(residuals**2))
+    # A perfect fit would make ln(RSS) = −∞; floor RSS at float rounding of the data instead.
+    floor = t.size * (np.finfo(float).eps * scale_y) ** 2
+    aic = t.size * math.log(max(rss, floor) / t.size) + 2 * (k + 1)
+    total = float(np.sum((y - y.mean()) ** 2))
+    rho = _lag1_autocorrelation(residuals)
+    variances = np.diag(cov) * (1.0 + rho) / (1.0 - rho)
+    return Fit(
+        law=law,
+        params={name: float(p) for name, p in zip(spec.parameters, params)},
+        stderr={name: float(math.sqrt(s)) if math.isfinite(s) and s >= 0 else None
+                for name, s in zip(spec.parameters, variances)},
+        r2=1.0 - rss / total if total > 0 else None,
+        aic=aic,
+        rss=rss,
+        n=int(t.size),
+        span=float(t[-1] - t[0]),
+    )
+
+
+def _choose(fits: Mapping[str, Fit]) -> str:
+    """The best law: lowest AIC, unless that law's extra parameter is not significant (module doc)."""
+    by_aic = min(fits, key=lambda name: fits[name].aic)
+    winner = fits[by_aic]
+    if by_aic == "power":
+        p, se = winner.params["p"], winner.stderr["p"]
+        consistent = [name for name in fits if (exponent := LAWS[name].exponent) is not None
+                      and (se is None or abs(p - exponent) <= max(NESTED_TOLERANCE * se,
+                                                                    EXPONENT_MARGIN))]
+        return min(consistent, key=lambda name: fits[name].aic) if consistent else by_aic
+    if by_aic == "equilibrium" and "linear" in fits:
+        # κ = 1/τ is the curvature; by the delta method se(κ) = se(τ)/τ², so κ is within
+        # NESTED_TOLERANCE standard errors of 0 exactly when τ ≤ NESTED_TOLERANCE·se(τ).
+        tau, se = winner.params["tau"], winner.stderr["tau"]
+        negligible = winner.span / tau <= CURVATURE_MARGIN
+        return "linear" if se is None or tau <= NESTED_TOLERANCE * se or negligible else by_aic
+    return by_aic
+
+
+def fit_growth(
+    steps: Sequence[float], values: Sequence[float], laws: Sequence[str] = tuple(LAWS)
+) -> dict[str, Any]:
+    """Fit every law in ``laws`` and choose the best (see the module docstring for the rule).
+
+    Returns:
+        ``{"fits": [Fit.to_dict(), ...], "best": law, "best_by_aic": law, "n": points}``.
+
+    >>> import numpy as np
+    >>> t = np.arange(0, 200, 10)
+    >>> result = fit_growth(t, 5.0 + 0.3 * np.sqrt(t) + 0.01 * np.cos(t))
+    >>> result["best"]
+    'sqrt'
+    """
+    if not laws:
+        raise EmpiricalError("fit_growth expected at least one law, got none")
+    fits = {law: fit_law(steps, values, law) for law in laws}
+    return {
+        "fits": [fit.to_dict() for fit in fits.values()],
+        "best": _choose(fits),
+        "best_by_aic": min(fits, key=lambda name: fits[name].aic),
+        "n": len(steps),
+    }
+
+
+def layer_growth(
+    steps: Sequence[float], layer_norms: Mapping[str, Sequence[float]], law: str
+) -> list[dict[str, Any]]:
+    """Which layers grow fastest: each layer's relative growth, and its norm fitted with ``law``.
+
+    ``relative_growth`` is the measured norm at the last step over the one at the first, minus one
+    (measured, not fitted: a law that fits a layer badly must not distort the ranking). The fit
+    (the law chosen for the total norm, so shapes are comparable across layers) says how well the
+    total's law describes each layer (paper Figure 2: layers grow at about the same rate, up to
+    a factor).
+
+    Returns:
+        One dict per layer: ``layer``, ``start``, ``end``, ``relative_growth`` (``None`` for a zero
+        start), ``law``, ``params``, ``stderr``, ``r2``; largest relative growth first.
+    """
+    rows = []
+    for layer, norms in layer_norms.items():
+        fit = fit_law(steps, norms, law)
+        start, end = float(norms[0]), float(norms[-1])
+        rows.append({"layer": layer, "start": start, "end": end,
+                     "relative_growth": end / start - 1.0 if start > 0 else None,
+                     "law": law, "params": fit.params, "stderr": fit.stderr, "r2": fit.r2})
+    return sorted(rows, key=lambda row: -math.inf if row["relative_growth"] is None
+                  else row["relative_growth"], reverse=True)

@@ -1,0 +1,493 @@
+"""The head atlas: which attention heads are local and which are global, read from the exact limit.
+
+For every layer and head, on a corpus, each query row i is measured four ways:
+
+* in the saturated network (the exact c → ∞ limit of :mod:`saturated`, hard attention with the
+  project's tie rule), the set A_i of positions it attends to (nonzero limit weight): its size
+  n_i, and n_i over the query's allowed positions;
+* in the model at θ, the attention mass on A_i and the entropy of the row (nats);
+* the margin of the row's scores at θ: the gap between the largest score and the next one outside
+  its tie set. Scores are read as log-probabilities (softmax's input up to a per-row constant, so
+  gaps are exact up to float rounding; a weight that underflowed to 0 counts as masked). From
+  the rows, :func:`saturated.bounds.scale_to_saturate_map` certifies the head's *score scale*:
+  the smallest factor c such that softmax(c·s) stays within eps of hardmax(s) for every query;
+* the paper's approximation: at 1000·θ, the number of weights above 1e-5.
+
+Per head the paper's three statistics follow exactly: the mean of n_i ("# positions attended"),
+its standard deviation over queries ("std(n)"), and the fraction of queries with n_i > 1 ("split
+attention probability"). Queries with fewer than two allowed positions (the first token of a
+causal model) say nothing about a head and are left out. A head is classified by
+:class:`Thresholds`: ``"global"`` if its queries attend on average to at least half of their
+allowed positions, ``"local"`` if to at most two positions, ``"mixed"`` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from empirical.corpus import Corpus
+from empirical.errors import EmpiricalError
+from empirical.outputs import atomic_path
+from empirical.provenance import model_record, versions
+from empirical.scaling import scaled_forward
+from empirical.similarity import _prepare
+from homogeneity.tracing import export_ready
+from saturated.bounds import scale_to_saturate_map
+from saturated.errors import SaturationError
+from saturated.functional import default_rtol, tie_set
+from saturated.rules import Settings
+from saturated.saturate import SaturatedModel, SaturatedOutput
+
+__all__ = ["CLASSES", "HeadAtlas", "HeadBatch", "HeadStats", "Thresholds", "head_atlas", "measure_heads",
+           "plot_atlas"]
+
+SCHEMA = "normsat.heads/1"
+CLASSES = ("local", "mixed", "global")
+PAPER_SCALE = 1000.0
+PAPER_THRESHOLD = 1e-5
+_CAUSAL_TYPES = ("gpt2", "gpt_neo", "gptj", "llama", "mistral", "opt")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How a head is classified from its exact statistics.
+
+    Attributes:
+        global_fraction: ``"global"`` when the mean fraction of allowed positions attended is at
+            least this (a uniform average over many positions: a mean, which allows counting).
+        local_positions: otherwise ``"local"`` when the mean number of positions attended is at
+            most this (an argmax over one or a few positions).
+    """
+
+    global_fraction: float = 0.5
+    local_positions: float = 2.0
+
+    def classify(self, positions: float, fraction: float) -> str:
+        """``"global"``, ``"local"`` or ``"mixed"``.
+
+        >>> Thresholds().classify(1.2, 0.1), Thresholds().classify(9.0, 0.8), Thresholds().classify(4.0, 0.3)
+        ('local', 'global', 'mixed')
+        """
+        if fraction >= self.global_fraction:
+            return "global"
+        return "local" if positions <= self.local_positions else "mixed"
+
+
+@dataclass(frozen=True)
+class HeadStats:
+    """One head's measurements (means over its queries unless said otherwise).
+
+    Attributes:
+        layer: the layer, from 0.
+        head: the head, from 0.
+        kind: ``"local"``, ``"mixed"`` or ``"global"`` (``class`` in JSON).
+        queries: the queries measured (those with at least two allowed positions).
+        positions: # positions attended in the limit (mean n).
+        positions_std: std(n) over queries.
+        split: split attention probability, the fraction of queries with n > 1.
+        fraction: mean of n over the number of allowed positions.
+        mass: mean attention mass at θ on the positions the limit attends to.
+        entropy: mean entropy of the attention rows at θ, in nats.
+        margin: median over queries of the score margin at θ (∞ where every position ties).
+        agreement: fraction of queries whose top-score set at θ (tie rule of the attention dtype)
+            is the limit's attended set.
+        scale: certified (lo, hi) of the score scale at which every query of the head is within
+            eps of hard attention (0 if all rows are already exactly hard).
+        undetermined: queries left out because the limit leaves their row undetermined.
+        paper_positions, paper_std, paper_split: the same three statistics as the paper computed
+            them, counting weights above 1e-5 at 1000·θ (None when not measured).
+    """
+
+    layer: int
+    head: int
+    kind: str
+    queries: int
+    positions: float
+    positions_std: float
+    split: float
+    fraction: float
+    mass: float
+    entropy: float
+    margin: float
+    agreement: float
+    scale: tuple[float, float]
+    undetermined: int = 0
+    paper_positions: float | None = None
+    paper_std: float | None = None
+    paper_split: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["class"] = data.pop("kind")
+        data["scale"] = list(self.scale)
+        data["margin"] = self.margin if math.isfinite(self.margin) else None  # strict JSON
+        return data
+
+
+@dataclass(frozen=True)
+class HeadBatch:
+    """What one forward pass needs: keyword inputs and the mask of real query/key positions."""
+
+    inputs: dict[str, Tensor]
+    real: Tensor  # bool (batch, positions)
+
+
+@dataclass
+class _Totals:
+    """Running sums per (layer, head) over queries, and the rows that may set the head's scale."""
+
+    sums: dict[str, Tensor] = field(default_factory=dict)
+    margins: list[list[Tensor]] = field(default_factory=list)
+    candidates: list[list[np.ndarray]] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)  # the largest lower bound on c* so far
+
+    def add(self, name: str, value: Tensor) -> None:
+        self.sums[name] = self.sums.get(name, torch.zeros_like(value)) + value
+
+
+@dataclass(frozen=True)
+class HeadAtlas:
+    """Every head of a model, measured and classified.
+
+    Attributes:
+        heads: one :class:`HeadStats` per (layer, head), layer-major.
+        layers: the number of layers; ``n_heads`` the heads per layer.
+        eps: the tolerance of the certified scales.
+        thresholds: the classification thresholds.
+        record: model, corpus, dtype, limit settings and versions, for the JSON file.
+    """
+
+    heads: tuple[HeadStats, ...]
+    layers: int
+    n_heads: int
+    eps: float
+    thresholds: Thresholds
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def grid(self) -> list[list[str]]:
+        """The classes as a layer × head grid."""
+        return [[h.kind for h in self.heads[layer * self.n_heads:(layer + 1) * self.n_heads]]
+                for layer in range(self.layers)]
+
+    def counts(self) -> dict[str, int]:
+        """How many heads of each class."""
+        return {kind: sum(h.kind == kind for h in self.heads) for kind in CLASSES}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (schema ``normsat.heads/1``)."""
+        return {
+            "schema": SCHEMA, "eps": self.eps, "layers": self.layers, "n_heads": self.n_heads,
+            "thresholds": {**asdict(self.thresholds),
+                           "rule": "global if mean fraction of allowed positions attended >= "
+                                   "global_fraction; else local if mean positions attended <= "
+                                   "local_positions; else mixed"},
+            "paper_approximation": {"scale": PAPER_SCALE, "threshold": PAPER_THRESHOLD},
+            "counts": self.counts(),
+            "heads": [h.to_dict() for h in self.heads],
+            **self.record,
+        }
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The atlas as strict JSON, also written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False, default=str)
+        if path is not None:
+            with atomic_path(Path(path)) as temporary:
+                temporary.write_text(text + "\n", encoding="utf-8")
+        return text
+
+    def table(self) -> str:
+        """One line per head: class, the exact statistics, the paper's approximation, the scale."""
+        rows = [f"{'layer':>5} {'head':>4}  {'class':<6} {'#pos':>6} {'std(n)':>6} {'split':>5} "
+                f"{'frac':>5} {'mass':>5} {'H':>5}  {'paper #pos/std/split':>20}  scale(eps={self.eps:g})"]
+        for h in self.heads:
+            paper = ("-" if h.paper_positions is None else
+                     f"{h.paper_positions:.2f}/{h.paper_std:.2f}/{h.paper_split:.2f}")
+            rows.append(f"{h.layer:>5} {h.head:>4}  {h.kind:<6} {h.positions:>6.2f} {h.positions_std:>6.2f} "
+                        f"{h.split:>5.2f} {h.fraction:>5.2f} {h.mass:>5.2f} {h.entropy:>5.2f}  "
+                        f"{paper:>20}  {h.scale[1]:.4g}")
+        return "\n".join(rows)
+
+
+def _attentions(output: Any, where: str, model: nn.Module) -> tuple[Tensor, ...]:
+    attentions = getattr(output, "attentions", None)
+    if attentions is None and isinstance(output, Mapping):
+        attentions = output.get("attentions")
+    if not attentions or any(a is None for a in attentions):
+        implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        raise EmpiricalError(
+            f"expected attention weights from {type(model).__name__} called with "
+            f"output_attentions=True ({where}), got none; a fused attention kernel "
+            f"({implementation or 'unknown'}) does not expose them: load the model with "
+            "attn_implementation='eager'")
+    return tuple(attentions)
+
+
+def _is_causal(model: nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    return bool(getattr(config, "is_decoder", False)) or getattr(config, "model_type", "") in _CAUSAL_TYPES
+
+
+def _scale_bounds(margin: Tensor, tied: Tensor, allowed: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """Per row, cheap lower and upper bounds on the certified scale c* (to pick the rows that may
+    set a head's maximum): with t winners, n allowed, margin δ, K = max(1/t, (n − t)/t²),
+    c* ≤ log(K/eps)/δ, and c* ≥ −log(x)/δ where the winners' error with one loser at the margin
+    meets eps, x = eps·t²/(1 − eps·t)."""
+    t, n = tied.double(), allowed.double()
+    k = torch.maximum(1 / t, (n - t) / t**2)
+    upper = torch.log(k / eps).clamp_min(0) / margin
+    x = eps * t**2 / (1 - eps * t)
+    lower = torch.where((x > 0) & (x < 1), -torch.log(x.clamp(1e-300, 1)) / margin, 0.0)
+    return lower.nan_to_num(0.0), upper.nan_to_num(0.0, posinf=math.inf)
+
+
+def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, n_allowed: Tensor,
+                   queries: Tensor, paper: Tensor | None, eps: float) -> None:
+    """Add one layer's rows of one batch to the running sums.
+
+    Full-size (batch, heads, queries, keys) work stays in the attention's dtype and in few passes;
+    only per-row results are summed in float64.
+    """
+    f32 = torch.float32
+    attended = limit > 0  # the limit gives masked positions no weight
+    n = attended.sum(-1, dtype=f32).double()  # (batch, heads, queries)
+    # Rows the limit leaves undetermined (a tie no tracked order breaks, ties="nan") are NaN.
+    undetermined = torch.isnan(limit.sum(-1))
+    counted = queries & (n_allowed >= 2)
+    mask = counted & ~undetermined  # (batch, heads, queries)
+    weight = mask.double()
+    totals.add(f"undetermined{layer}", (counted & undetermined).double().sum((0, 2)))
+    totals.add(f"count{layer}", weight.sum((0, 2)))
+    totals.add(f"n{layer}", (n * weight).sum((0, 2)))
+    totals.add(f"n2{layer}", (n**2 * weight).sum((0, 2)))
+    totals.add(f"split{layer}", ((n > 1).double() * weight).sum((0, 2)))
+    totals.add(f"fraction{layer}", (n / n_allowed.clamp_min(1) * weight).sum((0, 2)))
+    totals.add(f"mass{layer}", ((plain * attended).sum(-1).double() * weight).sum((0, 2)))
+    totals.add(f"entropy{layer}", (torch.special.entr(plain).sum(-1).double() * weight).sum((0, 2)))
+    # Scores at θ up to a per-row constant (masked and underflowed positions have weight 0);
+    # ties judged as the attention's dtype allows.
+    visible = plain > 0
+    logs = plain.log()
+    top_set = tie_set(logs.masked_fill(~visible, 0.0), -1, visible, default_rtol(plain.dtype))
+    totals.add(f"agree{layer}", ((top_set == attended).all(-1).double() * weight).sum((0, 2)))
+    top = logs.amax(-1)
+    margin = (top - logs.masked_fill(top_set, -math.inf).amax(-1)).double()  # ∞: all positions tie
+    if paper is not None:
+        over = (paper > PAPER_THRESHOLD).sum(-1, dtype=f32).double()
+        totals.add(f"pn{layer}", (over * weight).sum((0, 2)))
+        totals.add(f"pn2{layer}", (over**2 * weight).sum((0, 2)))
+        totals.add(f"psplit{layer}", ((over > 1).double() * weight).sum((0, 2)))
+    heads = n.shape[1]
+    while len(totals.margins) <= layer:
+        totals.margins.append([torch.zeros(0, dtype=torch.float64) for _ in range(heads)])
+        totals.candidates.append([np.zeros((0, 0)) for _ in range(heads)])
+        totals.floor.extend([0.0] * heads)
+    lower, upper = _scale_bounds(margin, top_set.sum(-1), visible.sum(-1), eps)
+    for h in range(heads):
+        keep = mask[:, h]
+        totals.margins[layer][h] = torch.cat([totals.margins[layer][h], margin[:, h][keep]])
+        index = layer * heads + h
+        rows_lower, rows_upper = lower[:, h][keep], upper[:, h][keep]
+        if not rows_lower.numel():
+            continue
+        totals.floor[index] = max(totals.floor[index], float(rows_lower.max()))
+        chosen = (rows_upper >= totals.floor[index]) & torch.isfinite(margin[:, h][keep])
+        rows = logs[:, h][keep][chosen].double().numpy()
+        _add_candidates(totals, layer, h, rows, totals.floor[index], eps)
+
+
+def _add_candidates(totals: _Totals, layer: int, head: int, rows: np.ndarray, floor: float,
+                    eps: float) -> None:
+    """Keep the rows whose scale may still reach the head's maximum (padded with −∞)."""
+    old = totals.candidates[layer][head]
+    width = max(old.shape[1] if old.size else 0, rows.shape[1] if rows.size else 0)
+    def pad(a: np.ndarray) -> np.ndarray:
+        if not a.size:
+            return np.zeros((0, width))
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=-np.inf)
+    merged = np.concatenate([pad(old), pad(rows)])
+    if merged.shape[0] > 64:  # prune with the bounds again against the raised floor
+        finite = np.where(np.isfinite(merged), merged, np.nan)
+        top = np.nanmax(finite, axis=1)
+        second = np.nanmax(np.where(finite >= top[:, None], np.nan, finite), axis=1)
+        n = np.isfinite(merged).sum(1)
+        upper = np.log(np.maximum(1.0, n - 1.0) / eps) / (top - second)
+        merged = merged[~(upper < floor)]
+    totals.candidates[layer][head] = merged
+
+
+def _finish(totals: _Totals, layers: int, heads: int, eps: float, thresholds: Thresholds,
+            with_paper: bool) -> tuple[HeadStats, ...]:
+    out = []
+    for layer in range(layers):
+        sums = {key: totals.sums[f"{key}{layer}"] for key in
+                ("count", "n", "n2", "split", "fraction", "mass", "entropy", "agree")}
+        count = sums["count"].clamp_min(1)
+        mean = sums["n"] / count
+        std = (sums["n2"] / count - mean**2).clamp_min(0).sqrt()
+        paper = None
+        if with_paper:
+            pmean = totals.sums[f"pn{layer}"] / count
+            paper = (pmean, (totals.sums[f"pn2{layer}"] / count - pmean**2).clamp_min(0).sqrt(),
+                     totals.sums[f"psplit{layer}"] / count)
+        for h in range(heads):
+            rows = totals.candidates[layer][h]
+            scale = scale_to_saturate_map(rows, eps).maximum if rows.size else (0.0, 0.0)
+            margins = totals.margins[layer][h]
+            fraction = float(sums["fraction"][h] / count[h])
+            out.append(HeadStats(
+                layer=layer, head=h, kind=thresholds.classify(float(mean[h]), fraction),
+                queries=int(sums["count"][h]), positions=float(mean[h]), positions_std=float(std[h]),
+                split=float(sums["split"][h] / count[h]), fraction=fraction,
+                mass=float(sums["mass"][h] / count[h]), entropy=float(sums["entropy"][h] / count[h]),
+                margin=float(margins.median()) if margins.numel() else math.inf,
+                agreement=float(sums["agree"][h] / count[h]), scale=scale,
+                undetermined=int(totals.sums[f"undetermined{layer}"][h]),
+                paper_positions=None if paper is None else float(paper[0][h]),
+                paper_std=None if paper is None else float(paper[1][h]),
+                paper_split=None if paper is None else float(paper[2][h]),
+            ))
+    return tuple(out)
+
+
+def measure_heads(
+    model: nn.Module, batches: Iterable[HeadBatch], *, causal: bool, eps: float = 1e-3,
+    settings: Settings | None = None, paper: bool = True, thresholds: Thresholds | None = None,
+    progress: bool = False, limit: Callable[..., SaturatedOutput] | None = None,
+) -> HeadAtlas:
+    """The atlas of any model that returns ``attentions`` when called with ``output_attentions=True``.
+
+    Args:
+        model: the model (eval mode; never modified). Its attention outputs must be
+            (batch, heads, queries, keys) per layer, like Hugging Face's.
+        batches: inputs and real-position masks.
+        causal: whether query i may attend only to keys j ≤ i.
+        eps: tolerance of the certified scales, in (0, 1).
+        settings: limit settings. The default, ``ties="nan"``, decides every tie the model's lower
+            orders decide (recomputing in float64 with up to 16 orders where float32 cannot tell
+            a near-tie from a tie) and leaves the rest undetermined, reported per head;
+            ``ties="uniform"`` is much faster but takes every leading-order tie, float32 near-ties
+            included, as exact.
+        paper: also compute the paper's approximation at 1000·θ (one more forward pass).
+        thresholds: classification thresholds.
+        progress: show a progress bar.
+        limit: the model's :class:`~saturated.saturate.SaturatedModel` to reuse (its exported
+            graphs are cached), or anything called like it; ``settings`` then go unused.
+
+    Raises:
+        EmpiricalError: eps outside (0, 1), attention that cannot be read, or a limit that is not
+            determined.
+    """
+    if not (isinstance(eps, (int, float)) and 0 < eps < 1):
+        raise EmpiricalError(f"expected eps in (0, 1), got {eps!r}")
+    thresholds = thresholds or Thresholds()
+    settings = settings or Settings(ties="nan")
+    limit = limit or SaturatedModel(model, settings)
+    grown = scaled_forward(model, PAPER_SCALE) if paper else None
+    totals = _Totals()
+    layers = heads = 0
+    options = {"output_attentions": True, "return_dict": True}
+    for batch in tqdm(list(batches), desc="head atlas", unit="batch", disable=not progress):
+        with export_ready(model), torch.inference_mode():
+            plain = _attentions(model(**batch.inputs, **options), "at θ", model)
+            at_paper = _attentions(grown(**batch.inputs, **options), "at 1000·θ", model) if grown else None
+        try:
+            exact = _attentions(limit(**batch.inputs, **options).value, "in the limit", model)
+        except SaturationError as err:
+            raise EmpiricalError(f"the exact limit is not available: {err}") from err
+        real = batch.real.bool()
+        # Allowed keys per query: the real ones, and with causal masking only those up to it.
+        n_allowed = (real.cumsum(-1) if causal else real.sum(-1, keepdim=True).expand_as(real)).double()
+        queries = real[:, None, :]
+        n_allowed = n_allowed[:, None, :]
+        layers, heads = len(plain), plain[0].shape[1]
+        with torch.inference_mode():
+            for layer in range(layers):
+                _measure_layer(totals, layer, plain[layer], exact[layer], n_allowed, queries,
+                               None if at_paper is None else at_paper[layer], eps)
+    if not layers:
+        raise EmpiricalError("expected at least one batch of inputs, got none")
+    return HeadAtlas(_finish(totals, layers, heads, eps, thresholds, paper), layers, heads, eps,
+                     thresholds, {"model": model_record(model), "causal": causal,
+                                  "limit_settings": asdict(getattr(limit, "settings", settings)),
+                                  "versions": versions()})
+
+
+def head_atlas(
+    model: nn.Module, tokenizer: Any, sentences: Sequence[str] | Corpus, *, eps: float = 1e-3,
+    batch_size: int = 16, max_length: int = 512, paper: bool = True,
+    thresholds: Thresholds | None = None, settings: Settings | None = None, progress: bool = False,
+) -> HeadAtlas:
+    """The head atlas of a Hugging Face model on a corpus (see :func:`measure_heads`).
+
+    Sentences are tokenized and batched by :mod:`empirical.batching`. Encoder–decoder models are
+    not supported (their cross-attention has no single stack of heads).
+
+    >>> from empirical.models import load_model
+    >>> model, tokenizer = load_model("minilm", num_layers=1)
+    >>> atlas = head_atlas(model, tokenizer, ["The cat sat on the mat."], paper=False)
+    >>> atlas.layers, atlas.n_heads, sorted(atlas.counts())
+    (1, 12, ['global', 'local', 'mixed'])
+    """
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        raise EmpiricalError("the head atlas reads one stack of self-attention; encoder–decoder "
+                             "models are not supported")
+    texts = list(sentences)
+    _, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size)
+    prepared = [HeadBatch(b.inputs, b.stacks[0][1]) for b in batches]
+    atlas = measure_heads(model, prepared, causal=_is_causal(model), eps=eps, settings=settings,
+                          paper=paper, thresholds=thresholds, progress=progress)
+    corpus = sentences.to_dict() if isinstance(sentences, Corpus) else {
+        "source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
+    record = {**atlas.record, "corpus": corpus, "batch_size": batch_size, "max_length": max_length}
+    return HeadAtlas(atlas.heads, atlas.layers, atlas.n_heads, eps, atlas.thresholds, record)
+
+
+_COLORS = {"local": "#1f77b4", "mixed": "#bbbbbb", "global": "#d62728"}
+
+
+def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str = "") -> Path:
+    """Per atlas a layer × head grid coloured by class, and histograms over heads of the three
+    statistics, one colour per atlas (e.g. pretrained beside random init)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+
+    if not atlases:
+        raise EmpiricalError("expected at least one atlas to plot")
+    fig = Figure(figsize=(4.0 * max(len(atlases), 3), 7.0), dpi=110)
+    grid = fig.add_gridspec(2, max(len(atlases), 3))
+    cmap = ListedColormap([_COLORS[k] for k in CLASSES])
+    for column, (label, atlas) in enumerate(atlases.items()):
+        ax = fig.add_subplot(grid[0, column])
+        codes = [[CLASSES.index(kind) for kind in row] for row in atlas.grid()]
+        ax.imshow(codes, cmap=cmap, vmin=0, vmax=len(CLASSES) - 1, aspect="auto")
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        counts = atlas.counts()
+        ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
+    statistics = (("positions", "# positions attended"), ("positions_std", "std(n)"),
+                  ("split", "split attention probability"))
+    for column, (name, label) in enumerate(statistics):
+        ax = fig.add_subplot(grid[1, column])
+        for index, (atlas_label, atlas) in enumerate(atlases.items()):
+            ax.hist([getattr(h, name) for h in atlas.heads], bins=20, alpha=0.55,
+                    color=f"C{index % 10}", label=atlas_label)
+        ax.set_xlabel(label)
+        ax.set_ylabel("heads")
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    with atomic_path(out) as temporary:
+        fig.savefig(temporary, format=out.suffix.lstrip(".") or "png")
+    return out

@@ -1,0 +1,483 @@
+"""Parameter norms, directions and projections over training: :class:`NormTracker`.
+
+The paper's picture of training (Merrill et al. 2021, §3 and §5): the parameter norm ‖θ_t‖ grows
+(like √t for T5), the direction θ_t/‖θ_t‖ converges (consecutive checkpoints have cosine near 1),
+and the gradient projection θᵀ∇L decides whether the norm keeps growing: a gradient step
+δ = −η∇L changes the squared norm by 2θᵀδ + ‖δ‖² = −2η θᵀ∇L + η²‖∇L‖².
+
+A tracker records, per step: the total ℓ2 norm; the norm per layer (the ``layer.N`` / ``h.N`` /
+``block.N`` / ``layers.N`` modules, plus ``embeddings`` and ``other``); the norm per parameter
+group; θᵀ∇L; θᵀδ for the update the optimizer actually made; and the cosine between the parameter
+vector and the one at the previous recorded step, in total and per layer.
+
+Cost: in a training run, the parameters (and the gradients) are copied once per call into a
+flat float64 buffer with one fused ``torch._foreach_copy_``; per-parameter norms come from one
+``torch._foreach_norm``, per-layer dot products from one ``torch.dot`` per layer slice (parameters
+are ordered layer by layer). The tracker keeps one flat vector (θ at the last record) and one
+scratch buffer of the same size that trade roles, never a copy of the model, and allocates
+nothing per step. float64 makes δ = θ_after − θ_before exact for float32 parameters and keeps
+cosines near 1 meaningful. Over checkpoints, the previous checkpoint's own tensors serve as θ_prev
+and sums run in float64 chunk by chunk, so no checkpoint is ever copied whole.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from empirical.errors import EmpiricalError
+from empirical.outputs import write_text
+from empirical.provenance import model_record, versions
+
+__all__ = [
+    "DEFAULT_GROUPS",
+    "NormTracker",
+    "layer_of",
+    "plot_records",
+    "render_records",
+]
+
+SCHEMA = "normsat.norms/1"
+
+#: Parameter groups of Hugging Face BERT / RoBERTa / GPT-2 / T5 / XLNet names. A parameter belongs
+#: to the *first* group with a matching glob (so LayerNorm biases are norm layers, not biases);
+#: parameters matching none form the group ``other``. ``lm_head`` counts as an embedding: tied to
+#: the input embedding, it is the same tensor, and a checkpoint may store it under either name.
+DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
+    "norm layers": ("*LayerNorm*", "*layer_norm*", "*layernorm*", "*ln_*", "*.norm.*", "*_norm.*"),
+    "embeddings": ("*embed*", "*wte.*", "*wpe.*", "shared.*", "*word_emb*", "*mask_emb*",
+                   "lm_head.*"),
+    "biases": ("*.bias", "*_bias"),
+    "attention": ("*attention*", "*Attention*", "*attn*"),
+    "feed-forward": ("*intermediate*", "*.output.dense*", "*mlp*", "*DenseReluDense*", "*.ff.*",
+                     "*ffn*", "*feed_forward*"),
+}
+
+# The first ``<stack>.<index>`` in a name: BERT/RoBERTa/XLNet ``layer.N``, GPT-2 ``h.N``,
+# T5 ``block.N`` (its inner ``layer.0`` comes after and is ignored), Llama-style ``layers.N``.
+_LAYER = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)(?=\.|$)")
+
+
+def layer_of(name: str) -> str:
+    """The layer a parameter belongs to: the module path up to its block index, else a coarse name.
+
+    >>> layer_of("bert.encoder.layer.3.attention.self.query.weight")
+    'bert.encoder.layer.3'
+    >>> layer_of("encoder.block.1.layer.0.SelfAttention.q.weight")
+    'encoder.block.1'
+    >>> layer_of("transformer.wte.weight"), layer_of("transformer.ln_f.bias")
+    ('embeddings', 'other')
+    """
+    match = _LAYER.search(name)
+    if match:
+        return name[: match.end()]
+    if any(fnmatchcase(name, pattern) for pattern in DEFAULT_GROUPS["embeddings"]):
+        return "embeddings"
+    return "other"
+
+
+def _group_of(name: str, groups: Mapping[str, Sequence[str]]) -> str:
+    for group, patterns in groups.items():
+        if any(fnmatchcase(name, pattern) for pattern in patterns):
+            return group
+    return "other"
+
+
+def _ordered_layers(layers: Sequence[str]) -> list[str]:
+    """Embeddings, then each stack's blocks by index (stacks in order of appearance), then other."""
+    stacks: dict[str, None] = dict.fromkeys(layer.rpartition(".")[0] for layer in layers)
+    stack_rank = {stack: i for i, stack in enumerate(stacks)}
+
+    def key(layer: str) -> tuple[int, int]:
+        if layer == "embeddings":
+            return (-1, 0)
+        if layer == "other":
+            return (len(stack_rank), 0)
+        stack, _dot, index = layer.rpartition(".")
+        return (stack_rank[stack], int(index))
+
+    return sorted(set(layers), key=key)
+
+
+def _none_if_nan(value: float) -> float | None:
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _cosine(dot: torch.Tensor, sq_a: torch.Tensor, sq_b: torch.Tensor) -> list[float | None]:
+    """Cosines from dot products and squared norms; ``None`` where a vector is zero."""
+    cos = dot / (sq_a * sq_b).sqrt()
+    return [_none_if_nan(c) for c in cos.clamp(-1.0, 1.0).reshape(-1).tolist()]
+
+
+_CHUNK = 1 << 20  # float64 temporaries of at most 8 MiB, whatever the tensor's size
+
+
+def _chunked_sums(
+    tensors: Sequence[torch.Tensor], previous: Sequence[torch.Tensor] | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-tensor ‖a‖² and a·b in float64, chunk by chunk: no full float64 copy is ever made."""
+    device = tensors[0].device
+    sq = torch.zeros(len(tensors), dtype=torch.float64, device=device)
+    dot = None if previous is None else torch.zeros(len(tensors), dtype=torch.float64, device=device)
+    with torch.no_grad():
+        for i, tensor in enumerate(tensors):
+            a = tensor.detach().reshape(-1)
+            b = None if previous is None else previous[i].detach().reshape(-1)
+            for start in range(0, a.numel(), _CHUNK):
+                a64 = a[start:start + _CHUNK].to(torch.float64)
+                sq[i] += torch.dot(a64, a64)
+                if dot is not None and b is not None:
+                    dot[i] += torch.dot(a64, b[start:start + _CHUNK].to(torch.float64))
+    return sq, dot
+
+
+class NormTracker:
+    """Record norms, per-layer and per-group norms, projections and direction changes over steps.
+
+    In a training loop, call :meth:`after_backward` once the gradients exist and :meth:`after_step`
+    once the optimizer has updated the parameters; without gradients (e.g. over checkpoints), call
+    :meth:`record`. Steps must increase. The tracker reads parameters and never changes them.
+
+    Args:
+        model: the module whose parameters are tracked (``named_parameters()``, so tied weights
+            count once), or a state dict name → tensor that fixes the names and shapes (for
+            checkpoints, see :meth:`record`).
+        groups: parameter groups, name → glob patterns over parameter names; a parameter belongs
+            to the first group it matches, and unmatched ones to ``other``. ``None``:
+            :data:`DEFAULT_GROUPS`.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> tracker = NormTracker(model, groups={"weights": ["*.weight"]})
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> for step in range(3):
+    ...     loss = model(torch.ones(2, 3)).pow(2).mean()
+    ...     loss.backward()
+    ...     tracker.after_backward(step, loss)
+    ...     optimizer.step()
+    ...     optimizer.zero_grad()
+    ...     tracker.after_step(step)
+    >>> [r["step"] for r in tracker.records], sorted(tracker.records[0]["groups"])
+    ([0, 1, 2], ['other', 'weights'])
+    >>> r = tracker.records[1]
+    >>> abs(r["update_projection"] + 0.1 * r["grad_projection"]) < 1e-6  # SGD: δ = −η∇L
+    True
+    """
+
+    def __init__(
+        self,
+        model: nn.Module | Mapping[str, torch.Tensor],
+        groups: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self._model = model if isinstance(model, nn.Module) else None
+        named = list(model.named_parameters()) if isinstance(model, nn.Module) else list(model.items())
+        if not named:
+            raise EmpiricalError("NormTracker expected a model with parameters, got none")
+        groups = DEFAULT_GROUPS if groups is None else groups
+        if any(isinstance(patterns, str) for patterns in groups.values()):
+            raise EmpiricalError("groups expected name → list of glob patterns, got a bare string "
+                                 "pattern; wrap it in a list")
+        layer_by_name = {name: layer_of(name) for name, _ in named}
+        self.layer_names: list[str] = _ordered_layers(list(layer_by_name.values()))
+        # Parameters in layer order, so that each layer is one slice of the flat vector.
+        named.sort(key=lambda item: self.layer_names.index(layer_by_name[item[0]]))
+        self.names: list[str] = [name for name, _ in named]
+        self.shapes: list[torch.Size] = [tensor.shape for _, tensor in named]
+        # A state dict only fixes names and shapes: holding its tensors would keep one checkpoint
+        # more in memory than a scan needs.
+        self._params: list[torch.Tensor] = [tensor for _, tensor in named] if self._model else []
+        group_by_name = {name: _group_of(name, groups) for name in self.names}
+        self.group_names: list[str] = [g for g in [*groups, "other"] if g in group_by_name.values()]
+        device = named[0][1].device
+        self._layer_index = torch.tensor([self.layer_names.index(layer_by_name[n]) for n in self.names],
+                                         device=device)
+        self._group_index = torch.tensor([self.group_names.index(group_by_name[n]) for n in self.names],
+                                         device=device)
+        self._sizes = [tensor.numel() for _, tensor in named]
+        layer_ends = torch.zeros(len(self.layer_names), dtype=torch.long).index_add_(
+            0, self._layer_index.cpu(), torch.tensor(self._sizes)).cumsum(0).tolist()
+        self._layer_slices = [slice(start, end) for start, end in zip([0, *layer_ends], layer_ends)]
+        self.records: list[dict[str, Any]] = []
+        # θ at the last recorded step: in a training run a flat float64 copy (the parameters change
+        # in place), in a scan the checkpoint's own tensors (they do not). A second flat buffer of
+        # the same size is the scratch space of the current step; the two swap roles, so nothing
+        # is allocated per step.
+        self._buffers: list[tuple[torch.Tensor, list[torch.Tensor]]] = []
+        self._previous: torch.Tensor | list[torch.Tensor] | None = None
+        self._previous_sq: torch.Tensor | None = None  # per-parameter ‖θ_prev‖²
+        self._awaiting_step: int | None = None  # step whose after_backward awaits its after_step
+
+    # -- measurements ---------------------------------------------------------------------------
+
+    def _load(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Copy ``tensors`` into the flat float64 buffer that does not hold the previous θ."""
+        if not self._buffers:
+            for _ in range(2):
+                flat = torch.empty(sum(self._sizes), dtype=torch.float64, device=tensors[0].device)
+                views = [v.view(shape) for v, shape in zip(flat.split(self._sizes), self.shapes)]
+                self._buffers.append((flat, views))
+        flat, views = next(b for b in self._buffers if b[0] is not self._previous)
+        torch._foreach_copy_(views, [t.detach() for t in tensors])
+        return flat, views
+
+    def _layer_dots(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """a·b over each layer's slice of two flat vectors."""
+        return torch.stack([torch.dot(a[part], b[part]) for part in self._layer_slices])
+
+    def _sum_by(self, index: torch.Tensor, count: int, per_parameter: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(count, dtype=torch.float64, device=per_parameter.device).index_add_(
+            0, index.to(per_parameter.device), per_parameter)
+
+    def _observe(self, step: int, sq: torch.Tensor, layer_dot: torch.Tensor | None) -> dict[str, Any]:
+        """Append the record of ``step`` from per-parameter ‖θ‖² and per-layer θ·θ_prev."""
+        layer_sq = self._sum_by(self._layer_index, len(self.layer_names), sq)
+        group_sq = self._sum_by(self._group_index, len(self.group_names), sq)
+        cosine: float | None = None
+        layer_cosine: dict[str, float | None] | None = None
+        if layer_dot is not None and self._previous_sq is not None:
+            previous_sq = self._sum_by(self._layer_index, len(self.layer_names), self._previous_sq)
+            cosine = _cosine(layer_dot.sum(), layer_sq.sum(), previous_sq.sum())[0]
+            layer_cosine = dict(zip(self.layer_names, _cosine(layer_dot, layer_sq, previous_sq)))
+        self._previous_sq = sq
+        record: dict[str, Any] = {
+            "step": int(step),
+            "loss": None,
+            "norm": math.sqrt(float(sq.sum())),
+            "layers": dict(zip(self.layer_names, layer_sq.sqrt().tolist())),
+            "groups": dict(zip(self.group_names, group_sq.sqrt().tolist())),
+            "grad_norm": None,
+            "grad_projection": None,
+            "layer_grad_projection": None,
+            "update_norm": None,
+            "update_projection": None,
+            "cosine_prev": cosine,
+            "layer_cosine_prev": layer_cosine,
+        }
+        self.records.append(record)
+        return record
+
+    def _check_step(self, step: int) -> None:
+        if self.records and step <= self.records[-1]["step"]:
+            raise EmpiricalError(f"NormTracker expected steps to increase, got step {step} after "
+                                 f"step {self.records[-1]['step']}")
+
+    def _observe_parameters(self, step: int) -> torch.Tensor:
+        """Record the tracked parameters; returns their flat float64 vector (kept as previous)."""
+        if not self._params:
+            raise EmpiricalError("this NormTracker was built from a state dict and has no parameters "
+                                 "of its own; pass the state dict to record(step, state_dict)")
+        self._check_step(step)
+        with torch.no_grad():
+            flat, views = self._load(self._params)
+            sq = torch.stack(torch._foreach_norm(views)).square()
+            if isinstance(self._previous, torch.Tensor):
+                layer_dot: torch.Tensor | None = self._layer_dots(flat, self._previous)
+            elif self._previous is not None:
+                layer_dot = self._by_layer(_chunked_sums(views, self._previous)[1])
+            else:
+                layer_dot = None
+            self._observe(step, sq, layer_dot)
+        self._previous = flat
+        return flat
+
+    def _by_layer(self, per_parameter: torch.Tensor | None) -> torch.Tensor | None:
+        if per_parameter is None:
+            return None
+        return self._sum_by(self._layer_index, len(self.layer_names), per_parameter)
+
+    def record(self, step: int, state_dict: Mapping[str, torch.Tensor] | None = None) -> dict[str, Any]:
+        """Record norms and direction change at ``step`` without gradients.
+
+        Args:
+            step: the training step; steps must increase.
+            state_dict: parameters to measure instead of the tracked ones (a checkpoint); it must
+                hold every tracked name with the same shape (extra entries are ignored). Its
+                tensors are kept, not copied, until the next record: do not change them in place.
+
+        Returns:
+            The new record (also appended to :attr:`records`).
+        """
+        self._check_not_awaiting("record")
+        if state_dict is None:
+            self._observe_parameters(step)
+            return self.records[-1]
+        tensors = self._matching(state_dict)
+        self._check_step(step)
+        previous = self._previous
+        if isinstance(previous, torch.Tensor):
+            previous = list(previous.split(self._sizes))
+        sq, dot = _chunked_sums(tensors, previous)
+        self._previous = tensors
+        return self._observe(step, sq, self._by_layer(dot))
+
+    def _matching(self, state_dict: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+        tensors = []
+        for name, shape in zip(self.names, self.shapes):
+            tensor = state_dict.get(name)
+            if tensor is None:
+                raise EmpiricalError(f"state dict does not match the architecture: tensor {name!r} "
+                                     f"(shape {tuple(shape)}) is missing")
+            if tensor.shape != shape:
+                raise EmpiricalError(f"state dict does not match the architecture: tensor {name!r} "
+                                     f"has shape {tuple(tensor.shape)}, expected {tuple(shape)}")
+            tensors.append(tensor)
+        return tensors
+
+    def _check_not_awaiting(self, what: str) -> None:
+        if self._awaiting_step is not None:
+            raise EmpiricalError(f"NormTracker.{what}: after_backward({self._awaiting_step}) is "
+                                 f"still waiting for after_step({self._awaiting_step})")
+
+    def after_backward(self, step: int, loss: torch.Tensor | float | None = None) -> None:
+        """Record norms, θᵀ∇L and ‖∇L‖ once the gradients of ``step`` exist (before the update).
+
+        Parameters without a gradient contribute nothing to θᵀ∇L and ‖∇L‖.
+
+        Args:
+            step: the training step; steps must increase.
+            loss: the step's scalar loss (tensor or float), recorded as a float.
+        """
+        self._check_not_awaiting("after_backward")
+        loss_value: float | None = None
+        if loss is not None:
+            if isinstance(loss, torch.Tensor) and loss.numel() != 1:
+                raise EmpiricalError(f"after_backward expected a scalar loss, got a tensor of shape "
+                                     f"{tuple(loss.shape)}; reduce it (e.g. .mean()) first")
+            loss_value = float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
+        flat = self._observe_parameters(step)
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self._params]
+        with torch.no_grad():
+            flat_grad, _views = self._load(grads)  # the scratch buffer: θ now is the previous one
+            layer_projection = self._layer_dots(flat, flat_grad)
+            self.records[-1].update(
+                loss=loss_value,
+                grad_norm=float(flat_grad.norm()),
+                grad_projection=float(layer_projection.sum()),
+                layer_grad_projection=dict(zip(self.layer_names, layer_projection.tolist())),
+            )
+        self._awaiting_step = int(step)
+
+    def after_step(self, step: int) -> None:
+        """Record θᵀδ and ‖δ‖ for the update δ the optimizer made at ``step``.
+
+        θ is the parameter vector measured by :meth:`after_backward` for this step; the record's
+        norm stays the one before the update (the one the gradient was taken at).
+
+        Raises:
+            EmpiricalError: if :meth:`after_backward` was not called for ``step``.
+        """
+        if self._awaiting_step != step:
+            expected = ("no step is waiting" if self._awaiting_step is None
+                        else f"step {self._awaiting_step} is waiting")
+            raise EmpiricalError(f"after_step({step}) expected after_backward({step}) first; "
+                                 f"{expected}")
+        theta = self._previous
+        assert isinstance(theta, torch.Tensor)  # after_backward left the flat θ
+        with torch.no_grad():
+            delta, _views = self._load(self._params)
+            delta.sub_(theta)
+            self.records[-1].update(update_norm=float(delta.norm()),
+                          update_projection=float(torch.dot(theta, delta)))
+        self._awaiting_step = None
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Records, layers, groups and provenance as a JSON-ready dict."""
+        return {
+            "schema": SCHEMA,
+            "model": model_record(self._model) if self._model is not None else None,
+            "layers": self.layer_names,
+            "groups": self.group_names,
+            "records": self.records,
+            "versions": versions(),
+        }
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as strict JSON (no NaN) to ``path``; returns the path."""
+        out = Path(path)
+        try:  # fail before touching the file
+            text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
+        except ValueError as err:
+            raise EmpiricalError(f"to_json expected finite numbers (no NaN or infinity) in the "
+                                 f"records, got: {err}") from err
+        return write_text(text + "\n", out)  # atomic: a crash never leaves half a file
+
+    def plot(self, path: str | Path, *, title: str = "") -> Path:
+        """Plot total norm, per-layer norms and per-layer consecutive cosine to a PNG."""
+        return plot_records(self.records, path, title=title)
+
+
+def plot_records(
+    records: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
+    title: str = "",
+) -> Path:
+    """Write :func:`render_records` to a PNG file; returns its path."""
+    png = render_records(records, fitted=fitted, title=title)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(png)
+    return out
+
+
+def render_records(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
+    title: str = "",
+) -> bytes:
+    """PNG bytes of three panels: total norm (with a fitted curve), per-layer norms (paper Fig. 2
+    right) and per-layer cosine between consecutive records (Fig. 3 right).
+
+    Args:
+        records: :attr:`NormTracker.records` or the ``records`` of a JSON result.
+        fitted: ``(label, steps, norms)`` of a fitted law, drawn over the total norm.
+        title: figure title.
+    """
+    # A bare Figure renders with Agg and leaves pyplot's global backend and state alone.
+    from matplotlib.figure import Figure
+
+    if not records:
+        raise EmpiricalError("plot expected at least one record, got none")
+    steps = [r["step"] for r in records]
+    fig = Figure(figsize=(13.0, 3.8), dpi=110)
+    total, per_layer, cosine = fig.subplots(1, 3)
+    total.plot(steps, [r["norm"] for r in records], "o", markersize=3, label="‖θ‖")
+    if fitted is not None:
+        label, fit_steps, fit_norms = fitted
+        total.plot(fit_steps, fit_norms, "-", color="C3", label=label)
+    total.set_xlabel("step")
+    total.set_ylabel("parameter norm ‖θ‖")
+    total.legend(fontsize="small")
+    for index, layer in enumerate(records[0]["layers"]):
+        color = f"C{index % 10}"
+        per_layer.plot(steps, [r["layers"][layer] for r in records], color=color, label=layer)
+        cos = [(r["step"], r["layer_cosine_prev"][layer]) for r in records
+               if r["layer_cosine_prev"] is not None and r["layer_cosine_prev"][layer] is not None]
+        if cos:
+            cosine.plot(*zip(*cos), color=color, marker=".", label=layer)
+    per_layer.set_xlabel("step")
+    per_layer.set_ylabel("layer norm")
+    cosine.set_xlabel("step")
+    cosine.set_ylabel("cos(θ_t, θ_prev) per layer")
+    cosine.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for ax in (total, per_layer, cosine):
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

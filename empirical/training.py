@@ -1,0 +1,586 @@
+"""The small CPU language model behind ``normsat train``: build it, train it, evaluate it.
+
+Three causal transformer LMs, random-init, trained on the built-in corpus:
+
+- ``pre``: GPT-2 (pre-LN), from :class:`transformers.GPT2Config`.
+- ``post``: BERT (post-LN, the architecture of BERT and of the paper's control runs) as a decoder
+  with causal masking, from :class:`transformers.BertConfig` (``is_decoder=True``).
+- ``scale-invariant``: :class:`ScaleInvariantLM`, whose loss is unchanged when every parameter is
+  scaled (Li & Arora 2019): no biases, a LayerNorm without eps or affine after every sublayer,
+  on queries and keys, and on the logits. :func:`confirm_scale_invariant` checks with
+  :func:`homogeneity.analyze` that its logits are exactly 0-homogeneous before any training.
+
+While training, a :class:`~empirical.norms.NormTracker` records every step (norm, θᵀ∇L, θᵀδ) and
+a second one the log-spaced evaluation steps (the paper's consecutive-checkpoint cosines). At
+those steps the model is evaluated on held-out sentences (loss, perplexity, next-token accuracy,
+and per-layer similarity to its saturated version at c = 1000 and c = ∞) and saved as safetensors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.torch
+import torch
+import transformers
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+from transformers.modeling_outputs import CausalLMOutput
+
+from empirical.corpus import Corpus, load_corpus
+from empirical.errors import EmpiricalError
+from empirical.fits import LAWS, fit_growth, layer_growth
+from empirical.models import minilm_path
+from empirical.norms import NormTracker
+from empirical.outputs import check_output_dir, write_json
+from empirical.provenance import model_record, versions
+from empirical.similarity import representation_similarity
+from homogeneity import Grade, HomogeneityError, HomogeneityReport, analyze
+
+__all__ = [
+    "ARCHITECTURES",
+    "OPTIMIZERS",
+    "SATURATION_SCALES",
+    "SCHEDULES",
+    "CompactTokenizer",
+    "ScaleInvariantLM",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingDiverged",
+    "build_model",
+    "checkpoint_path",
+    "confirm_scale_invariant",
+    "evaluation_steps",
+    "load_checkpoint",
+    "read_run",
+    "train",
+]
+
+SCHEMA = "normsat.train/1"
+ARCHITECTURES = ("post", "pre", "scale-invariant")
+OPTIMIZERS = ("sgd", "adamw", "adafactor")
+SCHEDULES = ("constant", "linear", "sqrt")
+MIN_STEPS = 3
+"""Two-parameter laws need three points (one degree of freedom for the noise)."""
+SATURATION_SCALES = (1000.0, math.inf)
+"""The scales c of the saturation measurement: the paper's c = 1000 and the exact limit."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a run; :meth:`validate` rejects bad values before any work.
+
+    Attributes:
+        arch: ``post`` (BERT decoder), ``pre`` (GPT-2) or ``scale-invariant``.
+        layers, width, heads: transformer depth, hidden size and attention heads.
+        steps: optimizer steps. lr: peak learning rate. schedule: ``constant``, ``linear``
+            (decay to 0 at the last step) or ``sqrt`` (lr/√t, T5's inverse square root).
+        weight_decay: decoupled for AdamW and Adafactor, an L2 term for SGD.
+        optimizer: ``sgd``, ``adamw`` or ``adafactor`` (:class:`transformers.optimization.Adafactor`
+            with ``lr`` as given: no relative step, no parameter scaling).
+        batch_size, context: blocks per step and tokens per block (training text is packed).
+        evaluations: how many log-spaced evaluation/checkpoint steps (step 0 comes on top).
+        eval_sentences: held-out sentences for the saturation measurement (all held-out text is
+            used for loss and accuracy).
+        saturation: measure per-layer saturation at every evaluation (the slow part).
+        seed: seeds the initialization and the batch order.
+    """
+
+    arch: str = "pre"
+    layers: int = 2
+    width: int = 64
+    heads: int = 2
+    steps: int = 1000
+    lr: float = 1e-3
+    schedule: str = "constant"
+    weight_decay: float = 0.0
+    optimizer: str = "adamw"
+    batch_size: int = 16
+    context: int = 64
+    evaluations: int = 10
+    eval_sentences: int = 64
+    saturation: bool = True
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Raise :class:`EmpiricalError` naming the first bad field, what it got and what it needs."""
+        for name, allowed in (("arch", ARCHITECTURES), ("optimizer", OPTIMIZERS),
+                              ("schedule", SCHEDULES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise EmpiricalError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        for name in ("layers", "width", "heads", "steps", "batch_size", "evaluations",
+                     "eval_sentences"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise EmpiricalError(f"{name} must be a positive integer, got {value!r}")
+        if self.steps < MIN_STEPS:
+            raise EmpiricalError(f"steps must be at least {MIN_STEPS} (the fewest points a growth law "
+                                 f"is fitted to), got {self.steps}")
+        if self.context < 2:
+            raise EmpiricalError(f"context must be at least 2 tokens (one prediction), got {self.context}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise EmpiricalError(f"lr must be a positive finite number, got {self.lr!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise EmpiricalError(f"weight_decay must be a finite number ≥ 0, got {self.weight_decay!r}")
+        if self.width % self.heads:
+            raise EmpiricalError(f"width must be divisible by heads, got width {self.width} and "
+                                 f"{self.heads} heads")
+
+
+class TrainingDiverged(EmpiricalError):
+    """The training loss stopped being finite (the learning rate is too large for the model)."""
+
+
+# -- tokens -------------------------------------------------------------------------------------
+
+
+class CompactTokenizer:
+    """MiniLM's WordPiece tokenizer with ids renumbered onto the pieces the training text uses.
+
+    The built-in corpus uses about 2,700 of the 30,522 WordPiece ids. Keeping the full table would
+    make the never-updated embedding rows dominate the parameter norm (and the softmax dominate CPU
+    time); the renumbered vocabulary keeps the same segmentation. Held-out pieces the training text
+    never used become ``[UNK]``. Called like a Hugging Face tokenizer (``input_ids`` only).
+
+    Args:
+        pieces: the MiniLM ids kept, in order of their new ids.
+        base: the MiniLM tokenizer (loaded offline when omitted).
+    """
+
+    def __init__(self, pieces: Sequence[int], base: Any = None) -> None:
+        self.base = base if base is not None else _minilm_tokenizer()
+        self.pieces = tuple(int(p) for p in pieces)
+        self._new_id = {piece: i for i, piece in enumerate(self.pieces)}
+        self.unk_token_id = self._new_id[self.base.unk_token_id]
+        self.pad_token_id = self._new_id[self.base.pad_token_id]
+        self.cls_token_id = self._new_id[self.base.cls_token_id]
+        self.sep_token_id = self._new_id[self.base.sep_token_id]
+
+    @classmethod
+    def fit(cls, sentences: Sequence[str], base: Any = None) -> CompactTokenizer:
+        """The special tokens, then every piece of ``sentences`` by decreasing count."""
+        base = base if base is not None else _minilm_tokenizer()
+        counts = Counter(i for ids in base(list(sentences), verbose=False)["input_ids"] for i in ids)
+        specials = [base.pad_token_id, base.unk_token_id, base.cls_token_id, base.sep_token_id]
+        rest = sorted((i for i in counts if i not in specials), key=lambda i: (-counts[i], i))
+        return cls([*specials, *rest], base)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def __call__(self, texts: Sequence[str], **options: Any) -> dict[str, list[list[int]]]:
+        """Tokenize like the base tokenizer (same options), returning renumbered ``input_ids``."""
+        ids = self.base(list(texts), **options)["input_ids"]
+        return {"input_ids": [[self._new_id.get(i, self.unk_token_id) for i in row] for row in ids]}
+
+
+def _minilm_tokenizer() -> Any:
+    return transformers.AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True,
+                                                      trust_remote_code=False)
+
+
+def _split(corpus: Corpus) -> tuple[list[str], list[str]]:
+    """Every tenth sentence is held out (deterministic, spread over the whole corpus)."""
+    sentences = list(corpus)
+    return ([s for i, s in enumerate(sentences) if i % 10],
+            [s for i, s in enumerate(sentences) if i % 10 == 0])
+
+
+def _blocks(tokenizer: CompactTokenizer, sentences: Sequence[str], context: int) -> torch.Tensor:
+    """Sentences ([CLS] … [SEP] each) packed into one stream and cut into rows of ``context`` ids."""
+    stream = [i for ids in tokenizer(sentences, verbose=False)["input_ids"] for i in ids]
+    rows = len(stream) // context
+    if rows < 1:
+        raise EmpiricalError(f"expected at least {context} tokens of text to make one block, got "
+                             f"{len(stream)}; use a smaller context")
+    return torch.tensor(stream[: rows * context]).view(rows, context)
+
+
+# -- models -------------------------------------------------------------------------------------
+
+
+def _normalize(x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm with no eps and no affine: exactly 0-homogeneous (the paper's Lemma 5)."""
+    return F.layer_norm(x, x.shape[-1:], eps=0.0)
+
+
+class _ScaleInvariantBlock(nn.Module):
+    """h + N(attention(h)), then h + N(mlp(h)); N = :func:`_normalize`, no biases anywhere.
+
+    The residual stream stays of degree 0; attention scores are cosines of normalized queries and
+    keys (degree 0, so softmax is exactly 0-homogeneous, not only approximately).
+    """
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(width, width, bias=False)
+        self.key = nn.Linear(width, width, bias=False)
+        self.value = nn.Linear(width, width, bias=False)
+        self.output = nn.Linear(width, width, bias=False)
+        self.up = nn.Linear(width, 4 * width, bias=False)
+        self.down = nn.Linear(4 * width, width, bias=False)
+
+    def forward(self, h: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        batch, length, width = h.shape
+
+        def split(x: torch.Tensor) -> torch.Tensor:
+            return x.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
+
+        q, k = _normalize(split(self.query(h))), _normalize(split(self.key(h)))
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(width // self.heads)
+        weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        mixed = (weights @ split(self.value(h))).transpose(1, 2).reshape(batch, length, width)
+        h = h + _normalize(self.output(mixed))
+        return h + _normalize(self.down(torch.relu(self.up(h))))
+
+
+class ScaleInvariantLM(nn.Module):
+    """A causal LM whose logits (hence loss) are exactly 0-homogeneous in all its parameters.
+
+    Token and position embeddings are summed and normalized; each block adds normalized sublayer
+    outputs; the logits are the normalized products of the last hidden state with the (tied) token
+    embeddings. It answers like a Hugging Face causal LM (``logits``, ``hidden_states``).
+
+    >>> config = transformers.PretrainedConfig(vocab_size=11, hidden_size=8, num_hidden_layers=1,
+    ...                                        num_attention_heads=2, max_position_embeddings=6)
+    >>> model = ScaleInvariantLM(config)
+    >>> ids = torch.tensor([[1, 2, 3]])
+    >>> scaled = {n: 7 * p.detach() for n, p in model.named_parameters()}
+    >>> grown = torch.func.functional_call(model, scaled, (ids,))
+    >>> torch.allclose(model(ids).logits, grown.logits, atol=1e-5)
+    True
+    """
+
+    def __init__(self, config: transformers.PretrainedConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.blocks = nn.ModuleList(
+            _ScaleInvariantBlock(config.hidden_size, config.num_attention_heads)
+            for _ in range(config.num_hidden_layers)
+        )
+        # GPT-2's initializer range: the loss ignores the scale, but ‖θ‖ sets the effective step
+        # size η/‖θ‖² (nn.Embedding's N(0, 1) would make the embeddings dominate ‖θ‖ 50-fold).
+        for parameter in self.parameters():
+            nn.init.normal_(parameter, std=0.02)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = False, return_dict: bool = True) -> CausalLMOutput:
+        length = input_ids.shape[1]
+        positions = torch.arange(length, device=input_ids.device)
+        h = _normalize(self.token_embedding(input_ids) + self.position_embedding(positions))
+        # Boolean masks (never a large finite constant): position i sees real tokens j ≤ i.
+        allowed = torch.ones(length, length, dtype=torch.bool, device=input_ids.device).tril()
+        if attention_mask is not None:
+            allowed = allowed & attention_mask.bool()[:, None, None, :]
+        states = [h]
+        for block in self.blocks:
+            h = block(h, allowed)
+            states.append(h)
+        logits = _normalize(h @ self.token_embedding.weight.transpose(0, 1))
+        return CausalLMOutput(logits=logits, hidden_states=tuple(states) if output_hidden_states else None)
+
+
+def build_model(config: TrainConfig, vocab_size: int, pad_id: int) -> nn.Module:
+    """The random-init model of ``config.arch``, seeded with ``config.seed``, without dropout."""
+    sizes: dict[str, Any] = {
+        "vocab_size": vocab_size, "pad_token_id": pad_id, "hidden_size": config.width,
+        "num_hidden_layers": config.layers, "num_attention_heads": config.heads,
+        "max_position_embeddings": config.context,
+    }
+    hf_config: transformers.PretrainedConfig
+    torch.manual_seed(config.seed)
+    if config.arch == "scale-invariant":
+        return ScaleInvariantLM(transformers.PretrainedConfig(**sizes))
+    if config.arch == "pre":
+        hf_config = transformers.GPT2Config(
+            vocab_size=vocab_size, n_embd=config.width, n_layer=config.layers, n_head=config.heads,
+            n_positions=config.context, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            bos_token_id=pad_id, eos_token_id=pad_id, pad_token_id=pad_id,
+        )
+    else:
+        hf_config = transformers.BertConfig(
+            **sizes, intermediate_size=4 * config.width, type_vocab_size=1, is_decoder=True,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )
+    return transformers.AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
+
+
+def confirm_scale_invariant(model: nn.Module, input_ids: torch.Tensor) -> HomogeneityReport:
+    """:func:`homogeneity.analyze` of the logits; raise unless they are exactly 0-homogeneous.
+
+    Raises:
+        EmpiricalError: the logits have another degree or grade (e.g. a bias sneaked in), or the
+            model cannot be traced.
+    """
+    try:
+        report = analyze(model, input_ids)
+    except HomogeneityError as err:
+        raise EmpiricalError(f"cannot confirm scale invariance: {err}") from err
+    logits = report.outputs.get("logits")
+    if logits is None or logits.value != 0 or logits.grade is not Grade.EXACT:
+        found = "no 'logits' output" if logits is None else (
+            f"degree {logits.value} ({logits.grade.value}): {logits.reason}")
+        raise EmpiricalError(f"expected the scale-invariant model's logits to be exactly "
+                             f"0-homogeneous in its parameters, but homogeneity.analyze found {found}")
+    return report
+
+
+# -- training -----------------------------------------------------------------------------------
+
+
+def evaluation_steps(steps: int, count: int) -> list[int]:
+    """Step 0 and ``count`` log-spaced steps from 1 to ``steps`` (fewer when they coincide); the
+    last step always comes last.
+
+    >>> evaluation_steps(1000, 4)
+    [0, 1, 10, 100, 1000]
+    >>> evaluation_steps(3, 10)
+    [0, 1, 2, 3]
+    >>> evaluation_steps(50, 1)
+    [0, 50]
+    """
+    spaced = np.unique(np.rint(np.geomspace(1, steps, count)).astype(int)) if count > 1 else [steps]
+    return [0, *(int(s) for s in spaced)]
+
+
+def checkpoint_path(out: str | Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` lives inside a run folder."""
+    return Path(out) / "checkpoints" / f"step-{step:07d}.safetensors"
+
+
+def _make_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimizer:
+    params = list(model.parameters())
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    return transformers.optimization.Adafactor(
+        params, lr=config.lr, weight_decay=config.weight_decay, scale_parameter=False,
+        relative_step=False, warmup_init=False,
+    )
+
+
+def _lr_factor(config: TrainConfig) -> Callable[[int], float]:
+    """Multiplier of the peak lr after ``t`` completed steps (LambdaLR's convention)."""
+    if config.schedule == "linear":
+        return lambda t: 1.0 - t / config.steps
+    if config.schedule == "sqrt":
+        return lambda t: 1.0 / math.sqrt(t + 1)
+    return lambda t: 1.0
+
+
+def _next_token(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean next-token cross-entropy over a batch of packed blocks, and the count of correct argmaxes."""
+    logits = model(input_ids=ids).logits[:, :-1]
+    targets = ids[:, 1:]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return loss, (logits.argmax(-1) == targets).sum()
+
+
+def _parameter_norm(model: nn.Module) -> float:
+    return math.sqrt(sum(float(p.detach().double().square().sum()) for p in model.parameters()))
+
+
+@dataclass
+class _Data:
+    tokenizer: CompactTokenizer
+    train: torch.Tensor
+    heldout: torch.Tensor
+    heldout_sentences: list[str]
+    corpus: Corpus
+
+
+def _prepare_data(config: TrainConfig, corpus: Corpus) -> _Data:
+    train_text, heldout_text = _split(corpus)
+    if not heldout_text or not train_text:
+        raise EmpiricalError(f"expected a corpus of at least 2 sentences to hold one out, got {len(corpus)}")
+    tokenizer = CompactTokenizer.fit(train_text)
+    return _Data(tokenizer, _blocks(tokenizer, train_text, config.context),
+                 _blocks(tokenizer, heldout_text, config.context), heldout_text, corpus)
+
+
+def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> dict[str, Any]:
+    """Held-out loss, perplexity, accuracy, norm and (optionally) per-layer saturation at ``step``."""
+    model.eval()
+    total, correct = 0.0, 0
+    with torch.no_grad():
+        for rows in data.heldout.split(config.batch_size):
+            loss, right = _next_token(model, rows)
+            total += float(loss) * rows[:, 1:].numel()  # the mean over this batch's predictions
+            correct += int(right)
+    predictions = data.heldout[:, 1:].numel()
+    loss_value = total / predictions
+    result: dict[str, Any] = {
+        "step": step, "loss": loss_value, "perplexity": math.exp(min(loss_value, 700.0)),
+        "accuracy": correct / predictions, "norm": _parameter_norm(model),
+    }
+    if config.saturation:
+        sentences = data.heldout_sentences[: config.eval_sentences]
+        saturation = {}
+        for scale in SATURATION_SCALES:
+            measured = representation_similarity(model, data.tokenizer, sentences, scale=scale)
+            saturation["inf" if math.isinf(scale) else f"{scale:g}"] = dict(
+                zip(measured.layers, measured.per_layer))
+        result["saturation"] = saturation
+    return result
+
+
+@dataclass
+class TrainResult:
+    """What a run produced: per-step records, log-spaced evaluations, checkpoint cosines, fits.
+
+    Attributes:
+        config: the run's :class:`TrainConfig`.
+        records: :attr:`NormTracker.records` of every step (norm before the step's update, θᵀ∇L,
+            θᵀδ, per-layer norms).
+        checkpoints: records at the evaluation steps (cosine to the previous evaluation step: the
+            paper's consecutive-checkpoint cosine, Figure 3).
+        evaluations: held-out measurements at the evaluation steps.
+        fits: the growth-law fits of the norm against the step (:func:`empirical.fits.fit_growth`),
+            and under ``layers`` each layer's growth with the best law (:func:`~empirical.fits.layer_growth`).
+        model: the model record (class, parameter count, configuration).
+        homogeneity: for ``scale-invariant``, the confirmed degree and grade of the logits.
+        vocabulary: the MiniLM ids kept, in order of their new ids (:class:`CompactTokenizer`).
+    """
+
+    config: TrainConfig
+    records: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+    evaluations: list[dict[str, Any]]
+    fits: dict[str, Any]
+    model: dict[str, Any]
+    corpus: dict[str, Any]
+    vocabulary: list[int]
+    homogeneity: dict[str, Any] | None = None
+    provenance: dict[str, Any] = field(default_factory=lambda: {"versions": versions()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (schema ``normsat.train/1``)."""
+        return {"schema": SCHEMA, "config": asdict(self.config), "model": self.model,
+                "corpus": self.corpus, "homogeneity": self.homogeneity, "fits": self.fits,
+                "best": self.fits.get("best"), "evaluations": self.evaluations,
+                "checkpoints": self.checkpoints, "records": self.records,
+                "vocabulary": self.vocabulary, "provenance": self.provenance}
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write strict JSON (a NaN or infinity is an error) to ``path``, atomically."""
+        return write_json(self.to_dict(), path)
+
+
+def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,
+          progress: bool = False) -> TrainResult:
+    """Train ``config``'s model on CPU, tracking norms at every step and evaluating at log-spaced steps.
+
+    Args:
+        config: the run (validated first).
+        out: run folder for the safetensors checkpoints (none written when ``None``).
+        corpus: the text (default: the whole built-in corpus).
+        progress: a tqdm bar showing step, loss and norm.
+
+    Raises:
+        EmpiricalError: a bad configuration, an ``out`` that is a file, a scale-invariant model
+            that :func:`homogeneity.analyze` does not confirm, or a loss that stops being finite.
+    """
+    config.validate()
+    if out is not None:
+        check_output_dir(out, what="the run folder")
+    data = _prepare_data(config, corpus if corpus is not None else load_corpus(n=None))
+    model = build_model(config, len(data.tokenizer), data.tokenizer.pad_token_id)
+    homogeneity = None
+    if config.arch == "scale-invariant":
+        report = confirm_scale_invariant(model, data.train[:1])
+        homogeneity = {"output": "logits", "degree": int(report.outputs["logits"].value),
+                       "grade": report.outputs["logits"].grade.value}
+    optimizer = _make_optimizer(config, model)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(config))
+    tracker, at_checkpoints = NormTracker(model), NormTracker(model)
+    batches = torch.Generator().manual_seed(config.seed)
+    wanted = evaluation_steps(config.steps, config.evaluations)
+    evaluations = []
+
+    def checkpoint(step: int) -> None:
+        evaluations.append(_evaluate(config, model, data, step))
+        at_checkpoints.record(step)
+        if out is not None:
+            path = checkpoint_path(out, step)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            safetensors.torch.save_model(model, str(path))
+
+    checkpoint(0)
+    bar = tqdm(range(1, config.steps + 1), desc=f"train {config.arch}", unit="step",
+               disable=not progress)
+    for step in bar:
+        model.train()
+        rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches)]
+        loss, _right = _next_token(model, rows)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"the training loss is {float(loss)} at step {step} (lr "
+                                 f"{config.lr:g}, {config.optimizer}); expected a finite loss, "
+                                 "try a smaller lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        tracker.after_backward(step, loss)
+        optimizer.step()
+        tracker.after_step(step)
+        schedule.step()
+        if step in wanted:
+            checkpoint(step)
+        bar.set_postfix(loss=f"{loss.item():.3f}", norm=f"{tracker.records[-1]['norm']:.2f}", refresh=False)
+    model.eval()
+    steps = [r["step"] for r in tracker.records]
+    # Every law with more points than parameters (short runs skip the three-parameter laws).
+    laws = [name for name, law in LAWS.items() if len(law.parameters) < len(steps)]
+    fits = fit_growth(steps, [r["norm"] for r in tracker.records], laws)
+    fits["layers"] = layer_growth(
+        steps, {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names},
+        fits["best"])
+    return TrainResult(
+        config=config, records=tracker.records, checkpoints=at_checkpoints.records,
+        evaluations=evaluations, fits=fits, model=model_record(model), corpus=data.corpus.to_dict(),
+        vocabulary=list(data.tokenizer.pieces), homogeneity=homogeneity,
+    )
+
+
+def read_run(run: str | Path) -> dict[str, Any]:
+    """The ``train.json`` document of a ``normsat train`` folder.
+
+    Raises:
+        EmpiricalError: no ``train.json`` there, or one of another schema.
+    """
+    path = Path(run).expanduser() / "train.json"
+    if not path.is_file():
+        raise EmpiricalError(f"expected a normsat train folder holding train.json, got {Path(run)}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise EmpiricalError(f"expected JSON in {path}, got a parse error: {err}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise EmpiricalError(f"expected a {SCHEMA} document in {path}, got schema {found!r}")
+    return data
+
+
+def load_checkpoint(run: str | Path, step: int) -> tuple[nn.Module, CompactTokenizer]:
+    """The model of a ``normsat train`` folder at ``step`` (in eval mode) and its tokenizer."""
+    folder = Path(run)
+    meta = read_run(folder)
+    path = checkpoint_path(folder, step)
+    if not path.is_file():
+        saved = sorted(p.name for p in (folder / "checkpoints").glob("*.safetensors"))
+        raise EmpiricalError(f"no checkpoint of step {step} in {folder}; saved: {', '.join(saved)}")
+    tokenizer = CompactTokenizer(meta["vocabulary"])
+    model = build_model(TrainConfig(**meta["config"]), len(tokenizer), tokenizer.pad_token_id)
+    safetensors.torch.load_model(model, str(path))
+    return model.eval(), tokenizer

@@ -1,0 +1,106 @@
+"""Figures of training runs: norms with the fitted law, saturation while training, the LR × WD grid."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from empirical.errors import EmpiricalError
+from empirical.fits import LAWS
+from empirical.norms import plot_records
+
+__all__ = ["plot_grid", "plot_norms", "plot_saturation"]
+
+
+def plot_norms(run: Mapping[str, Any], path: str | Path, *, title: str = "") -> Path:
+    """Total norm with the best fitted law, per-layer norms (Fig. 2 right), per-layer cosine between
+    consecutive evaluation checkpoints (Fig. 3), from a ``normsat.train/1`` document."""
+    records = run["records"]
+    best = next(fit for fit in run["fits"]["fits"] if fit["law"] == run["fits"]["best"])
+    steps = [r["step"] for r in records]
+    predicted = LAWS[best["law"]].fn(np.asarray(steps, dtype=float), *best["params"].values())
+    label = f"{best['law']}: {best['formula']} (R² {best['r2']:.4f})"
+    # Per-step records give the total and per-layer norms; the cosines come from the log-spaced
+    # checkpoints, as in the paper (consecutive saved checkpoints, not consecutive steps).
+    cosines = {c["step"]: c["layer_cosine_prev"] for c in run["checkpoints"]}
+    merged = [{**r, "layer_cosine_prev": cosines.get(r["step"])} for r in records]
+    return plot_records(merged, path, fitted=(label, steps, list(predicted)), title=title)
+
+
+def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, *,
+                    title: str = "") -> Path:
+    """Heatmaps, layers × evaluation steps, of cos(h(x; θ_t), h(x; c·θ_t)) at each measured c."""
+    from matplotlib.figure import Figure
+
+    measured = [e for e in evaluations if "saturation" in e]
+    if not measured:
+        raise EmpiricalError("expected evaluations with saturation measurements, got none "
+                             "(the run was made without saturation)")
+    scales = list(measured[0]["saturation"])
+    layers = list(measured[0]["saturation"][scales[0]])
+    fig = Figure(figsize=(4.2 * len(scales) + 1.0, 0.45 * len(layers) + 2.2), dpi=110)
+    axes = fig.subplots(1, len(scales), squeeze=False)[0]
+    image = None
+    for index, (ax, scale) in enumerate(zip(axes, scales)):
+        grid = [[e["saturation"][scale][layer] for e in measured] for layer in layers]
+        image = ax.imshow(grid, aspect="auto", origin="lower", vmin=-1.0, vmax=1.0, cmap="RdBu_r")
+        ax.set_xticks(range(len(measured)), [str(e["step"]) for e in measured], rotation=60,
+                      fontsize="x-small")
+        ax.set_yticks(range(len(layers)), layers if index == 0 else [], fontsize="small")
+        ax.set_xlabel("step")
+        ax.set_title("c = ∞ (exact limit)" if scale == "inf" else f"c = {scale}")
+        for i, row in enumerate(grid):
+            for j, value in enumerate(row):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes), label="cos(h(x; θ_t), h(x; c·θ_t))", shrink=0.9)
+    if title:
+        fig.suptitle(title, y=1.02)
+    return _save(fig, path)
+
+
+def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:
+    """Heatmap of the final norm over learning rates × weight decays, each cell labelled with its
+    best growth law (``diverged`` when the loss stopped being finite)."""
+    from matplotlib.figure import Figure
+
+    lrs = sorted({c["lr"] for c in cells})
+    decays = sorted({c["weight_decay"] for c in cells})
+    by_key = {(c["lr"], c["weight_decay"]): c for c in cells}
+    values = [[_final_norm(by_key.get((lr, wd))) for lr in lrs] for wd in decays]
+    fig = Figure(figsize=(1.3 * len(lrs) + 2.8, 0.9 * len(decays) + 1.8), dpi=110)
+    ax = fig.subplots()
+    finite = [v for row in values for v in row if not math.isnan(v)]
+    image = ax.imshow(values, aspect="auto", origin="lower", cmap="viridis",
+                      vmin=min(finite, default=0.0), vmax=max(finite, default=1.0))
+    for i, wd in enumerate(decays):
+        for j, lr in enumerate(lrs):
+            cell = by_key.get((lr, wd))
+            text = "—" if cell is None else (
+                "diverged" if cell.get("diverged") else f"{cell['final_norm']:.3g}\n{cell['best']}")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white")
+    ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
+    ax.set_yticks(range(len(decays)), [f"{wd:g}" for wd in decays])
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("weight decay")
+    fig.colorbar(image, ax=ax, label="final ‖θ‖")
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, bbox_inches="tight")  # tight: colorbars and rotated step labels stay inside
+    return out
+
+
+def _final_norm(cell: Mapping[str, Any] | None) -> float:
+    if cell is None or cell.get("diverged"):
+        return math.nan
+    return float(cell["final_norm"])

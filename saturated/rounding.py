@@ -1,0 +1,297 @@
+"""Rounding-error bounds for the decisions the limit takes in finite precision.
+
+The limit takes discrete decisions on computed coefficients: which scores of a softmax row are
+maximal, the sign of a step or tanh input. A computed coefficient ŝ differs from the exact value s
+of the same expression of its operands by at most the standard forward error bound of the op that
+produced it, whatever the size of s: for a dot product of length n, with u the unit roundoff and
+γₙ = n·u/(1 − n·u) (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1),
+
+    |ŝ − s| ≤ γₙ · Σᵢ |qᵢ|·|kᵢ|.
+
+:class:`Rounding` carries that bound for one part of a :class:`~saturated.terms.Term`, lazily:
+the magnitude Σ|qᵢ||kᵢ| is only computed where a decision reads it. A later positive or negative
+scaling by a constant, or a sum of two such parts, folds its own rounding into the same form
+(γₙ·m with n one larger, since |ŝ| ≤ m). For products of float64 operands it can also give each
+element as an unevaluated sum of float64 numbers whose exact sum is the exact value up to one
+positive factor shared by all elements (:meth:`Rounding.exact_partials`, from Dekker's exact
+splitting of products), so that :func:`exact_sign` decides with no rounding at all.
+
+The bound covers the rounding of the op that produced the coefficient, for the operands as they
+were computed; error the operands already carry is covered by ``operand_rtol`` only if the caller
+asserts one (see ``docs/saturated.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound"]
+
+
+def gamma(n: int, dtype: torch.dtype) -> float:
+    """γₙ = n·u/(1 − n·u) for ``dtype``'s unit roundoff u (∞ once n·u ≥ 1).
+
+    >>> gamma(1, torch.float64) == 2.0**-53 / (1 - 2.0**-53)
+    True
+    """
+    u = torch.finfo(dtype).eps / 2
+    return n * u / (1 - n * u) if n * u < 1 else math.inf
+
+
+def relative_bound(n: int, dtype: torch.dtype, operand_rtol: float) -> float:
+    """The factor of Σ|qᵢ||kᵢ| that bounds the error of a computed sum of n products whose
+    operands are each within ``operand_rtol`` (relative, elementwise) of their intended values:
+    γₙ for the rounding, 2η + η² for the operands.
+
+    >>> relative_bound(32, torch.float64, 0.0) == gamma(32, torch.float64)
+    True
+    """
+    return gamma(n, dtype) + 2 * operand_rtol + operand_rtol**2
+
+
+Partials = Callable[[Tensor], Tensor]
+
+
+Carried = Callable[[torch.dtype, float], Tensor]
+
+
+def _memo(fn: Callable[[], Tensor]) -> Callable[[], Tensor]:
+    """``fn`` evaluated at most once (a bound read by several decisions is computed once)."""
+    cache: list[Tensor] = []
+
+    def once() -> Tensor:
+        if not cache:
+            cache.append(fn())
+        return cache[0]
+    return once
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """What rounding may have done to the part of degree ``degree`` of a term.
+
+    Attributes:
+        degree: the part it describes.
+        magnitude: on demand, m ≥ 0 per element (broadcasting to the part's coefficients) with
+            |ŝ − s| ≤ γ_length·m, s the exact value for the computed operands.
+        length: n of γₙ.
+        index: on demand, each element's flat position in the output of the producing op
+            (None: exact values are not available).
+        partials: for flat positions of the producing op's output, an (N, P) float64 tensor whose
+            rows sum exactly to the elements' exact values times one positive factor.
+        cheap: an upper bound of ``magnitude`` that costs far less (Cauchy–Schwarz for a matrix
+            product), used where this bound only feeds another one.
+        carried: the error the operands brought in from their own producing ops (for a product
+            x·y: |x|·b_y + b_x·|y| + b_x·b_y, with their cheap bounds), as a function of the dtype
+            and the assumed operand error.
+    """
+
+    degree: float
+    magnitude: Callable[[], Tensor]
+    length: int
+    index: Callable[[], Tensor] | None = None
+    partials: Partials | None = None
+    cheap: Callable[[], Tensor] | None = None
+    carried: Carried | None = None
+
+    def bound(self, dtype: torch.dtype, operand_rtol: float, carried: bool = False,
+              cheap: bool = False) -> Tensor:
+        """The absolute error bound per element: the producing op's rounding (for its operands as
+        computed, or within ``operand_rtol`` of them), plus with ``carried`` the error those
+        operands brought in from the ops before, back to values without a bound (parameters,
+        inputs, LayerNorm and softmax outputs)."""
+        magnitude = self.cheap if cheap and self.cheap is not None else self.magnitude
+        own = relative_bound(self.length, dtype, operand_rtol) * magnitude()
+        if not carried or self.carried is None:
+            return own
+        return own + self.carried(dtype, operand_rtol)
+
+    def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:
+        """The same bound after a shape, indexing or cast op (it moves elements, not values)."""
+        magnitude, index, cheap, carried = self.magnitude, self.index, self.cheap, self.carried
+        return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
+                        None if index is None else lambda: fn(index()), self.partials,
+                        None if cheap is None else _memo(lambda: fn(cheap())),
+                        None if carried is None else lambda t, e: fn(carried(t, e)))
+
+    def inexact(self) -> Rounding:
+        """The same bound without exact values (after an op that is continuous but not linear,
+        such as ReLU: |relu(ŝ) − relu(s)| ≤ |ŝ − s|)."""
+        return Rounding(self.degree, self.magnitude, self.length, cheap=self.cheap, carried=self.carried)
+
+    def scaled(self, factor: float) -> Rounding:
+        """After multiplying by a constant: the magnitude scales, and the product's own rounding
+        (at most u·|ŝ·factor| ≤ u·|factor|·m) makes n one larger. A negative factor flips the
+        exact values' sign; an exact zero factor leaves nothing to round."""
+        magnitude, partials, cheap, carried = self.magnitude, self.partials, self.cheap, self.carried
+        size = abs(float(factor))
+        flipped = None if partials is None else (
+            partials if factor > 0 else lambda at: -partials(at))
+        return Rounding(self.degree, lambda: size * magnitude(), self.length + 1, self.index,
+                        flipped if factor != 0 else None,
+                        None if cheap is None else lambda: size * cheap(),
+                        None if carried is None else lambda t, e: size * carried(t, e))
+
+    def plus(self, other: Rounding) -> Rounding:
+        """The bound of the sum of two parts of the same degree: magnitudes add, and the sum's
+        rounding (≤ u·(m₁ + m₂)) makes the larger n one larger. Exact values are not kept."""
+        first, second = self.magnitude, other.magnitude
+        cheap_first = self.cheap or first
+        cheap_second = other.cheap or second
+        carried = [c for c in (self.carried, other.carried) if c is not None]
+        return Rounding(self.degree, lambda: first() + second(), max(self.length, other.length) + 1,
+                        cheap=lambda: cheap_first() + cheap_second(),
+                        carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
+                        if carried else None)
+
+
+def _split(a: Tensor) -> tuple[Tensor, Tensor]:
+    """Dekker's split of float64 values: a = hi + lo exactly, each with at most 26 significant
+    bits, so that a product of two halves is exact in float64."""
+    factor = 2.0**27 + 1
+    scaled = a * factor
+    hi = scaled - (scaled - a)
+    return hi, a - hi
+
+
+def _exact_products(a: Tensor, b: Tensor) -> Tensor:
+    """(..., 4·k) float64 partial products summing exactly to Σ aᵢbᵢ over the last dimension."""
+    a_hi, a_lo = _split(a.double())
+    b_hi, b_lo = _split(b.double())
+    return torch.cat([a_hi * b_hi, a_hi * b_lo, a_lo * b_hi, a_lo * b_lo], dim=-1)
+
+
+def _operand_rows(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor,
+                  out_shape: torch.Size, at: Tensor) -> tuple[Tensor, Tensor] | None:
+    """For the flat output positions ``at`` of ``fn(x, y)``, the operand vectors whose dot product
+    each one is (None for ops other than matmul, linear and the elementwise product)."""
+    position = torch.unravel_index(at, out_shape)
+    if fn is torch.mul:
+        return x.expand(out_shape)[position].unsqueeze(-1), y.expand(out_shape)[position].unsqueeze(-1)
+    if fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2:
+        batch = out_shape[:-2]
+        xs = x.expand(*batch, *x.shape[-2:])[(*position[:-2], position[-2])]
+        ys = y.expand(*batch, *y.shape[-2:]).transpose(-1, -2)[(*position[:-2], position[-1])]
+        return xs, ys
+    if fn is torch.nn.functional.linear and y.dim() == 2:
+        return x.expand(*out_shape[:-1], x.shape[-1])[position[:-1]], y[position[-1]]
+    return None
+
+
+def _supports(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> bool:
+    """Whether :func:`_operand_rows` can find the operand vectors of ``fn(x, y)``."""
+    return (fn is torch.mul or (fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2)
+            or (fn is torch.nn.functional.linear and y.dim() == 2))
+
+
+def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor | None:
+    """An upper bound of fn(|x|, |y|) from Cauchy–Schwarz (Σ|xᵢ||yᵢ| ≤ ‖x‖·‖y‖), for the matrix
+    products: an outer product of norms instead of a second product."""
+    if fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2:
+        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * torch.linalg.vector_norm(
+            y, dim=-2, keepdim=True)
+    if fn is torch.nn.functional.linear and y.dim() == 2:
+        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * torch.linalg.vector_norm(y, dim=-1)
+    return None
+
+
+Operand = tuple[Tensor, "Rounding | None"]
+
+
+def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
+                     pairs: list[tuple[Operand, Operand]], degree: float, length: int,
+                     out_shape: torch.Size) -> Rounding:
+    """The rounding of Σ over ``pairs`` of ``fn(x, y)``, a bilinear op summing ``length`` products
+    per output element (1 for an elementwise product), computed as one sum of ``length`` products
+    per pair or as a sum of such sums: n = ``length``·pairs + pairs − 1 covers both. Each operand
+    comes with its own rounding (or None), whose error the product carries in."""
+    def magnitude() -> Tensor:
+        total = fn(pairs[0][0][0].abs(), pairs[0][1][0].abs())
+        for (x, _), (y, _) in pairs[1:]:
+            total = total + fn(x.abs(), y.abs())
+        return total
+
+    def cheap() -> Tensor:
+        total: Tensor | None = None
+        for (x, _), (y, _) in pairs:
+            part = _cheap_magnitude(fn, x, y)
+            part = fn(x.abs(), y.abs()) if part is None else part
+            total = part if total is None else total + part
+        assert total is not None
+        return total
+
+    def carried(dtype: torch.dtype, operand_rtol: float) -> Tensor:
+        total = torch.zeros((), dtype=dtype)
+        for (x, rx), (y, ry) in pairs:
+            bx = None if rx is None else rx.bound(dtype, operand_rtol, carried=True, cheap=True)
+            by = None if ry is None else ry.bound(dtype, operand_rtol, carried=True, cheap=True)
+            if by is not None:
+                total = total + fn(x.abs(), by.expand(y.shape))
+            if bx is not None:
+                y_size = y.abs() if by is None else y.abs() + by.expand(y.shape)
+                total = total + fn(bx.expand(x.shape), y_size)
+        return total
+
+    def partials(at: Tensor) -> Tensor:
+        rows = [_operand_rows(fn, x, y, out_shape, at) for (x, _), (y, _) in pairs]
+        return torch.cat([_exact_products(*r) for r in rows if r is not None], dim=-1)
+
+    usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
+                 for (x, _), (y, _) in pairs)
+    inherits = any(rx is not None or ry is not None for (_, rx), (_, ry) in pairs)
+    numel = math.prod(out_shape)
+    return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
+                    (lambda: torch.arange(numel).reshape(out_shape)) if usable else None,
+                    partials if usable else None, _memo(cheap),
+                    carried if inherits else None)
+
+
+def exact_sign(rows: Tensor) -> list[int]:
+    """The sign of the exact sum of each row of float64 partials (``math.fsum`` rounds the exact
+    sum correctly, so its sign and its zeros are exact).
+
+    >>> exact_sign(torch.tensor([[1e16, 1.0, -1e16], [0.5, -0.5, 0.0]], dtype=torch.float64))
+    [1, 0]
+    """
+    signs = []
+    for row in rows.tolist():
+        total = math.fsum(row)
+        signs.append((total > 0) - (total < 0))
+    return signs
+
+
+def exact_maximal(candidates: Tensor, dim: int, rounding: Rounding) -> Tensor:
+    """``candidates`` narrowed, in every row with more than one, to the positions whose exact
+    value (from :attr:`Rounding.partials`) is the row's exact maximum; exact ties stay together.
+
+    Candidates whose operands are the same as the row's first candidate's (the common case: tokens
+    with equal keys) are equal without summing anything; the rest are compared by the exact sign of
+    their difference.
+    """
+    assert rounding.index is not None and rounding.partials is not None
+    moved = candidates.movedim(dim, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    tied = torch.nonzero(rows.sum(-1) > 1).flatten()
+    if not len(tied):
+        return candidates
+    index = rounding.index().expand(candidates.shape).movedim(dim, -1).reshape(rows.shape)
+    row_of, place = torch.nonzero(rows[tied], as_tuple=True)
+    partials = rounding.partials(index[tied][row_of, place])
+    first = torch.searchsorted(row_of, torch.arange(len(tied)))  # row_of is sorted
+    same = (partials == partials[first[row_of]]).all(-1)
+    narrowed = rows.clone()
+    for row in torch.unique(row_of[~same]).tolist():
+        members = torch.nonzero(row_of == row).flatten().tolist()
+        best = members[0]
+        for member in members[1:]:
+            if exact_sign(torch.cat([partials[member], -partials[best]]).unsqueeze(0))[0] > 0:
+                best = member
+        differences = torch.cat([partials[members], -partials[best].expand(len(members), -1)], -1)
+        keep = torch.tensor([sign == 0 for sign in exact_sign(differences)])
+        narrowed[tied[row], place[members]] = keep
+    return narrowed.reshape(moved.shape).movedim(-1, dim)

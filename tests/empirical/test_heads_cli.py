@@ -1,0 +1,42 @@
+"""``normsat heads`` and the report's atlas section, on one layer of MiniLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from empirical.cli import main
+from empirical.report import SECTIONS, write_report
+from empirical.sections.heads import heads_section
+
+
+def test_heads_command_writes_one_entry_per_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, plot = tmp_path / "heads.json", tmp_path / "heads.png"
+    code = main(["heads", "--model", "minilm", "--num-layers", "1", "--sentences", "3", "--no-paper",
+                 "--ties", "uniform", "--quiet", "--json", str(out), "--plot", str(plot)])
+    assert code == 0
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["label"] == "pretrained" and run["corpus"]["n_sentences"] == 3
+    assert [(h["layer"], h["head"]) for h in run["heads"]] == [(0, h) for h in range(12)]
+    assert all(h["class"] in ("local", "mixed", "global") and h["queries"] > 0 for h in run["heads"])
+    assert run["thresholds"]["global_fraction"] == 0.5 and plot.stat().st_size > 1000
+    assert "local" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("eps", ["0", "1", "nan"])
+def test_eps_outside_the_unit_interval_is_refused(eps: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["heads", "--eps", eps])
+    assert exit_info.value.code == 2 and "tolerance in (0, 1)" in capsys.readouterr().err
+
+
+def test_report_section(tmp_path: Path) -> None:
+    assert heads_section in SECTIONS
+    path = write_report(tmp_path, sections=[heads_section], sentences=2, progress=False,
+                        load_options={"num_layers": 1})
+    text = path.read_text()
+    assert "## Head atlas" in text and "(heads.png)" in text and (tmp_path / "heads.png").exists()
+    data = json.loads((tmp_path / "results.json").read_text())["sections"]["heads"]
+    assert set(data) == {"pretrained", "random-init"} and len(data["pretrained"]["heads"]) == 12

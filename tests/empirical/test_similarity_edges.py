@@ -1,0 +1,224 @@
+"""representation_similarity against an independent computation on tiny Hugging Face models.
+
+Tiny BERT and T5 models (a few thousand weights) run in milliseconds, so every number can be
+recomputed here by hand: token cosines over real tokens only, means weighted by token counts,
+labels per stack, the record, and each error. ``test_similarity.py`` checks the same function on
+the real pretrained and base-size models.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from transformers import BertConfig, BertModel, T5Config, T5Model
+
+from empirical.errors import EmpiricalError
+from empirical.similarity import (
+    SimilarityResult,
+    _layer_labels,
+    _token_cosines,
+    representation_similarity,
+)
+
+SENTENCES = ["a bb ccc", "dddd", "ee f gg hhh iiii", "jj k"]
+
+
+class WordTokenizer:
+    """One id per word (1000 + its length) between [CLS] = 101 and [SEP] = 102."""
+
+    pad_token_id = 0
+
+    def __call__(self, texts: list[str], **_options: Any) -> dict[str, Any]:
+        return {"input_ids": [[101, *(1000 + len(w) for w in t.split()), 102] for t in texts]}
+
+
+def _tiny_bert() -> nn.Module:
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1100, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=32)
+    return BertModel(config).eval()
+
+
+def _tiny_t5() -> nn.Module:
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=1100, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_heads=2)
+    return T5Model(config).eval()
+
+
+def _by_hand(model: nn.Module, sentences: list[str], c: float) -> list[float]:
+    """Mean token cosine per hidden state, one sentence at a time, scaling by functional_call."""
+    scaled = {n: p.detach() * c for n, p in model.named_parameters()}
+    totals: list[float] = []
+    count = 0
+    for sentence in sentences:
+        ids = torch.tensor(WordTokenizer()([sentence])["input_ids"])
+        with torch.no_grad():
+            a = model(input_ids=ids, output_hidden_states=True).hidden_states
+            b = torch.func.functional_call(model, scaled, args=(), kwargs={
+                "input_ids": ids, "output_hidden_states": True}).hidden_states
+        cosines = [nn.functional.cosine_similarity(x[0].double(), y[0].double(), dim=-1).sum().item()
+                   for x, y in zip(a, b)]
+        totals = cosines if not totals else [t + s for t, s in zip(totals, cosines)]
+        count += ids.shape[1]
+    return [t / count for t in totals]
+
+
+def test_layer_labels_per_stack() -> None:
+    assert _layer_labels("", 3) == ["embeddings", "layer 1", "layer 2"]
+    assert _layer_labels("decoder", 2) == ["decoder embeddings", "decoder layer 1"]
+
+
+def test_token_cosines_use_real_tokens_only_and_survive_zero_vectors() -> None:
+    a = torch.tensor([[[1.0, 0.0], [3.0, 4.0], [0.0, 0.0], [9.0, 9.0]]], dtype=torch.float32)
+    b = torch.tensor([[[2.0, 0.0], [-3.0, -4.0], [1.0, 1.0], [1.0, -1.0]]], dtype=torch.float32)
+    mask = torch.tensor([[True, True, True, False]])
+    cosines = _token_cosines(a, b, mask)
+    assert cosines.dtype == torch.float64
+    assert cosines.tolist() == [1.0, -1.0, 0.0]  # the zero vector's cosine is 0, not NaN
+
+
+def test_token_cosines_of_huge_vectors_stay_within_one() -> None:
+    a = torch.full((1, 2, 4), 3e30)
+    assert _token_cosines(a, a * 7, torch.ones(1, 2, dtype=torch.bool)).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 4])
+def test_similarity_is_the_token_weighted_mean_of_cosines_whatever_the_batching(batch_size: int) -> None:
+    model = _tiny_bert()
+    result = representation_similarity(model, WordTokenizer(), SENTENCES, scale=30.0,
+                                       batch_size=batch_size)
+    assert result.per_layer == pytest.approx(_by_hand(model, SENTENCES, 30.0), abs=1e-6)
+    assert result.layers == ("embeddings", "layer 1", "layer 2")
+    assert result.stacks == ("", "", "")
+    assert result.n_tokens == {"": 5 + 3 + 7 + 4} and result.n_sentences == 4
+    assert (result.n_truncated, result.max_length, result.scale) == (0, 32, 30.0)
+    assert result.record["batch_size"] == batch_size
+    assert (result.record["dtype"], result.record["device"]) == ("torch.float32", "cpu")
+    assert result.record["corpus"]["source"] == "in-memory list"
+    assert result.record["corpus"]["n_sentences"] == 4
+
+
+def test_scale_one_is_cosine_one_and_growth_moves_attention_layers() -> None:
+    model = _tiny_bert()
+    one = representation_similarity(model, WordTokenizer(), SENTENCES, scale=1)
+    assert one.per_layer == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
+    grown = representation_similarity(model, WordTokenizer(), SENTENCES, scale=1e3)
+    assert grown.per_layer[0] == pytest.approx(1.0, abs=1e-5)  # LayerNorm·γ + β: 1-homogeneous
+    assert min(grown.per_layer[1:]) < 0.999
+
+
+def test_encoder_decoder_reports_both_stacks_with_their_token_counts() -> None:
+    model = _tiny_t5()
+    result = representation_similarity(model, WordTokenizer(), SENTENCES, scale=10.0, batch_size=2)
+    assert result.layers == ("encoder embeddings", "encoder layer 1", "decoder embeddings",
+                             "decoder layer 1")
+    assert result.stacks == ("encoder", "encoder", "decoder", "decoder")
+    assert result.n_tokens == {"encoder": 19, "decoder": 19}
+    assert result.by_stack() == {"encoder": list(result.per_layer[:2]),
+                                 "decoder": list(result.per_layer[2:])}
+    singles = [representation_similarity(model, WordTokenizer(), [s], scale=10.0) for s in SENTENCES]
+    weights = [r.n_tokens["encoder"] for r in singles]
+    for i in range(4):
+        expected = sum(w * r.per_layer[i] for w, r in zip(weights, singles)) / sum(weights)
+        assert result.per_layer[i] == pytest.approx(expected, abs=1e-6)
+
+
+def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
+    result = SimilarityResult(layers=("embeddings", "layer 1"), per_layer=(1.0, 0.25), stacks=("", ""),
+                              scale=math.inf, n_sentences=2, n_tokens={"": 9}, n_truncated=1,
+                              max_length=16, record={"batch_size": 4})
+    data = result.to_dict()
+    assert data == {
+        "schema": "normsat.similarity/1", "scale": None, "exact_limit": True,
+        "layers": [{"name": "embeddings", "stack": "", "similarity": 1.0},
+                   {"name": "layer 1", "stack": "", "similarity": 0.25}],
+        "n_sentences": 2, "n_tokens": {"all": 9}, "n_truncated": 1, "max_length": 16, "batch_size": 4,
+    }
+    text = result.to_json(tmp_path / "r.json")
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == text + "\n"
+    assert SimilarityResult.from_dict(json.loads(text)) == result
+    assert result.table() == ("layer       cos(θ, c→∞ limit)\n"
+                              "embeddings  1.0000\n"
+                              "layer 1     0.2500")
+    finite = SimilarityResult(("embeddings",), (0.5,), ("",), 1000.0, 1, {"": 1}, 0, 8)
+    assert (finite.to_dict()["scale"], finite.to_dict()["exact_limit"]) == (1000.0, False)
+    assert SimilarityResult.from_dict(finite.to_dict()) == finite
+    two_stacks = SimilarityResult(("encoder embeddings", "decoder embeddings"), (0.5, 0.75),
+                                  ("encoder", "decoder"), 10.0, 1, {"encoder": 3, "decoder": 3}, 0, 8)
+    assert two_stacks.to_dict()["n_tokens"] == {"encoder": 3, "decoder": 3}
+    assert SimilarityResult.from_dict(two_stacks.to_dict()) == two_stacks
+    assert finite.table() == "layer       cos(θ, 1000·θ)\nembeddings  0.5000"
+    with pytest.raises(ValueError):
+        SimilarityResult(("embeddings",), (math.nan,), ("",), 2.0, 1, {"": 1}, 0, 8).to_json()
+
+
+def test_from_dict_names_the_schema_it_expected() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        SimilarityResult.from_dict({"schema": "normsat.other/1"})
+    assert str(err.value) == "expected a normsat.similarity/1 record, got schema 'normsat.other/1'"
+
+
+class Overflowing(nn.Module):
+    """Embeddings, then e·w²: at c·θ the second state grows like c³ and overflows float32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(1100, 4)
+        self.w = nn.Parameter(torch.full((4,), 2.0))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        e = self.embed(input_ids)
+        return SimpleNamespace(hidden_states=(e, e * self.w * self.w))
+
+
+def test_overflow_names_the_layer_and_the_scale() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        representation_similarity(Overflowing().eval(), WordTokenizer(), SENTENCES[:1], scale=1e15)
+    assert str(err.value).startswith("hidden state 'layer 1' is not finite at c·θ with c=1e+15 in "
+                                     "torch.float32 (overflow); use ")
+
+
+def test_non_finite_states_at_theta_are_reported_as_such() -> None:
+    model = Overflowing().eval()
+    with torch.no_grad():
+        model.w.fill_(1e30)
+    with pytest.raises(EmpiricalError, match=r"^hidden state 'layer 1' is not finite at θ in torch\.float32"):
+        representation_similarity(model, WordTokenizer(), SENTENCES[:1], scale=1.0)
+
+
+def test_a_model_that_rejects_hidden_state_options_is_explained() -> None:
+    class NoOptions(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(1100, 4)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return self.embed(input_ids)
+
+    with pytest.raises(EmpiricalError, match=r"^expected a Hugging Face model whose forward accepts "
+                                             r"output_hidden_states=True .*NoOptions\.forward does not"):
+        representation_similarity(NoOptions().eval(), WordTokenizer(), SENTENCES[:1])
+
+
+def test_other_type_errors_in_the_forward_pass_are_not_disguised() -> None:
+    class Broken(Overflowing):
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            raise TypeError("unsupported operand")
+
+    with pytest.raises(TypeError, match=r"^unsupported operand$"):
+        representation_similarity(Broken().eval(), WordTokenizer(), SENTENCES[:1])
+
+
+def test_inputs_are_checked_before_any_forward_pass() -> None:
+    model = _tiny_bert()
+    with pytest.raises(EmpiricalError, match=r"^expected at least one sentence, got an empty list$"):
+        representation_similarity(model, WordTokenizer(), [])
+    with pytest.raises(EmpiricalError, match=r"^expected a model in eval\(\) mode"):
+        representation_similarity(model.train(), WordTokenizer(), SENTENCES)

@@ -1,0 +1,193 @@
+"""normsat train: tiny real runs through the CLI and the Python API, checked against independent numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from itertools import pairwise
+
+import pytest
+import torch
+from torch import nn
+
+from empirical.cli import main
+from empirical.corpus import load_corpus
+from empirical.errors import EmpiricalError
+from empirical.sections.context import ReportContext
+from empirical.sections.training import training_section
+from empirical.training import (
+    TrainConfig,
+    build_model,
+    checkpoint_path,
+    confirm_scale_invariant,
+    evaluation_steps,
+    load_checkpoint,
+    read_run,
+    train,
+)
+
+FLOAT32_EPS = 2.0**-23
+TINY = {"layers": 1, "width": 16, "heads": 2, "batch_size": 4, "context": 16, "eval_sentences": 4}
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-strict JSON constant {name}")
+
+
+def _norm(model: nn.Module) -> float:
+    return math.sqrt(sum(float(p.detach().double().square().sum()) for p in model.parameters()))
+
+
+@pytest.fixture(scope="module")
+def small_corpus():
+    return load_corpus(n=200)
+
+
+def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", "--layers", "1", "--width", "16", "--heads", "2", "--steps", "6",
+                 "--evaluations", "3", "--eval-sentences", "4", "--batch-size", "4",
+                 "--context", "16", "--quiet", "--out", str(out)])
+    assert code == 0 and "best law" in capsys.readouterr().out
+    data = json.loads((out / "train.json").read_text(), parse_constant=_reject_constant)
+    assert data == read_run(out)
+    assert data["config"]["steps"] == 6 and data["best"] in {f["law"] for f in data["fits"]["fits"]}
+    assert data["provenance"]["versions"]["torch"] == torch.__version__
+    wanted = evaluation_steps(6, 3)
+    assert wanted == [0, 1, 2, 6]
+    assert [e["step"] for e in data["evaluations"]] == wanted
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        checkpoint_path(out, s).name for s in wanted]
+    # Every checkpoint reloads into the parameters whose norm the run measured at that step.
+    for evaluation in data["evaluations"]:
+        model, _tokenizer = load_checkpoint(out, evaluation["step"])
+        assert _norm(model) == pytest.approx(evaluation["norm"], rel=1e-9)
+    # The step-1 record measures θ before the first update, i.e. the step-0 checkpoint.
+    assert data["records"][0]["norm"] == pytest.approx(data["evaluations"][0]["norm"], rel=1e-9)
+    assert [r["step"] for r in data["records"]] == list(range(1, 7))
+    for record in data["records"]:
+        assert None not in (record["loss"], record["grad_projection"], record["update_projection"])
+        assert set(record["layers"]) == set(data["records"][0]["layers"])
+    for evaluation in data["evaluations"]:
+        assert evaluation["perplexity"] == pytest.approx(math.exp(evaluation["loss"]))
+        assert 0.0 <= evaluation["accuracy"] <= 1.0
+        assert set(evaluation["saturation"]) == {"1000", "inf"}
+        assert list(evaluation["saturation"]["inf"]) == ["embeddings", "layer 1"]
+    assert (out / "norms.png").stat().st_size > 0 and (out / "saturation.png").stat().st_size > 0
+    # The report's training section reads the same folder (no training) and draws its figures.
+    section = training_section(ReportContext(out=tmp_path / "report", train_dir=str(out)))
+    assert section.data["evaluations"] == data["evaluations"]
+    assert f"Best law: **{data['best']}**" in section.markdown
+    assert "| 6 |" in section.markdown and "layer 1, c = ∞" in section.markdown
+    assert (tmp_path / "report" / "training_saturation.png").stat().st_size > 0
+
+
+def test_report_refuses_a_folder_without_a_run_before_measuring(tmp_path, capsys):
+    code = main(["report", "--train-dir", str(tmp_path), "--out", str(tmp_path / "r"), "--quiet"])
+    assert code == 2 and "holding train.json" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_records_follow_the_sgd_update_and_held_out_metrics_are_recomputable(small_corpus):
+    config = TrainConfig(**TINY, steps=5, lr=0.05, optimizer="sgd", evaluations=2, saturation=False)
+    result = train(config, corpus=small_corpus)
+    for record in result.records:  # plain SGD: δ = −η∇L, so θᵀδ = −η θᵀ∇L ...
+        # ... up to the float32 rounding of θ + δ: each coordinate is off by ≤ 2⁻²⁴|θᵢ + δᵢ|, so
+        # θᵀδ by ≤ 2⁻²⁴ Σ|θᵢ||θᵢ + δᵢ| ≤ 2⁻²⁴‖θ‖(‖θ‖ + ‖δ‖) (Cauchy–Schwarz).
+        rounding = 2.0**-24 * record["norm"] * (record["norm"] + record["update_norm"])
+        assert record["update_projection"] == pytest.approx(-0.05 * record["grad_projection"],
+                                                            rel=1e-6, abs=rounding)
+    # ‖θ_{t+1}‖² = ‖θ_t‖² + 2θᵀδ + ‖δ‖²: consecutive records agree with the recorded update.
+    for before, after in pairwise(result.records):
+        predicted = before["norm"] ** 2 + 2 * before["update_projection"] + before["update_norm"] ** 2
+        assert after["norm"] ** 2 == pytest.approx(predicted, rel=1e-9)
+    assert "saturation" not in result.evaluations[0]
+
+
+def test_scale_invariant_model_is_exactly_0_homogeneous_and_never_projects_its_gradient(small_corpus):
+    config = TrainConfig(**TINY, arch="scale-invariant", steps=6, lr=0.5, optimizer="sgd",
+                         evaluations=2, saturation=False)
+    result = train(config, corpus=small_corpus)
+    assert result.homogeneity == {"output": "logits", "degree": 0, "grade": "exact"}
+    for record in result.records:
+        # θᵀ∇L = 0 (Euler for degree 0) up to float32 rounding: |θᵀ∇L| ≤ ε₃₂‖θ‖‖∇L‖.
+        assert abs(record["grad_projection"]) <= FLOAT32_EPS * record["norm"] * record["grad_norm"]
+    # Hence ‖θ‖ can only grow under SGD: ‖θ_{t+1}‖² = ‖θ_t‖² + η²‖∇L‖².
+    norms = [r["norm"] for r in result.records]
+    assert all(b >= a * (1 - 1e-9) for a, b in pairwise(norms))
+    assert norms[-1] > norms[0]
+
+
+def test_a_bias_breaks_scale_invariance_and_is_refused(small_corpus):
+    model = build_model(TrainConfig(**TINY, arch="scale-invariant"), vocab_size=50, pad_id=0)
+    ids = torch.randint(50, (2, 8))
+    confirm_scale_invariant(model, ids)
+    # A bias after a degree-1 input (the MLP's second layer: relu(hW₁)W₂ has degree 2, its bias 1)
+    # breaks exactness. (A bias in a layer reading the degree-0 residual stream would not: hW + b
+    # has degree 1 in both terms.)
+    block = model.blocks[0]
+    block.down.bias = nn.Parameter(0.02 * torch.randn(block.down.out_features))  # the init of the rest
+    with pytest.raises(EmpiricalError, match="exactly 0-homogeneous"):
+        confirm_scale_invariant(model, ids)
+    # The measured projection sees it too: θᵀ∇L is no longer zero.
+    logits = model(input_ids=ids).logits
+    loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))
+    loss.backward()
+    projection = sum(float((p.detach() * p.grad).sum()) for p in model.parameters())
+    grad_norm = math.sqrt(sum(float(p.grad.square().sum()) for p in model.parameters()))
+    assert abs(projection) > 100 * FLOAT32_EPS * _norm(model) * grad_norm  # 100× the bound above
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--steps", "0", "steps must be a positive integer"),
+    ("--steps", "2", "steps must be at least 3"),
+    ("--width", "-4", "width must be a positive integer"),
+    ("--lr", "0", "lr must be a positive finite number"),
+    ("--lr", "nan", "lr must be a positive finite number"),
+    ("--arch", "lstm", "arch must be one of post, pre, scale-invariant"),
+    ("--optimizer", "lion", "optimizer must be one of sgd, adamw, adafactor"),
+    ("--schedule", "cosine", "schedule must be one of constant, linear, sqrt"),
+])
+def test_bad_options_fail_before_training(option, value, message, tmp_path, capsys):
+    assert main(["train", option, value, "--quiet", "--out", str(tmp_path / "run")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_existing_file_as_out_is_refused(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("x")
+    assert main(["train", "--steps", "1", "--quiet", "--out", str(target)]) == 2
+    assert "is an existing file" in capsys.readouterr().err
+
+
+def test_post_ln_decoder_is_causal():
+    model = build_model(TrainConfig(**TINY, arch="post"), vocab_size=40, pad_id=0).eval()
+    ids = torch.randint(1, 40, (1, 10))
+    changed = ids.clone()
+    changed[0, 7:] = (changed[0, 7:] % 39) + 1
+    with torch.no_grad():
+        a, b = model(input_ids=ids).logits, model(input_ids=changed).logits
+    assert torch.allclose(a[0, :7], b[0, :7], atol=1e-6) and not torch.allclose(a[0, 7:], b[0, 7:])
+
+
+@pytest.mark.parametrize(("schedule", "factor"), [
+    ("sqrt", lambda step, steps: 1 / math.sqrt(step)),
+    ("linear", lambda step, steps: 1 - (step - 1) / steps),
+])
+def test_schedules_set_the_sgd_step_size(schedule, factor, small_corpus):
+    config = TrainConfig(**TINY, arch="post", steps=4, lr=0.05, optimizer="sgd", schedule=schedule,
+                         evaluations=1, saturation=False)
+    for record in train(config, corpus=small_corpus).records:  # θᵀδ = −η_t θᵀ∇L
+        rounding = 2.0**-24 * record["norm"] * (record["norm"] + record["update_norm"])
+        eta = 0.05 * factor(record["step"], 4)
+        assert record["update_projection"] == pytest.approx(-eta * record["grad_projection"],
+                                                            rel=1e-6, abs=rounding)
+
+
+def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
+    config = TrainConfig(**TINY, steps=3, lr=1e-2, optimizer="adafactor", weight_decay=0.1,
+                         evaluations=1, saturation=False)
+    result = train(config, corpus=small_corpus)
+    assert all(r["update_norm"] > 0 for r in result.records)
+    assert result.evaluations[-1]["step"] == 3 and math.isfinite(result.evaluations[-1]["loss"])

@@ -1,0 +1,344 @@
+"""Certified saturation bounds: errors against their definitions, bounds against errors, scales."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from saturated import bounds
+from saturated.bounds import (
+    MAX_DPS,
+    certify_bound,
+    scale_to_saturate,
+    scale_to_saturate_map,
+    sigmoid_bound,
+    sigmoid_error,
+    softmax_bound,
+    softmax_constant,
+    softmax_error,
+    tanh_bound,
+    tanh_error,
+)
+from saturated.errors import SaturationError
+from saturated.functional import hardmax
+
+magnitudes = st.one_of(
+    st.floats(1e-300, 1e-3), st.floats(1e-3, 1e3), st.floats(1e3, 1e300),
+    st.sampled_from([5e-324, 2.0**-1022, 1.0, 1.7976931348623157e308]),
+)
+signed = st.builds(lambda m, s: m * s, magnitudes, st.sampled_from([-1.0, 1.0]))
+scales = st.one_of(st.floats(0.0, 10.0), st.floats(10.0, 1e6), st.just(1.0))
+
+
+def _direct_softmax_error(scores: list[float], c: float, dps: int) -> mpmath.mpf:
+    """max_i |softmax(c·x)_i − hardmax(x)_i| straight from the definitions, at ``dps`` digits."""
+    winners = hardmax(torch.tensor(scores, dtype=torch.float64), rtol=0) > 0
+    with mpmath.workdps(dps):
+        limit = [mpmath.mpf(1) / int(winners.sum()) if w else mpmath.mpf(0) for w in winners.tolist()]
+        allowed = [mpmath.mpf(x) for x in scores if x > -math.inf]
+        top = max(allowed)
+        weights = [mpmath.exp(c * (mpmath.mpf(x) - top)) if x > -math.inf else mpmath.mpf(0) for x in scores]
+        total = mpmath.fsum(weights)
+        return max(abs(w / total - h) for w, h in zip(weights, limit))
+
+
+@given(signed, st.floats(0.0, 50.0))
+def test_sigmoid_and_tanh_errors_match_their_definitions(x: float, c: float) -> None:
+    """The cancellation-free forms equal |σ(cx) − step(x)| and |tanh(cx) − sign(x)| computed from
+    the definitions with enough digits to survive the cancellation."""
+    u = c * abs(x)
+    if u > 200:  # the definition needs ~u/2.3 extra digits; the identity is checked below that
+        return
+    with mpmath.workdps(40 + int(u)):
+        s = 1 / (1 + mpmath.exp(-c * mpmath.mpf(x)))
+        direct_sigmoid = abs(s - (1 if x > 0 else 0))
+        direct_tanh = abs(mpmath.tanh(c * mpmath.mpf(x)) - (1 if x > 0 else -1))
+    assert mpmath.almosteq(sigmoid_error(x, c, dps=30), direct_sigmoid, rel_eps=1e-25)
+    assert mpmath.almosteq(tanh_error(x, c, dps=30), direct_tanh, rel_eps=1e-25)
+
+
+# The bounds are tight as u → ∞ (error/bound → 1), so at 50 digits the two may round to the same
+# number or swap in the last digit: compared up to the working precision.
+def _within(error: mpmath.mpf, bound: mpmath.mpf) -> bool:
+    with mpmath.workdps(60):
+        return bool(error <= bound * (1 + mpmath.mpf(10) ** -45))
+
+
+@given(signed, scales)
+def test_sigmoid_and_tanh_bounds_hold(x: float, c: float) -> None:
+    assert _within(sigmoid_error(x, c), sigmoid_bound(x, c))
+    assert _within(tanh_error(x, c), tanh_bound(x, c))
+
+
+def _adversarial_row(draw: st.DrawFn) -> list[float]:
+    base = draw(st.one_of(st.floats(-1e3, 1e3), st.floats(-1e300, 1e300), st.floats(-1e-300, 1e-300)))
+    kinds = draw(st.lists(st.sampled_from(["tie", "ulp", "below", "far", "masked"]), min_size=1, max_size=7))
+    row = [base]
+    for kind in kinds:
+        if kind == "tie":
+            row.append(base)
+        elif kind == "ulp":
+            row.append(float(np.nextafter(base, -math.inf)))
+        elif kind == "below":
+            row.append(base - draw(st.floats(1e-6, 10.0)) * max(1.0, abs(base)))
+        elif kind == "far":
+            row.append(-draw(st.floats(1e10, 1e300)))
+        else:
+            row.append(-math.inf)
+    return [x for x in row if math.isfinite(x) or x == -math.inf]
+
+
+adversarial_rows = st.composite(_adversarial_row)()
+
+
+@given(adversarial_rows, scales)
+def test_softmax_bound_holds_on_adversarial_rows(row: list[float], c: float) -> None:
+    """Exact ties, ties one ulp apart (inside the tie tolerance), huge and tiny magnitudes, −∞."""
+    assert _within(softmax_error(row, c), softmax_bound(row, c))
+
+
+@given(st.lists(st.floats(-30, 30), min_size=1, max_size=8), st.floats(0.0, 20.0))
+def test_softmax_error_matches_the_definition(row: list[float], c: float) -> None:
+    """With ties only where scores are equal (rtol=0), the error formula is the definition."""
+    ours = softmax_error(row, c, dps=40, rtol=0)
+    theirs = _direct_softmax_error(row, c, dps=80)
+    assert mpmath.almosteq(ours, theirs, rel_eps=1e-30, abs_eps=mpmath.mpf(10) ** -60)
+
+
+def test_paper_step_41_needs_the_margin_not_the_minimum() -> None:
+    """Lemma 7's (41) bounds the sum with min(x); for x = (0, −ε, −10) at c = 1 the winner's error
+    exceeds the resulting 1 − 1/(1 + (n − 1)e^(min − max)), while the margin-based bound holds."""
+    row = [0.0, -1e-3, -10.0]
+    error = softmax_error(row, 1)
+    with_minimum = 1 - 1 / (1 + 2 * mpmath.exp(-10))
+    assert error > 100 * with_minimum
+    assert error <= softmax_bound(row, 1)
+
+
+@pytest.mark.parametrize(("function", "n", "t"), [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 2, 1),
+                                                  ("softmax", 9, 3), ("softmax", 5, 4), ("softmax", 40, 1)])
+def test_bounds_are_certified_and_tight(function: str, n: int, t: int) -> None:
+    certificate = certify_bound(function, n=n, t=t, points=200)
+    assert certificate.holds and certificate.increasing
+    assert certificate.worst == pytest.approx(1.0)  # the computed constants cannot be lowered
+    assert not certify_bound(function, n=n, t=t, points=200, bound_scale=0.999).holds
+
+
+def test_the_monotone_ratio_extends_the_grid() -> None:
+    """Between grid points the ratio error/bound lies below its value at the next point: checked
+    at random points off the grid, in high precision."""
+    rng = np.random.default_rng(0)
+    for function, n, t in [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 7, 2)]:
+        rho = bounds._worst_ratio(function, n, t)
+        grid = np.linspace(0, 60, 61)
+        for u in rng.uniform(0, 60, 20):
+            after = grid[np.searchsorted(grid, u)]
+            with mpmath.workdps(50):
+                assert rho(mpmath.mpf(u)) <= rho(mpmath.mpf(after))
+
+
+def test_softmax_constant_is_attained() -> None:
+    """K e^(−cδ) is the sup of the error: every loser at the margin attains it for the winners."""
+    n, t, c = 6, 2, 3.0
+    row = [0.0] * t + [-1.0] * (n - t)
+    with mpmath.workdps(50):
+        ratio = softmax_error(row, c, dps=50) / (softmax_constant(n, t) * mpmath.exp(-c))
+        assert mpmath.almosteq(ratio, 1 / (1 + (n - t) * mpmath.exp(-c) / t), rel_eps=1e-40)
+
+
+def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
+    """c* in high precision: bisection on the definition's error over a fine search for its last
+    crossing of eps (independent of the module's structure argument)."""
+    with mpmath.workdps(40):
+        def err(c: mpmath.mpf) -> mpmath.mpf:
+            return _direct_softmax_error(row, float(c), dps=40)
+        hi = mpmath.mpf(1)
+        while err(hi) > eps or err(2 * hi) > eps:
+            hi *= 2
+        grid = [hi * k / 200 for k in range(201)]
+        last = max((i for i, c in enumerate(grid) if err(c) > eps), default=None)
+        if last is None:
+            return mpmath.mpf(0)
+        lo, hi = grid[last], grid[last + 1]
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if err(mid) > eps else (lo, mid)
+        return hi
+
+
+@pytest.mark.parametrize(("row", "eps"), [
+    ([0.0, -1.0], 0.01),
+    ([3.0, 1.0, 0.5, -2.0, -math.inf], 1e-6),
+    ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),  # tied winners: the top loser's error first rises
+    ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
+])
+def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float) -> None:
+    lo, hi = scale_to_saturate(row, eps)
+    true = _true_scale(row, eps)
+    assert lo <= true <= hi
+    assert hi <= lo * (1 + 1e-3)
+
+
+def test_the_error_can_rise_before_it_falls() -> None:
+    """Why c* is 'from then on': with tied winners, far losers hand their weight to the near one,
+    whose error first rises, and it is that loser, not the winners, that sets c*."""
+    row = [0.0, 0.0, -0.05] + [-3.0] * 30
+
+    def weights(c: float) -> list[float]:
+        return torch.softmax(c * torch.tensor(row, dtype=torch.float64), -1).tolist()
+
+    assert weights(10.0)[2] > 5 * weights(0.0)[2]
+    lo, hi = scale_to_saturate(row, 0.02)
+    at_lo = weights(lo)
+    assert at_lo[2] > 0.02 and 0.5 - at_lo[0] < 0.02  # the loser above eps, the winners within
+    assert hi == pytest.approx(math.log(25) / 0.05, rel=1e-2)  # e^(−0.05c)/2 ≈ 0.02
+
+
+def test_scale_is_zero_when_the_error_never_exceeds_eps() -> None:
+    assert scale_to_saturate([0.0, -1.0], eps=0.6) == (0.0, 0.0)
+    assert scale_to_saturate([2.0, 2.0, -math.inf], eps=1e-9) == (0.0, 0.0)  # all allowed tied
+
+
+def test_interval_fallback_certifies_from_a_wrong_estimate() -> None:
+    row = bounds._row([0.5, 0.0, -0.7, -0.7])
+    good = scale_to_saturate([0.5, 0.0, -0.7, -0.7], 1e-5)
+    lo, hi = bounds._certify(row, 3 * good[1], 1e-5, 1e-3)
+    assert lo <= good[1] and good[0] <= hi and hi <= lo * (1 + 1e-3)
+
+
+def test_float_enclosures_contain_the_exponential() -> None:
+    """The IEEE-754 enclosures of e^(−c·a) contain mpmath's value, across magnitudes."""
+    rng = np.random.default_rng(1)
+    c = np.concatenate([rng.uniform(0, 5, 50), 10 ** rng.uniform(-3, 4, 50), [0.0, 1.0]])
+    a = np.concatenate([rng.uniform(0, 5, 50), 10 ** rng.uniform(-8, 2.5, 50), [3.0, 700.0]])
+    low, high = bounds._exp_neg(c, a[:, None])
+    with mpmath.workdps(60):
+        for ci, ai, lo, hi in zip(c, a, low[:, 0], high[:, 0]):
+            true = mpmath.exp(-mpmath.mpf(ci) * mpmath.mpf(ai))
+            assert lo <= true <= hi
+            if true > 2.0**-990:
+                assert hi - lo <= 1e-9 * true
+
+
+def test_map_matches_rows_and_its_maximum() -> None:
+    torch.manual_seed(0)
+    scores = torch.randn(12, 16, dtype=torch.float64) * 2
+    scores[3, 5:] = -math.inf
+    scores[4, :3] = scores[4].max()  # a planted three-way tie
+    result = scale_to_saturate_map(scores, eps=1e-3)
+    for row, interval in zip(scores, result.rows):
+        assert interval == scale_to_saturate(row, eps=1e-3)
+    assert result.maximum == (max(lo for lo, _ in result.rows), max(hi for _, hi in result.rows))
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: scale_to_saturate([0.0, -1.0], eps=0.0), "eps in"),
+    (lambda: scale_to_saturate([0.0, -1.0], eps=1.0), "eps in"),
+    (lambda: scale_to_saturate([0.0, math.nan], eps=0.1), "finite scores"),
+    (lambda: scale_to_saturate([0.0, math.inf], eps=0.1), "finite scores"),
+    (lambda: scale_to_saturate([-math.inf, -math.inf], eps=0.1), "masks every position"),
+    (lambda: scale_to_saturate_map([[0.0], [-math.inf]], eps=0.1), "row 1 masks every position"),
+    (lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), "precision of 1 to"),
+    (lambda: sigmoid_error(0.0), "not determined at 0"),
+    (lambda: tanh_bound(math.nan), "finite input"),
+    (lambda: certify_bound("relu"), "expected 'sigmoid'"),
+])
+def test_bad_input_is_rejected_clearly(call: object, message: str) -> None:
+    with pytest.raises(SaturationError, match=message):
+        call()  # type: ignore[operator]
+
+
+def _mp_linear(weight: torch.Tensor, bias: torch.Tensor | None, x: list[mpmath.mpf],
+               c: mpmath.mpf) -> list[mpmath.mpf]:
+    """c·W x + c·b in mpmath, from the layer's exact float64 entries."""
+    rows = weight.double().tolist()
+    shift = [0.0] * len(rows) if bias is None else bias.double().tolist()
+    return [c * (mpmath.fsum(mpmath.mpf(w) * v for w, v in zip(row, x)) + mpmath.mpf(b))
+            for row, b in zip(rows, shift)]
+
+
+def test_approximate_grade_decays_exponentially_at_the_predicted_rate() -> None:
+    """σ(W x) is graded approximately 0-homogeneous; ‖σ(cW x) − s-f‖ decays like e^(−c·min|w·x|)."""
+    from homogeneity import analyze
+    from saturated import saturate
+
+    torch.manual_seed(1)
+    layer = torch.nn.Linear(2, 3, bias=False).double()
+    net = torch.nn.Sequential(layer, torch.nn.Sigmoid())
+    x = torch.randn(1, 2, dtype=torch.float64)
+    assert str(analyze(net, x).grade) == "approximate"
+    limit = saturate(net, x)(x).value[0].tolist()
+    inputs = [mpmath.mpf(v) for v in x[0].tolist()]
+
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        z = _mp_linear(layer.weight, None, inputs, c)
+        return max(abs(1 / (1 + mpmath.exp(-v)) - s) for v, s in zip(z, limit))
+
+    fit = bounds.scaling_rate(error, [200, 400, 800, 1600], kind="exponential", dps=400)
+    smallest = float(min(abs(v) for v in _mp_linear(layer.weight, None, inputs, mpmath.mpf(1))))
+    assert fit.rate == pytest.approx(smallest, rel=1e-6) and fit.r_squared > 0.999999
+
+
+def test_asymptotic_grade_decays_with_the_order_the_degree_report_predicts() -> None:
+    """Linear–ReLU–Linear with biases: degree 2, asymptotic because of a degree-1 term, so
+    f(cθ)/c² − s-f should vanish like c^(−(2 − 1))."""
+    import re
+
+    from homogeneity import analyze
+    from saturated import saturate
+
+    torch.manual_seed(2)
+    first, last = torch.nn.Linear(2, 3).double(), torch.nn.Linear(3, 1).double()
+    net = torch.nn.Sequential(first, torch.nn.ReLU(), last)
+    x = torch.randn(1, 2, dtype=torch.float64)
+    report = analyze(net, x)
+    degree = report.outputs[report.main_output]
+    assert str(degree.grade) == "asymptotic" and int(degree.value) == 2
+    found = re.search(r"degree-(\d+) term is lower order than the degree-(\d+)", degree.reason)
+    assert found is not None, degree.reason
+    lower, higher = map(int, found.groups())
+    limit = saturate(net, x)(x).value[0, 0].item()
+    inputs = [mpmath.mpf(v) for v in x[0].tolist()]
+
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        hidden = [max(v, 0) for v in _mp_linear(first.weight, first.bias, inputs, c)]
+        out = _mp_linear(last.weight, last.bias, hidden, c)[0]
+        return abs(out / c**2 - limit)
+
+    fit = bounds.scaling_rate(error, [1e2, 1e3, 1e4, 1e5], kind="polynomial", dps=50)
+    assert fit.rate == pytest.approx(higher - lower, rel=1e-3)
+
+
+def _previous(value: float, dtype: torch.dtype) -> float:
+    """The number of ``dtype`` just below the positive ``value``."""
+    bits = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}[dtype]
+    code = torch.tensor(value, dtype=dtype).view(bits)
+    return float((code - 1).view(dtype))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_format_thresholds_are_the_first_exactly_saturated_numbers(name: str) -> None:
+    """At each exact threshold the correctly rounded value is the limit and one number below it is
+    not (checked on σ and tanh evaluated directly in high precision); torch's measured thresholds
+    are checked the same way on what torch computes."""
+    p = {"float16": 11, "bfloat16": 8, "float32": 24}[name]
+    dtype = getattr(torch, name)
+    sigmoid, tanh = bounds.format_thresholds(["sigmoid", "tanh"], [name])
+    with mpmath.workdps(60):
+        midpoint = 1 - mpmath.mpf(2) ** (-p - 1)  # rounds up to 1 (ties to even)
+
+        def up(f: str, x: float) -> bool:
+            value = 1 / (1 + mpmath.exp(-mpmath.mpf(x))) if f == "sigmoid" else mpmath.tanh(mpmath.mpf(x))
+            return bool(value >= midpoint)
+
+        for row, f in ((sigmoid, "sigmoid"), (tanh, "tanh")):
+            assert up(f, row.upper) and not up(f, _previous(row.upper, dtype))
+    for row, fn in ((sigmoid, torch.sigmoid), (tanh, torch.tanh)):
+        x = torch.tensor([row.torch_upper, _previous(row.torch_upper, dtype)], dtype=dtype)
+        assert fn(x).tolist()[0] == 1.0 and fn(x).tolist()[1] != 1.0

@@ -1,0 +1,148 @@
+"""Limit functions at their edges: the tie tolerance's scale, masks, non-finite rows, rounding bounds.
+
+``test_sat_functional.py`` compares each limit with the function it is the limit of on random
+inputs; these rows put each documented rule where it decides the answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from saturated.errors import SaturationError
+from saturated.functional import default_rtol, hard_attention, hardmax, relu_limit, sign, step, tie_set
+
+F64 = torch.float64
+
+
+@pytest.mark.parametrize(("dtype", "eps"), [
+    (torch.float64, 2.0**-52), (torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7),
+    (torch.int64, 2.0**-23),  # integer scores are judged like float32
+])
+def test_default_rtol_is_64_units_of_rounding(dtype: torch.dtype, eps: float) -> None:
+    assert default_rtol(dtype) == 64 * eps
+
+
+def test_ties_are_judged_against_the_largest_allowed_magnitude_in_the_row() -> None:
+    # The row's scale is 10⁶ (its smallest score), so 1 − 2·10⁻⁶ is within 10⁻⁶ of the maximum 1.
+    scores = torch.tensor([1.0, 1.0 - 2e-6, -1e6], dtype=F64)
+    assert tie_set(scores, rtol=1e-6).tolist() == [True, True, False]
+    # Masking the large score removes it from the scale too: now only the maximum is tied.
+    mask = torch.tensor([True, True, False])
+    assert tie_set(scores, mask=mask, rtol=1e-6).tolist() == [True, False, False]
+
+
+def test_default_tolerance_ties_scores_a_few_roundings_apart() -> None:
+    base = 1.0
+    near = base * (1 - 8 * torch.finfo(F64).eps)
+    far = base * (1 - 128 * torch.finfo(F64).eps)
+    assert tie_set(torch.tensor([base, near, far], dtype=F64)).tolist() == [True, True, False]
+    assert tie_set(torch.tensor([base, near, far], dtype=F64), rtol=0).tolist() == [True, False, False]
+
+
+def test_equal_zero_scores_all_tie() -> None:
+    assert tie_set(torch.zeros(3)).tolist() == [True, True, True]
+    assert hardmax(torch.zeros(4)).tolist() == [0.25] * 4
+
+
+def test_ties_along_another_dimension() -> None:
+    scores = torch.tensor([[1.0, 5.0], [1.0, 2.0], [0.0, 5.0]])
+    assert tie_set(scores, dim=0).tolist() == [[True, True], [True, False], [False, True]]
+    assert hardmax(scores, dim=0).tolist() == [[0.5, 0.5], [0.5, 0.0], [0.0, 0.5]]
+
+
+@pytest.mark.parametrize("extra", [0.0, math.inf, -math.inf], ids=["finite", "+inf", "-inf"])
+def test_fully_masked_rows_have_no_position_on_either_path(extra: float) -> None:
+    # An infinite score anywhere takes the path for non-finite rows; the answer must not change.
+    scores = torch.tensor([[2.0, 1.0, extra], [2.0, 1.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    assert tie_set(scores, mask=mask).tolist() == [[True, False, False], [False, False, False]]
+    assert hardmax(scores, mask=mask).tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_minus_infinity_scores_never_tie_with_a_finite_maximum() -> None:
+    assert hardmax(torch.tensor([-math.inf, -2.0, 5.0])).tolist() == [0.0, 0.0, 1.0]
+
+
+def test_plus_infinity_scores_win_and_tie_with_each_other() -> None:
+    assert hardmax(torch.tensor([math.inf, 3.0, math.inf, -math.inf])).tolist() == [0.5, 0.0, 0.5, 0.0]
+
+
+def test_infinite_scores_compared_exactly() -> None:
+    assert tie_set(torch.tensor([-math.inf, -2.0, 5.0]), rtol=0).tolist() == [False, False, True]
+    assert tie_set(torch.tensor([math.inf, 3.0, math.inf, -math.inf]), rtol=0).tolist() == \
+        [True, False, True, False]
+
+
+def test_nan_scores_raise_unless_their_rows_are_declared_empty() -> None:
+    scores = torch.tensor([[1.0, math.nan], [1.0, 2.0]])
+    with pytest.raises(SaturationError, match=r"^hardmax received NaN scores at allowed positions$"):
+        tie_set(scores)
+    assert tie_set(scores, nan_rows_empty=True).tolist() == [[False, False], [False, True]]
+    # A NaN at a masked position is no decision: the row keeps its maximum.
+    mask = torch.tensor([[True, False], [True, True]])
+    assert tie_set(scores, mask=mask).tolist() == [[True, False], [False, True]]
+
+
+def test_a_rounding_bound_keeps_every_position_that_may_hold_the_maximum() -> None:
+    scores = torch.tensor([2.0, 1.85, 1.7, 1.0])
+    bound = torch.tensor([0.1, 0.1, 0.1, 0.1])
+    # max(s − b) = 1.9; s + b ≥ 1.9 for 2.0 and 1.85 only. No extra tolerance by default.
+    assert tie_set(scores, bound=bound).tolist() == [True, True, False, False]
+    assert tie_set(scores, bound=torch.zeros(4)).tolist() == [True, False, False, False]
+    # rtol widens it when given: 1.9 − 0.1·2 = 1.7 reaches 1.7 + 0.1.
+    assert tie_set(scores, bound=bound, rtol=0.1).tolist() == [True, True, True, False]
+    # The same on the path for non-finite rows.
+    with_inf = torch.tensor([[2.0, 1.85, 1.7, -math.inf]])
+    assert tie_set(with_inf, bound=bound).tolist() == [[True, True, False, False]]
+
+
+def test_integer_scores_give_float_weights() -> None:
+    scores = torch.tensor([[3, 1, 3], [0, 0, -5]])
+    assert tie_set(scores).tolist() == [[True, False, True], [True, True, False]]
+    weights = hardmax(scores)
+    assert weights.dtype == torch.float32 and weights.tolist() == [[0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+
+
+@pytest.mark.parametrize(("mask_shape", "ok"), [((3,), True), ((2, 1), True), ((1, 3), True),
+                                                 ((2, 3), True), ((4,), False), ((3, 2, 3), False)])
+def test_masks_must_broadcast_to_the_scores(mask_shape: tuple[int, ...], ok: bool) -> None:
+    scores = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    mask = torch.ones(mask_shape, dtype=torch.bool)
+    if ok:
+        assert hardmax(scores, mask=mask).tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    else:
+        with pytest.raises(SaturationError) as err:
+            hardmax(scores, mask=mask)
+        assert str(err.value) == (f"mask of shape {mask_shape} does not broadcast to scores of "
+                                  "shape (2, 3)")
+
+
+def test_a_non_boolean_mask_names_its_dtype() -> None:
+    with pytest.raises(SaturationError) as err:
+        hardmax(torch.zeros(2), mask=torch.ones(2, dtype=torch.uint8))
+    assert str(err.value) == ("expected a boolean mask (True where attention is allowed), got "
+                              "dtype torch.uint8")
+
+
+def test_hard_attention_passes_mask_and_tolerance_on() -> None:
+    q = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    k = torch.tensor([[2.0, 0.0], [1.999, 0.0], [0.0, 1.0]])
+    v = torch.tensor([[2.0], [4.0], [8.0]])
+    assert hard_attention(q, k, v).tolist() == [[2.0], [2.0]]
+    assert hard_attention(q, k, v, rtol=1e-3).tolist() == [[3.0], [3.0]]
+    mask = torch.tensor([[False, True, True], [False, False, False]])
+    assert hard_attention(q, k, v, mask=mask).tolist() == [[4.0], [0.0]]
+
+
+def test_step_sign_and_relu_keep_the_dtype_and_decide_every_nonzero_entry() -> None:
+    x = torch.tensor([-3.0, -1e-300, 1e-300, 2.0], dtype=F64)
+    assert step(x).tolist() == [0.0, 0.0, 1.0, 1.0] and step(x).dtype == F64
+    assert sign(x).tolist() == [-1.0, -1.0, 1.0, 1.0] and sign(x).dtype == F64
+    assert relu_limit(x).tolist() == [0.0, 0.0, 1e-300, 2.0]
+    with pytest.raises(SaturationError, match=r"^step \(the limit of sigmoid\) is not determined at 0$"):
+        step(torch.tensor([-0.0]))
+    with pytest.raises(SaturationError, match=r"^sign \(the limit of tanh\) is not determined at 0$"):
+        sign(torch.tensor([1.0, 0.0]))

@@ -1,0 +1,120 @@
+"""Decisions that rounding reverses: the limit follows the exact values, not the computed ones.
+
+Each case is built so that the computed value's error is far above 64 eps of the value itself
+(the old tie tolerance), and the premise is checked on this machine's arithmetic first.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+from torch import nn
+
+from saturated.functional import tie_set
+from saturated.rounding import exact_sign, gamma
+from saturated.saturate import saturate
+
+# Keys a and b of one query (found by search): q·k_a > q·k_b exactly, yet every order of
+# evaluating either dot product (with or without a fused multiply-add) reverses them.
+FLOAT32_CASE = ([1.8856338262557983, -1.2005536556243896],
+                [[1.949885368347168, 3.0625617504119873], [1.6479601860046387, 2.5883469581604004]])
+FLOAT64_CASE = ([1.9573762322680008, -1.4437003921197624],
+                [[1.4724596924341677, 1.996368235871616], [1.90305327344635, 2.5801691725762823]])
+
+
+class DotHead(nn.Module):
+    """softmax(q · kⱼ) over tokens j, then their one-hot values: a fixed query, keys through an
+    identity weight (degree 1, computed exactly), so only the score's own rounding is at stake."""
+
+    def __init__(self, query: list[float], tokens: int) -> None:
+        super().__init__()
+        self.register_buffer("query", torch.tensor([query], dtype=torch.float64))
+        self.key = nn.Linear(2, 2, bias=False)
+        self.value = nn.Linear(tokens, tokens, bias=False)
+        with torch.no_grad():
+            self.key.weight.copy_(torch.eye(2))
+            self.value.weight.copy_(torch.eye(tokens))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.query.to(x.dtype) @ self.key(x[..., :2]).transpose(-2, -1)
+        return torch.softmax(scores, dim=-1) @ self.value(x[..., 2:])
+
+
+def tokens(keys: list[list[float]], dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor([[[*k, *(1.0 if i == j else 0.0 for j in range(len(keys)))]
+                          for i, k in enumerate(keys)]], dtype=dtype)
+
+
+def exact_scores(query: list[float], keys: list[list[float]]) -> list[Fraction]:
+    return [sum((Fraction(q) * Fraction(k) for q, k in zip(query, key)), Fraction(0)) for key in keys]
+
+
+@pytest.mark.parametrize(("case", "dtype"), [(FLOAT32_CASE, torch.float32), (FLOAT64_CASE, torch.float64)],
+                         ids=["float32", "float64"])
+def test_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list[list[float]]],
+                                                    dtype: torch.dtype) -> None:
+    query, keys = case
+    x = tokens(keys, dtype)
+    exact = exact_scores(query, keys)
+    assert exact[0] > exact[1] and (exact[0] - exact[1]) / exact[0] > 0.3  # a wins by 30%
+    head = DotHead(query, 2).to(dtype)
+    with torch.no_grad():  # the scores as the head computes them
+        computed = (head.query @ head.key(x[..., :2]).transpose(-2, -1))[0, 0]
+    assert computed[1] > computed[0], "premise: rounding reverses the two scores here"
+    assert tie_set(computed).tolist() == [False, True]  # far beyond a 64-eps tolerance
+    out = saturate(head, x)(x)
+    assert out.value.tolist() == [[[1.0, 0.0]]]  # the query attends to a alone
+    # float32 cannot separate them within its bound and recomputes; float64 settles them exactly.
+    assert out.refined == ((0,) if dtype == torch.float32 else ())
+
+
+def test_scores_the_bound_separates_are_decided_in_float32() -> None:
+    # The same scores with a margin far above the bound γ₂·Σ|qᵢ||kᵢ| are decided without float64.
+    query, keys = [1.0, 0.0], [[1.0, 0.0], [1.0 + 2.0**-12, 0.0]]
+    x = tokens(keys, torch.float32)
+    out = saturate(DotHead(query, 2), x)(x)
+    assert out.refined == () and out.value.tolist() == [[[0.0, 1.0]]]
+    assert 2 * gamma(2, torch.float32) * (1 + 2.0**-12) < 2.0**-12
+
+
+class CancelledSum(nn.Module):
+    """An activation of Σᵢ wᵢxᵢ (summed left to right by elementwise ops) and a second layer with a
+    bias: if the activation's input is negative the output's degree-2 part is zero and the bias
+    (degree 1) is the limit; if positive, the degree-2 part is."""
+
+    def __init__(self, activation: nn.Module, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.activation = activation
+        self.out = nn.Linear(1, 1)
+        with torch.no_grad():
+            self.out.weight.fill_(1.0)
+            self.out.bias.fill_(-3.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        total = x[..., 0] * self.weight[0]
+        for i in range(1, x.shape[-1]):
+            total = total + x[..., i] * self.weight[i]
+        return self.out(self.activation(total).unsqueeze(-1))
+
+
+@pytest.mark.parametrize("activation", [nn.ReLU(), nn.GELU()], ids=["relu", "gelu"])
+def test_activation_input_that_cancels_takes_the_exact_sign(activation: nn.Module) -> None:
+    # −2²⁴ + 0.9 rounds to −(2²⁴ − 1) in float32, so the computed sum is +0.05 where the exact
+    # one is 0.9 − 1 + 0.05 < 0: the activation is off, and the limit is the bias, of degree 1.
+    x = torch.tensor([[-(2.0**24), 0.9, 2.0**24 - 1, 0.05]])
+    exact = sum((Fraction(float(v)) for v in x[0]), Fraction(0))
+    assert exact < 0 < float(((x[0, 0] + x[0, 1]) + x[0, 2]) + x[0, 3]), "premise"
+    net = CancelledSum(activation, 4)
+    out = saturate(net, x)(x)
+    assert out.degrees == 1.0 and out.value.tolist() == [[-3.0]]
+    wide = saturate(net.double(), x.double())(x.double())
+    assert wide.degrees == 1.0 and wide.value.tolist() == [[-3.0]]
+
+
+def test_exact_sign_is_exact() -> None:
+    rows = torch.tensor([[2.0**60, 1.0, -(2.0**60)], [2.0**60, -1.0, -(2.0**60)], [1e-300, -1e-300, 0.0]],
+                        dtype=torch.float64)
+    assert exact_sign(rows) == [1, -1, 0]

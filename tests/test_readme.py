@@ -36,10 +36,11 @@ def test_main_job_command_runs(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "report.md").is_file() and (tmp_path / "results.json").is_file()
-    assert (tmp_path / "similarity.png").is_file()
+    for figure in ("similarity.png", "heads.png", "training_norms.png", "training_saturation.png"):
+        assert (tmp_path / figure).is_file(), figure
 
     def reject(constant: str) -> None:
         raise AssertionError(f"results.json is not strict JSON: it contains {constant}")
 
     results = json.loads((tmp_path / "results.json").read_text(), parse_constant=reject)
-    assert list(results["sections"]) == ["similarity", "degree", "limit"]
+    assert list(results["sections"]) == ["similarity", "degree", "limit", "heads", "training"]

@@ -44,3 +44,4 @@ def test_main_job_command_runs(tmp_path):
 
     results = json.loads((tmp_path / "results.json").read_text(), parse_constant=reject)
     assert list(results["sections"]) == ["similarity", "degree", "limit", "heads", "training"]
+    assert results["sections"]["degree"]["degree"] == 1  # a number, as in `normsat degree --json`

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from empirical.commands.degree import model_inputs
+from empirical.commands.degree import model_inputs, numeric_degrees
 from empirical.sections.context import ReportContext, Section
 from homogeneity.analysis import analyze
 
@@ -25,5 +25,6 @@ def degree_section(ctx: ReportContext) -> Section:
         "",
         report.markdown(depth=4),
     ])
-    data = {key: value for key, value in report.to_dict().items() if key != "nodes"}
+    # Numbers as JSON numbers, as in `normsat degree --json`; symbolic degrees stay text.
+    data = numeric_degrees({key: value for key, value in report.to_dict().items() if key != "nodes"})
     return Section("degree", "Homogeneity degree", markdown, data)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from homogeneity.tracing import configured_positions
 
 __all__ = ["Batch", "TokenizedCorpus", "hidden_states", "make_batches", "position_limit", "tokenize"]
 
@@ -44,11 +45,10 @@ class Batch:
 
 def position_limit(model: nn.Module) -> int | None:
     """How many tokens the model's position embeddings allow (None: relative positions, no limit)."""
-    config = getattr(model, "config", None)
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    if not isinstance(limit, int) or limit <= 0:
+    limit = configured_positions(model)
+    if limit is None:
         return None
-    return limit - _POSITION_OFFSETS.get(getattr(config, "model_type", ""), 0)
+    return limit - _POSITION_OFFSETS.get(getattr(getattr(model, "config", None), "model_type", ""), 0)
 
 
 def tokenize(

@@ -19,6 +19,7 @@ from torch import nn
 from homogeneity.errors import HomogeneityError
 
 __all__ = [
+    "configured_positions",
     "export_model",
     "export_ready",
     "node_module_path",
@@ -176,6 +177,7 @@ def positional(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
     cls = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__,
                                          "__qualname__": base.__qualname__})
     batch = {t.shape[0] for t in tensors if t.dim()}
+    limit = configured_positions(model)
     lengths: dict[int, Any] = {}
     shapes = []
     for tensor in tensors:
@@ -184,10 +186,20 @@ def positional(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
             dims[0] = torch.export.Dim("batch", min=1)
         if tensor.dim() >= 2:
             size = int(tensor.shape[1])
-            lengths.setdefault(size, torch.export.Dim(f"length{len(lengths)}", min=1))
+            # The configured position limit up front: else the exporter finds it, fails, and
+            # suggests it, and a second export (about 2 s on MiniLM) applies it.
+            bound = {"max": limit} if limit is not None and size <= limit else {}
+            lengths.setdefault(size, torch.export.Dim(f"length{len(lengths)}", min=1, **bound))
             dims[1] = lengths[size]
         shapes.append(dims or None)
     return cls, tuple(tensors), (tuple(shapes),)
+
+
+def configured_positions(model: nn.Module) -> int | None:
+    """The sequence length a Hugging Face config allows (position embeddings), if it names one."""
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
 
 
 @contextmanager

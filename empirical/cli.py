@@ -74,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _one_line_warnings():
             distributed.init_from_environment()  # started by torchrun: join the ranks
-            return int(args.func(args))
+            code = int(args.func(args))
+            distributed.shutdown()
+            return code
     except (*_USER_ERRORS, OSError) as err:
         if debug:
             traceback.print_exc()

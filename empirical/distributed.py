@@ -40,6 +40,7 @@ __all__ = [
     "reduce_counts",
     "reduce_sums",
     "shard",
+    "shutdown",
 ]
 
 T = TypeVar("T")
@@ -79,6 +80,16 @@ def init_from_environment() -> World:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
     return current()
+
+
+def shutdown() -> None:
+    """Leave the process group once every rank has finished (a barrier, then
+    ``destroy_process_group``), so that no rank tears down its connections while another still
+    uses them; a no-op without one. Call it only on success: after a failure the other ranks may
+    never reach the barrier."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def is_writer() -> bool:

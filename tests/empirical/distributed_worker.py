@@ -63,7 +63,7 @@ def main(out: Path) -> None:
     except EmpiricalError as err:
         message = str(err)
     (out / f"rank{world.rank}.err").write_text(message, encoding="utf-8")
-    torch.distributed.destroy_process_group()
+    distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -9,13 +9,16 @@ Three measurements on the same 100 sentences, in one process:
 - floor: two plain batched forward passes over the same padded batches, nothing else.
 
 Targets: paper / normsat ≥ 2.5 and normsat / floor ≤ 1.1. Also the exact limit,
-``representation_similarity(scale=inf)`` with its exports (each call saturates afresh), against
-c = 1000 on the same sentences: target ≤ 1.5. Run: ``python benchmarks/similarity.py``.
+``representation_similarity(scale=inf)`` with its export, against
+c = 1000 on the same sentences: target ≤ 1.5 (on a fresh copy of the model each time, which pays
+for its export as a new process does; then again with the export the model already has). Run:
+``python benchmarks/similarity.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 
 import torch
@@ -57,8 +60,12 @@ def main() -> None:
     t_ours = best_of(lambda: representation_similarity(model, tokenizer, sentences, scale=SCALE),
                      args.repeats)
     t_floor = best_of(lambda: floor(model, tokenizer, sentences), args.repeats)
-    t_limit = best_of(lambda: representation_similarity(model, tokenizer, sentences, scale=math.inf),
-                      args.repeats)
+    # Exports are cached with the model: a fresh copy per repeat pays for its export, as a new
+    # process does; the same model again reuses it.
+    t_limit = best_of(lambda: representation_similarity(copy.deepcopy(model), tokenizer, sentences,
+                                                        scale=math.inf), args.repeats)
+    t_warm = best_of(lambda: representation_similarity(model, tokenizer, sentences, scale=math.inf),
+                     args.repeats)
     print(f"MiniLM, {len(sentences)} sentences, c = {SCALE:g}, torch threads {torch.get_num_threads()}")
     print(f"  paper's method  {t_paper:7.3f} s")
     print(f"  normsat         {t_ours:7.3f} s")
@@ -67,6 +74,7 @@ def main() -> None:
     print(f"  normsat / floor:                  {t_ours / t_floor:.3f} (target ≤ 1.1)")
     print(f"  exact limit (c = inf, exports included) {t_limit:7.3f} s: "
           f"{t_limit / t_ours:.2f}x c = {SCALE:g} (target ≤ 1.5)")
+    print(f"  exact limit, export already made    {t_warm:7.3f} s: {t_warm / t_ours:.2f}x c = {SCALE:g}")
     print(f"  max |difference| of per-layer values vs the paper's method: {agreement:.2e}")
     print(f"  per-layer (normsat): {[round(v, 4) for v in ours]}")
 

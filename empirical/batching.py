@@ -19,7 +19,15 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from homogeneity.tracing import configured_positions
 
-__all__ = ["Batch", "TokenizedCorpus", "hidden_states", "make_batches", "position_limit", "tokenize"]
+__all__ = [
+    "Batch",
+    "TokenizedCorpus",
+    "hidden_state_field",
+    "hidden_states",
+    "make_batches",
+    "position_limit",
+    "tokenize",
+]
 
 # Models whose position ids start after the padding index use that many positions less.
 _POSITION_OFFSETS = {"roberta": 2, "xlm-roberta": 2, "camembert": 2}
@@ -147,9 +155,18 @@ def make_batches(
         yield Batch(inputs, stacks, tuple(chosen))
 
 
+def hidden_state_field(stack: str) -> str:
+    """The output field holding the hidden states of one stack ('' for single-stack models).
+
+    >>> hidden_state_field(""), hidden_state_field("encoder")
+    ('hidden_states', 'encoder_hidden_states')
+    """
+    return f"{stack}_hidden_states" if stack else "hidden_states"
+
+
 def hidden_states(output: Any, stack: str, model: nn.Module) -> tuple[torch.Tensor, ...]:
     """The hidden states of one stack ('' for single-stack models), embeddings first."""
-    field = f"{stack}_hidden_states" if stack else "hidden_states"
+    field = hidden_state_field(stack)
     states = getattr(output, field, None)
     if states is None and isinstance(output, dict):
         states = output.get(field)

@@ -21,7 +21,7 @@ from empirical.batching import hidden_states
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.scaling import check_scale, scaled_forward
-from empirical.similarity import _forward, _layer_labels, _prepare, _token_cosines
+from empirical.similarity import _forward, _layer_labels, _prepare, _read_fields, _token_cosines
 
 __all__ = ["Convergence", "limit_convergence"]
 
@@ -94,7 +94,7 @@ def limit_convergence(
         raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
     _, batches = _prepare(model, tokenizer, list(sentences), max_length=max_length,
                           batch_size=batch_size, sharded=True)
-    limit = scaled_forward(model, math.inf)
+    limit = scaled_forward(model, math.inf, _read_fields(batches))
     runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
     sums: dict[float, torch.Tensor] = {}
     labels: list[str] = []

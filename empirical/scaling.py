@@ -7,7 +7,7 @@ tensors are never written, so they are bit-identical afterwards, also when the f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -40,14 +40,16 @@ def check_scale(scale: float) -> float:
     return value
 
 
-def scaled_forward(model: nn.Module, scale: float) -> Callable[..., Any]:
+def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None
+                   ) -> Callable[..., Any]:
     """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
 
     The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
-    leaves every cosine with f(x; θ) as the limit of the cosines at c·θ.
+    leaves every cosine with f(x; θ) as the limit of the cosines at c·θ. ``outputs``: the output
+    fields the caller reads; the limit computes only those (the others are None).
     """
     if math.isinf(scale):
-        limit = SaturatedModel(model, Settings())
+        limit = SaturatedModel(model, Settings(), outputs)
 
         def saturated(**inputs: Any) -> Any:
             try:

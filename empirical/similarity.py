@@ -19,7 +19,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from empirical import distributed
-from empirical.batching import Batch, TokenizedCorpus, hidden_states, make_batches, tokenize
+from empirical.batching import (
+    Batch,
+    TokenizedCorpus,
+    hidden_state_field,
+    hidden_states,
+    make_batches,
+    tokenize,
+)
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.outputs import write_text
@@ -198,6 +205,12 @@ def _prepare(
     return tokens, distributed.shard(batches)
 
 
+def _read_fields(batches: Sequence[Batch]) -> set[str]:
+    """The output fields a per-layer measurement reads: the hidden states of every stack (an exact
+    limit computes only these)."""
+    return {hidden_state_field(stack) for batch in batches for stack, _ in batch.stacks}
+
+
 def representation_similarity(
     model: nn.Module,
     tokenizer: Any,
@@ -244,7 +257,7 @@ def representation_similarity(
         raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
     tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                                sharded=True)
-    grow = scaled_forward(model, c)
+    grow = scaled_forward(model, c, _read_fields(batches))
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}

@@ -129,7 +129,8 @@ def export_model(
     if dynamic:
         cls, args, shapes = positional(model, tuple(args), kwargs)
         kwargs = {}
-    with export_ready(model), _module_stack_recorder(model) as stack, _in_class(model, cls):
+    with (export_ready(model), _module_stack_recorder(model) as stack, _in_class(model, cls),
+          _without_stack_traces()):
         try:
             if not dynamic:
                 return torch.export.export(model, tuple(args), kwargs, strict=False)
@@ -200,6 +201,18 @@ def configured_positions(model: nn.Module) -> int | None:
     config = getattr(model, "config", None)
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     return limit if isinstance(limit, int) and limit > 0 else None
+
+
+@contextmanager
+def _without_stack_traces() -> Iterator[None]:
+    """Tracing without recording a Python stack trace per node: nothing here reads them (errors
+    name modules from ``nn_module_stack``), and collecting them is about a sixth of an export."""
+    saved = torch.fx.config.do_not_emit_stack_traces
+    torch.fx.config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        torch.fx.config.do_not_emit_stack_traces = saved
 
 
 @contextmanager

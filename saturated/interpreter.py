@@ -24,6 +24,8 @@ from saturated.ties import TiedWeights, untie
 
 __all__ = ["run_terms"]
 
+aten = torch.ops.aten
+
 
 def _is_term(value: Any) -> bool:
     return isinstance(value, Term)
@@ -34,32 +36,47 @@ def _where(node: torch.fx.Node) -> str:
     return f"node '{node.name}' (op {node.target}, module {module})"
 
 
+def _looked_up(graph: torch.fx.Graph) -> set[str]:
+    """Placeholders read only as the table of embedding lookups: cast after the lookup instead
+    (the same values, exactly), so that a float64 run never copies a whole vocabulary table."""
+    found = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.users and all(
+                user.target == aten.embedding.default and user.args[0] is node for user in node.users):
+            found.add(node.name)
+    return found
+
+
 def _placeholder_values(
     program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
     user_inputs: Sequence[Any], dtype: torch.dtype | None,
 ) -> list[Callable[[], Any]]:
     """Makers of the graph's placeholder values, in order: parameters as degree-1 terms, the rest
     exact; floating tensors of the model cast to ``dtype`` when one is given (made on first use,
-    so a cast copy lives only while the graph needs it)."""
-    def cast(tensor: Any) -> Any:
+    so a cast copy lives only while the graph needs it), except embedding tables, whose lookups
+    are cast instead."""
+    uncast = _looked_up(program.graph)
+    placeholders = [node.name for node in program.graph.nodes if node.op == "placeholder"]
+
+    def cast(tensor: Any, name: str) -> Any:
         if isinstance(tensor, torch.Tensor):
             tensor = tensor.detach()
-            if dtype is not None and tensor.is_floating_point():
+            if dtype is not None and tensor.is_floating_point() and name not in uncast:
                 return tensor.to(dtype)
         return tensor
 
     def constant(value: Any) -> Callable[[], Any]:
         return lambda: value
 
-    def parameter(tensor: torch.Tensor) -> Callable[[], Any]:
-        return lambda: Term(((cast(tensor), 1.0),))
+    def parameter(tensor: torch.Tensor, name: str) -> Callable[[], Any]:
+        return lambda: Term(((cast(tensor, name), 1.0),))
 
-    def exact(tensor: Any) -> Callable[[], Any]:
-        return lambda: cast(tensor)
+    def exact(tensor: Any, name: str) -> Callable[[], Any]:
+        return lambda: cast(tensor, name)
 
     makers: list[Callable[[], Any]] = []
     inputs = iter(user_inputs)
-    for spec in program.graph_signature.input_specs:
+    for placeholder, spec in zip(placeholders, program.graph_signature.input_specs):
         if spec.kind == InputKind.USER_INPUT:
             # Non-tensor inputs were specialized at export time: the graph holds their values.
             makers.append(constant(spec.arg.value if isinstance(spec.arg, ConstantArgument)
@@ -72,14 +89,33 @@ def _placeholder_values(
             tensor = program.constants[name]
         else:
             tensor = program.state_dict[name]
-        makers.append(parameter(tensor) if spec.kind == InputKind.PARAMETER else exact(tensor))
+        makers.append(parameter(tensor, placeholder) if spec.kind == InputKind.PARAMETER
+                      else exact(tensor, placeholder))
     return makers
 
 
-def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """For each node, the values whose last use it is (freed once it has run)."""
+def _needed(graph: torch.fx.Graph, keep: Sequence[bool] | None) -> set[torch.fx.Node]:
+    """The nodes the kept outputs depend on (every node when all outputs are kept)."""
+    if keep is None:
+        return set(graph.nodes)
+    output = next(node for node in graph.nodes if node.op == "output")
+    flat = list(output.args[0])
+    stack = [node for node, kept in zip(flat, keep) if kept and isinstance(node, torch.fx.Node)]
+    needed = {output}
+    while stack:
+        node = stack.pop()
+        if node not in needed:
+            needed.add(node)
+            stack.extend(node.all_input_nodes)
+    return needed
+
+
+def _last_uses(graph: torch.fx.Graph, needed: set[torch.fx.Node]) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """For each node that runs, the values whose last use it is (freed once it has run)."""
     last: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in graph.nodes:
+        if node not in needed:
+            continue
         for used in node.all_input_nodes:
             last[used] = node
     freed: dict[torch.fx.Node, list[torch.fx.Node]] = {}
@@ -107,6 +143,7 @@ def run_terms(
     user_inputs: Sequence[Any],
     settings: Settings,
     dtype: tuple[torch.dtype, torch.dtype] | None = None,
+    keep: Sequence[bool] | None = None,
 ) -> list[Any]:
     """Interpret ``program`` with every parameter scaled by c → ∞, on expansions in c.
 
@@ -118,6 +155,8 @@ def run_terms(
         dtype: (the model's dtype, the dtype to run in): parameters, buffers and constants are
             cast as the graph reaches them, and dtype arguments of its ops follow (the same
             program serves every precision). None: run as exported.
+        keep: per flattened output, whether to compute it (None: all); only the nodes the kept
+            outputs depend on run, and the others are returned as None.
 
     Returns:
         The flattened outputs: :class:`~saturated.terms.Term` for c-dependent ones, exact values
@@ -137,8 +176,11 @@ def run_terms(
             env[node] = pending.pop(node)()
         return env[node]
 
-    freed = _last_uses(program.graph)
+    needed = _needed(program.graph, keep)
+    freed = _last_uses(program.graph, needed)
     for node in program.graph.nodes:
+        if node.op != "placeholder" and node not in needed:
+            continue
         if node.op == "placeholder":
             pending[node] = next(makers)
         elif node.op == "call_function":
@@ -147,14 +189,28 @@ def run_terms(
             if swap is not None:
                 args, kwargs = _dtype_swap(args, swap), _dtype_swap(kwargs, swap)
             env[node] = _call(node, args, kwargs, settings)
+            if swap is not None and node.target == aten.embedding.default:
+                env[node] = _cast(env[node], swap[1])
         elif node.op == "output":
-            outputs = torch.fx.node.map_arg(node.args[0], value)
+            flat = list(node.args[0])
+            chosen = keep if keep is not None else [True] * len(flat)
+            outputs = [torch.fx.node.map_arg(out, value) if kept else None
+                       for out, kept in zip(flat, chosen)]
             return [untie(out, settings.ties == "nan", "the model's output") for out in outputs]
         else:
             raise SaturationError(f"unexpected graph node kind '{node.op}' at {_where(node)}")
         for done in freed.get(node, ()):
             env.pop(done, None)
     raise SaturationError("the exported graph has no output node")
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """An embedding lookup in the dtype the graph runs in (its table was left as it is)."""
+    if isinstance(value, Term):
+        return value.map(lambda a: a.to(dtype))
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(dtype)
+    return value
 
 
 def _terms(values: Any) -> list[Term]:

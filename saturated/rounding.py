@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound"]
+__all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound"]
 
 
 def gamma(n: int, dtype: torch.dtype) -> float:
@@ -166,11 +166,67 @@ def _exact_products(a: Tensor, b: Tensor) -> Tensor:
     return torch.cat([a_hi * b_hi, a_hi * b_lo, a_lo * b_hi, a_lo * b_lo], dim=-1)
 
 
+@dataclass(frozen=True)
+class Einsum:
+    """``torch.einsum`` of one equation as a function of two operands, whose dot products the
+    exact step can take apart (see :func:`_einsum_letters` for the equations it reads)."""
+
+    equation: str
+
+    def __call__(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.einsum(self.equation, a, b)
+
+
+def _einsum_letters(equation: str) -> tuple[str, str, str, str] | None:
+    """(first operand, second operand, output, summed letters) of a two-operand einsum in which
+    every output element is one dot product: no ellipsis or repeated letter, every summed letter in
+    both operands. None for any other equation.
+
+    >>> _einsum_letters("bnid,bnjd->bnij")
+    ('bnid', 'bnjd', 'bnij', 'd')
+    >>> _einsum_letters("ii,i->i") is None, _einsum_letters("ij,k->i") is None
+    (True, True)
+    """
+    equation = equation.replace(" ", "")
+    if "..." in equation or equation.count("->") != 1:
+        return None
+    inputs, output = equation.split("->")
+    operands = inputs.split(",")
+    if len(operands) != 2:
+        return None
+    a, b = operands
+    summed = "".join(c for c in dict.fromkeys(a + b) if c not in output)
+    if (len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(output)) != len(output)
+            or any(c not in a + b for c in output) or any(c not in a or c not in b for c in summed)):
+        return None
+    return a, b, output, summed
+
+
+def _einsum_rows(equation: str, x: Tensor, y: Tensor, out_shape: torch.Size,
+                 position: tuple[Tensor, ...]) -> tuple[Tensor, Tensor]:
+    """The operand vectors (one row per position) whose dot products the einsum's outputs are."""
+    letters = _einsum_letters(equation)
+    assert letters is not None
+    a, b, output, summed = letters
+    sizes = {c: max(int(n) for t, own in ((x, a), (y, b)) for letter, n in zip(own, t.shape) if letter == c)
+             for c in a + b}
+
+    def rows(t: Tensor, own: str) -> Tensor:
+        kept = [c for c in own if c in output]
+        full = t.expand(*(sizes[c] for c in own)).permute(
+            [own.index(c) for c in kept] + [own.index(c) for c in summed])
+        return full[tuple(position[output.index(c)] for c in kept)].reshape(len(position[0]), -1)
+
+    return rows(x, a), rows(y, b)
+
+
 def _operand_rows(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor,
                   out_shape: torch.Size, at: Tensor) -> tuple[Tensor, Tensor] | None:
     """For the flat output positions ``at`` of ``fn(x, y)``, the operand vectors whose dot product
-    each one is (None for ops other than matmul, linear and the elementwise product)."""
+    each one is (None for ops other than matmul, linear, einsum and the elementwise product)."""
     position = torch.unravel_index(at, out_shape)
+    if isinstance(fn, Einsum):
+        return _einsum_rows(fn.equation, x, y, out_shape, position)
     if fn is torch.mul:
         return x.expand(out_shape)[position].unsqueeze(-1), y.expand(out_shape)[position].unsqueeze(-1)
     if fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2:
@@ -186,7 +242,8 @@ def _operand_rows(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor,
 def _supports(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> bool:
     """Whether :func:`_operand_rows` can find the operand vectors of ``fn(x, y)``."""
     return (fn is torch.mul or (fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2)
-            or (fn is torch.nn.functional.linear and y.dim() == 2))
+            or (fn is torch.nn.functional.linear and y.dim() == 2)
+            or (isinstance(fn, Einsum) and _einsum_letters(fn.equation) is not None))
 
 
 def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor | None:

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
-from saturated.rounding import Rounding, exact_maximal, exact_sign
+from saturated.rounding import Einsum, Rounding, exact_maximal, exact_sign
 from saturated.terms import (
     NeedsOrders,
     Term,
@@ -355,8 +355,7 @@ def _einsum(s: Settings, equation: str, operands: Sequence[Any], path: Any = Non
     if len(operands) != 2:
         raise SaturationError(f"einsum with {len(operands)} operands; expected 1 or 2")
     x, y = _term(operands[0], s), _term(operands[1], s)
-    return bilinear(lambda a, b: torch.einsum(equation, a, b), x, y, s.orders,
-                    length=_einsum_length(equation, x.shape, y.shape))
+    return bilinear(Einsum(equation), x, y, s.orders, length=_einsum_length(equation, x.shape, y.shape))
 
 
 def _einsum_length(equation: str, *shapes: torch.Size) -> int | None:
@@ -597,6 +596,7 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
             candidates = candidates & (a == 0)
     allowed = candidates.any(dim, keepdim=True)
     marking = s.ties == "nan"
+    settled = s.exact_ties  # whether the candidates left are exact ties
     for a, d in x.parts:
         if 0 < d < math.inf:
             rounding = x.rounding(d)
@@ -604,9 +604,11 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
             candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
             if s.exact_ties and rounding is not None and rounding.partials is not None:
                 candidates = exact_maximal(candidates, dim, rounding)
+            elif rounding is not None:
+                settled = False  # a bound with no exact step behind it: maybe near-ties
     candidates = candidates.expand(x.shape)
     count = candidates.sum(dim=dim, keepdim=True)
-    weights = _hard_attention(x, dim, candidates, count, s)
+    weights = _hard_attention(x, dim, candidates, count, s, settled)
     if not marking:
         return weights
     poisoned = allowed & (count == 0)  # emptied by a NaN score
@@ -624,12 +626,13 @@ def _unexpanded(a: Tensor) -> Tensor:
     return a
 
 
-def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Settings) -> Term:
+def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Settings,
+                    settled: bool) -> Term:
     """The softmax's weights once the growing parts have picked each row's ``candidates`` (their
-    ``count`` per row)."""
+    ``count`` per row); ``settled``: the candidates of a row are known to tie exactly."""
     weights = torch.where(candidates, 1 / count.clamp_min(1).to(x.lead.dtype), 0.0)  # one pass
     tied_rows = bool((count > 1).any())
-    if not tied_rows or x.floor >= 0 or not s.exact_ties:
+    if not tied_rows or x.floor >= 0 or not settled:
         # One winner per row, or ties the tracked orders cannot break (or that may not be exact):
         # hard attention, exact up to e^(−Θ(c)) where it is decided.
         if s.ties == "uniform" or not tied_rows:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+import weakref
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -183,13 +185,39 @@ def _fits(program: torch.export.ExportedProgram, tensors: list[torch.Tensor]) ->
     return True
 
 
+@dataclass
+class _Graphs:
+    """A model's exported programs, for one parameter layout: by input structure (dynamic batch
+    and lengths; None where the model cannot be exported so) and by exact signature (the
+    per-shape fallback)."""
+
+    layout: tuple[Any, ...] = ()
+    dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = field(default_factory=dict)
+    static: dict[tuple[Any, ...], torch.export.ExportedProgram] = field(default_factory=dict)
+
+
+# Shared by every SaturatedModel of one model (the similarity, convergence and head measurements
+# of a report export it once), and dropped with the model.
+_GRAPHS: weakref.WeakKeyDictionary[nn.Module, _Graphs] = weakref.WeakKeyDictionary()
+
+
+def _graphs_of(model: nn.Module) -> _Graphs:
+    if model not in _GRAPHS:
+        _GRAPHS[model] = _Graphs()
+    return _GRAPHS[model]
+
+
 class SaturatedModel:
     """A model's saturated version, called like the model itself.
 
     Build it with :func:`saturate`. The model is exported once per input structure, with dynamic
-    batch and sequence dimensions (per input shape where that fails), and the graph is cached;
-    the model's current parameters are read at every call (never modified), and a change in their
-    shapes or dtypes drops the cached graphs.
+    batch and sequence dimensions (per input shape where that fails), and the graph is cached
+    with the model, for every ``SaturatedModel`` of it; the model's current parameters are read at
+    every call (never modified), and a change in their shapes or dtypes drops the cached graphs.
+
+    ``outputs`` names the fields of the model's output to compute (e.g. ``{"hidden_states"}``;
+    None: all of them): only the graph they depend on runs, the other fields are None, and only
+    their undetermined entries are recomputed.
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
@@ -201,16 +229,14 @@ class SaturatedModel:
     whole.
     """
 
-    def __init__(self, model: nn.Module, settings: Settings) -> None:
+    def __init__(self, model: nn.Module, settings: Settings,
+                 outputs: Collection[str] | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         self.model = model
         self.settings = settings
-        # Programs by input structure (dynamic batch and lengths; None where the model cannot be
-        # exported so) and by exact signature (the per-shape fallback), for one parameter layout.
-        self._dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = {}
-        self._static: dict[tuple[Any, ...], torch.export.ExportedProgram] = {}
-        self._layout: tuple[Any, ...] = ()
+        self.outputs = None if outputs is None else frozenset(outputs)
+        self._graphs = _graphs_of(model)
         self._checked: set[tuple[str, int, int]] = set()
         dtypes = [p.dtype for p in model.parameters() if p.is_floating_point()]
         self._dtype = dtypes[0] if dtypes else torch.get_default_dtype()
@@ -221,12 +247,13 @@ class SaturatedModel:
     @property
     def exports(self) -> int:
         """How many graphs are held (one per input structure where dynamic export works)."""
-        return sum(p is not None for p in self._dynamic.values()) + len(self._static)
+        return sum(p is not None for p in self._graphs.dynamic.values()) + len(self._graphs.static)
 
     @property
     def exports_dynamic(self) -> bool:
         """Whether every input structure seen so far exported with dynamic shapes."""
-        return bool(self._dynamic) and all(p is not None for p in self._dynamic.values())
+        dynamic = self._graphs.dynamic
+        return bool(dynamic) and all(p is not None for p in dynamic.values())
 
     def _check_parameters(self) -> None:
         """Non-finite parameters have no direction to grow in; checked once per parameter version.
@@ -234,10 +261,10 @@ class SaturatedModel:
         changes the graph: every export is dropped and made again on demand."""
         layout = tuple((name, tuple(t.shape), t.dtype) for name, t in
                        [*self.model.named_parameters(), *self.model.named_buffers()])
-        if layout != self._layout:
-            self._dynamic.clear()
-            self._static.clear()
-            self._layout = layout
+        if layout != self._graphs.layout:
+            self._graphs.dynamic.clear()
+            self._graphs.static.clear()
+            self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
         for name, p in self.model.named_parameters():
@@ -258,22 +285,23 @@ class SaturatedModel:
         leaves, spec = pytree.tree_flatten((args, kwargs))
         structure = (str(spec), tuple((leaf.dtype, leaf.dim(), str(leaf.device))
                                       if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves))
-        if structure not in self._dynamic:
+        graphs = self._graphs
+        if structure not in graphs.dynamic:
             try:
-                self._dynamic[structure] = export_model(self.model, args, kwargs, dynamic=True)
+                graphs.dynamic[structure] = export_model(self.model, args, kwargs, dynamic=True)
             except HomogeneityError:
-                self._dynamic[structure] = None  # exported per shape below
-        dynamic = self._dynamic[structure]
+                graphs.dynamic[structure] = None  # exported per shape below
+        dynamic = graphs.dynamic[structure]
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         if dynamic is not None and _fits(dynamic, tensors):
             return dynamic
         key = _signature(spec, leaves)
-        if key not in self._static:
+        if key not in graphs.static:
             try:
-                self._static[key] = export_model(self.model, args, kwargs)
+                graphs.static[key] = export_model(self.model, args, kwargs)
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
-        return self._static[key]
+        return graphs.static[key]
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
@@ -281,8 +309,10 @@ class SaturatedModel:
         tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
+        spec = program.call_spec.out_spec
+        keep = None if self.outputs is None or spec is None else _kept_leaves(spec, self.outputs)
         with torch.no_grad():
-            return run_terms(program, tensors, leaves, settings, (self._dtype, dtype))
+            return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), keep)
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -340,6 +370,24 @@ class SaturatedModel:
                   for v, _ in pairs]  # entries recomputed in float64 are rounded back
         return SaturatedOutput(pytree.tree_unflatten(values, out_spec),
                                pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined)
+
+
+def _kept_leaves(spec: pytree.TreeSpec, names: frozenset[str]) -> list[bool]:
+    """Per flattened output, whether it lies under one of the top-level fields ``names``.
+
+    Raises:
+        SaturationError: the output has no named fields, or a name is not one of them.
+    """
+    fields = spec.context if isinstance(spec.context, (list, tuple)) else None
+    if not fields or not all(isinstance(field, str) for field in fields):
+        raise SaturationError(f"outputs {sorted(names)} were asked for, but the model returns "
+                              f"{spec.type.__name__ if spec.type else 'a value'} without named fields")
+    unknown = names - set(fields)
+    if unknown:
+        raise SaturationError(f"the model's output has no field {sorted(unknown)}; expected some of "
+                              f"{list(fields)}")
+    return [field in names for field, child in zip(fields, spec.children())
+            for _ in range(child.num_leaves)]
 
 
 def _in_batch(message: str, entries: list[int] | None) -> str:

@@ -60,3 +60,14 @@ def test_changed_model_is_exported_again_and_read_afresh() -> None:
     fresh = saturate(net, x)(x)
     changed = limit(x)
     assert changed.degrees == fresh.degrees and torch.equal(changed.value, fresh.value)
+
+
+def test_every_saturated_model_of_one_model_shares_its_export() -> None:
+    model, tokenizer = load_model("minilm", num_layers=1)
+    enc = tokenizer(list(load_corpus(n=2)), padding=True, return_tensors="pt")
+    batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+             "output_hidden_states": True, "return_dict": True}
+    first = SaturatedModel(model, Settings()).program(**batch)
+    assert SaturatedModel(model, Settings(ties="nan"), outputs={"hidden_states"}).program(**batch) is first
+    other, _ = load_model("minilm", num_layers=1)  # an equal model is another model
+    assert SaturatedModel(other, Settings()).program(**batch) is not first

@@ -12,8 +12,10 @@ import pytest
 import torch
 from torch import nn
 
+from saturated.errors import SaturationError
 from saturated.functional import tie_set
 from saturated.rounding import exact_sign, gamma
+from saturated.rules import Settings
 from saturated.saturate import saturate
 
 # Keys a and b of one query (found by search): q·k_a > q·k_b exactly, yet every order of
@@ -42,6 +44,23 @@ class DotHead(nn.Module):
         return torch.softmax(scores, dim=-1) @ self.value(x[..., 2:])
 
 
+class EinsumHead(DotHead):
+    """The same head with its scores and its weighted sum written as einsums (as XLNet does)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = torch.einsum("qd,bkd->bqk", self.query.to(x.dtype), self.key(x[..., :2]))
+        return torch.einsum("bqk,bkv->bqv", torch.softmax(scores, dim=-1), self.value(x[..., 2:]))
+
+
+class SummedHead(DotHead):
+    """The same scores computed twice and added: a sum keeps a bound but not the exact values."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        once = self.query.to(x.dtype) @ self.key(x[..., :2]).transpose(-2, -1)
+        twice = self.query.to(x.dtype) @ self.key(x[..., :2]).transpose(-2, -1)
+        return torch.softmax(once + twice, dim=-1) @ self.value(x[..., 2:])
+
+
 def tokens(keys: list[list[float]], dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor([[[*k, *(1.0 if i == j else 0.0 for j in range(len(keys)))]
                           for i, k in enumerate(keys)]], dtype=dtype)
@@ -68,6 +87,32 @@ def test_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list
     assert out.value.tolist() == [[[1.0, 0.0]]]  # the query attends to a alone
     # float32 cannot separate them within its bound and recomputes; float64 settles them exactly.
     assert out.refined == ((0,) if dtype == torch.float32 else ())
+
+
+@pytest.mark.parametrize(("case", "dtype"), [(FLOAT32_CASE, torch.float32), (FLOAT64_CASE, torch.float64)],
+                         ids=["float32", "float64"])
+def test_einsum_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list[list[float]]],
+                                                          dtype: torch.dtype) -> None:
+    query, keys = case
+    x = tokens(keys, dtype)
+    head = EinsumHead(query, 2).to(dtype)
+    with torch.no_grad():
+        computed = torch.einsum("qd,bkd->bqk", head.query, head.key(x[..., :2]))[0, 0]
+    assert computed[1] >= computed[0], "premise: rounding reverses or ties the two scores here"
+    out = saturate(head, x)(x)
+    assert out.value.tolist() == [[[1.0, 0.0]]]
+    assert out.refined == ((0,) if dtype == torch.float32 else ())
+
+
+def test_a_near_tie_no_exact_step_can_settle_is_undetermined_not_averaged() -> None:
+    # Without exact values behind the bound, float64 cannot tell this near-tie from a tie: the
+    # limit must not treat it as an exact tie and average the two keys.
+    query, keys = FLOAT64_CASE
+    x = tokens(keys, torch.float64)
+    with pytest.raises(SaturationError, match=r"within the rounding bound of torch\.float64"):
+        saturate(SummedHead(query, 2).double(), x)
+    nan = saturate(SummedHead(query, 2).double(), x, settings=Settings(ties="nan"))(x)
+    assert torch.isnan(nan.value).all()
 
 
 def test_scores_the_bound_separates_are_decided_in_float32() -> None:

@@ -1,0 +1,98 @@
+"""Computing only the outputs a caller reads, and float64 runs that never copy an embedding table."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from empirical.corpus import load_corpus
+from empirical.models import load_model
+from saturated.errors import SaturationError
+from saturated.interpreter import _looked_up
+from saturated.rules import Settings
+from saturated.saturate import SaturatedModel
+
+
+class TwoHeads(nn.Module):
+    """A linear map read two ways: as it is, and through tanh (whose limit is a sign)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(2, 3, bias=False)
+        self.flag = nn.Linear(2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"hidden": self.hidden(x), "flag": torch.tanh(self.flag(x))}
+
+
+def _cancelling() -> tuple[TwoHeads, torch.Tensor]:
+    """Entry 0's flag input is 10000.0009765625 − 10000 (exact in float32), far inside the rounding
+    bound γ₂·Σ|wᵢxᵢ| ≈ 2.4e-3 of its dot product: float32 cannot certify its sign. Entry 1's is
+    10000.0009765625, certified at once."""
+    torch.manual_seed(0)
+    net = TwoHeads()
+    with torch.no_grad():
+        net.flag.weight.copy_(torch.tensor([[10000.0009765625, -10000.0]]))
+    return net, torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+
+
+def test_an_unread_output_is_neither_computed_nor_recomputed() -> None:
+    net, x = _cancelling()
+    every = SaturatedModel(net, Settings())(x)
+    assert every.refined == (0,)  # the flag's sign needed float64
+    assert every.value["flag"].tolist() == [[1.0], [1.0]]  # the exact sign of 0.0009765625
+    hidden_only = SaturatedModel(net, Settings(), outputs={"hidden"})(x)
+    assert hidden_only.refined == ()
+    assert hidden_only.value["flag"] is None and hidden_only.degrees["flag"] is None
+    assert torch.equal(hidden_only.value["hidden"], every.value["hidden"])
+    assert hidden_only.degrees["hidden"] == 1.0
+
+
+def test_output_names_are_checked() -> None:
+    net, x = _cancelling()
+    expected = r"no field \['logits'\]; expected some of \['hidden', 'flag'\]"
+    with pytest.raises(SaturationError, match=expected):
+        SaturatedModel(net, Settings(), outputs={"logits"})(x)
+    plain = nn.Linear(2, 2)
+    with pytest.raises(SaturationError, match="without named fields"):
+        SaturatedModel(plain, Settings(), outputs={"hidden"})(x)
+
+
+def test_hidden_states_alone_match_the_full_limit_on_minilm() -> None:
+    model, tokenizer = load_model("minilm", num_layers=2)
+    enc = tokenizer(list(load_corpus(n=8)), padding=True, return_tensors="pt")
+    batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+             "output_hidden_states": True, "return_dict": True}
+    every = SaturatedModel(model, Settings())(**batch)
+    hidden = SaturatedModel(model, Settings(), outputs={"hidden_states"})(**batch)
+    assert hidden.value.pooler_output is None and hidden.value.last_hidden_state is None
+    assert set(hidden.refined) <= set(every.refined)
+    for ours, theirs in zip(hidden.value.hidden_states, every.value.hidden_states, strict=True):
+        # Entries recomputed in float64 for the full output only differ by float32 rounding.
+        assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_tables_are_cast_after_the_lookup() -> None:
+    model, tokenizer = load_model("minilm", num_layers=1)
+    enc = tokenizer(list(load_corpus(n=3)), padding=True, return_tensors="pt")
+    batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+             "output_hidden_states": True, "return_dict": True}
+    limit = SaturatedModel(model, Settings())
+    program = limit.program(**batch)
+    tables = {program.graph_signature.inputs_to_parameters.get(name) for name in _looked_up(program.graph)}
+    assert {"embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+            "embeddings.token_type_embeddings.weight"} <= tables
+    assert not any("dense" in str(name) or "query" in str(name) for name in tables)
+    settings = replace(limit.settings, orders=1, ties="nan")
+    cast_late = limit._run((), batch, settings, torch.float64)
+    cast_first = SaturatedModel(copy.deepcopy(model).double(), Settings())._run((), batch, settings,
+                                                                                  torch.float64)
+    for ours, theirs in zip(cast_late, cast_first, strict=True):
+        if isinstance(ours, torch.Tensor) or ours is None:
+            continue
+        assert ours.lead.dtype == torch.float64
+        assert torch.equal(ours.lead, theirs.lead)  # the same values: a lookup commutes with a cast

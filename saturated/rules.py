@@ -688,6 +688,10 @@ def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, b
     """
     t = _term(x, s)
     dims = list(range(-len(shape), 0))
+    unsure = _maybe_constant_rows(t, dims, s)
+    if unsure is not None and s.ties != "nan":
+        raise NeedsOrders("layer_norm of a row whose leading coefficients are equal within their "
+                          "rounding bound (it may be constant, and then a lower order leads)")
     if s.orders == 1 and len(t.parts) == 1 and 0 < t.degree < math.inf:
         # Leading order of one growing part: normalize without ε (ε/σ² ~ c^(−2d)); an affine map
         # whose weight and bias share one degree is applied in the same call.
@@ -702,7 +706,8 @@ def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, b
                 raise NeedsOrders("layer_norm of a row whose leading coefficients are all equal")
         error = max(t.floor - t.degree, -2 * t.degree)
         if affine:
-            return Term(((normalized, affine[2]),), error + affine[2])
+            out = Term(((normalized, affine[2]),), error + affine[2])
+            return out if unsure is None else with_nan(out, unsure)
         out = Term(((normalized, 0.0),), error)
     else:
         out = _composed_layer_norm(t, dims, eps, s.orders)
@@ -710,7 +715,29 @@ def _layer_norm(s: Settings, x: Any, shape: Sequence[int], weight: Any = None, b
         out = mul(out, _term(weight, s), s.orders)
     if bias is not None:
         out = add(out, _term(bias, s), s.orders)
-    return out
+    return out if unsure is None else with_nan(out, unsure)
+
+
+def _maybe_constant_rows(t: Term, dims: list[int], s: Settings) -> Tensor | None:
+    """The rows (normalized dimensions kept, of size 1) whose leading coefficients were computed
+    unequal but may all be equal: a constant row has no direction to normalize, and a lower order
+    leads. None if there is no such row.
+
+    Each coefficient is known within its bound bᵢ (the rounding of the op that produced it, for
+    its operands as computed, like every decision), so two coefficients surely differ once
+    |x̂ᵢ − x̂ⱼ| > bᵢ + bⱼ: a row is surely not constant once its range exceeds 2·max b.
+    """
+    rounding = t.rounding(t.degree)
+    if rounding is None or not 0 < t.degree < math.inf:
+        return None
+    lead = t.lead
+    rows = lead.flatten(lead.dim() - len(dims))  # the normalized dimensions as one
+    low, high = torch.aminmax(rows, dim=-1, keepdim=True)
+    bound = rounding.bound(lead.dtype, s.operand_rtol, cheap=True).expand_as(lead)
+    unsure = (high > low) & (high - low <= 2 * bound.flatten(lead.dim() - len(dims)).amax(-1, keepdim=True))
+    if not bool(unsure.any()):
+        return None
+    return unsure.reshape(*lead.shape[:lead.dim() - len(dims)], *(1,) * len(dims))
 
 
 def _one_degree_affine(weight: Any, bias: Any, s: Settings) -> tuple[Tensor, Tensor | None, float] | None:

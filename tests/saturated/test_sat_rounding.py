@@ -147,6 +147,33 @@ def test_activation_input_that_cancels_takes_the_exact_sign(activation: nn.Modul
     assert wide.degrees == 1.0 and wide.value.tolist() == [[-3.0]]
 
 
+class CancelledNorm(nn.Module):
+    """LayerNorm(W·x + y): the product grows (degree 1), y is fixed (degree 0)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = nn.Linear(3, 2, bias=False)
+        self.norm = nn.LayerNorm(2)
+        with torch.no_grad():
+            self.mix.weight.copy_(torch.tensor([[1e8, 1.0, -1e8], [0.0, 1.0, 0.0]]))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.mix(x) + y)
+
+
+def test_layer_norm_of_a_row_that_is_constant_up_to_rounding_lets_the_lower_order_lead() -> None:
+    # W·x is (1e8 + 1 − 1e8, 1) = (1, 1) exactly, a constant row, so the fixed part y decides the
+    # direction: LayerNorm(y) = (1, −1). float32 computes 1e8 + 1 = 1e8, hence (0, 1), whose
+    # normalization (−1, 1) is pure rounding; float64 computes the row exactly.
+    x, y = torch.ones(1, 3), torch.tensor([[2.0, 0.0]])
+    net = CancelledNorm()
+    with torch.no_grad():
+        assert net.mix(x).tolist() == [[0.0, 1.0]], "premise: float32 rounding breaks the tie"
+    out = saturate(net, x, y)(x, y)
+    assert out.refined == (0,) and out.orders == 2
+    assert out.degrees == 1.0 and torch.allclose(out.value, torch.tensor([[1.0, -1.0]]))
+
+
 def test_exact_sign_is_exact() -> None:
     rows = torch.tensor([[2.0**60, 1.0, -(2.0**60)], [2.0**60, -1.0, -(2.0**60)], [1e-300, -1e-300, 0.0]],
                         dtype=torch.float64)

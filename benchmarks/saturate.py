@@ -96,7 +96,7 @@ def fallback_rate(family: str, sentences: list[str]) -> None:
     batch = next(make_batches(model, tokenizer, tokens, batch_size=len(sentences), device="cpu"))
     limit = SaturatedModel(model, Settings())
     out = limit(**batch.inputs, output_hidden_states=True, return_dict=True)
-    fields = {name for name in out.value.keys() if name.endswith("hidden_states")}
+    fields = {name for name in out.value if name.endswith("hidden_states")}
     states = SaturatedModel(model, Settings(), outputs=fields)(
         **batch.inputs, output_hidden_states=True, return_dict=True)
     print(f"{family:8} dynamic export: {'yes' if limit.exports_dynamic else 'no'}; "

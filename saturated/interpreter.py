@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
+from saturated.rounding import Rounding
 from saturated.rules import RULES, TIE_AWARE, Settings
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
@@ -69,7 +70,10 @@ def _placeholder_values(
         return lambda: value
 
     def parameter(tensor: torch.Tensor, name: str) -> Callable[[], Any]:
-        return lambda: Term(((cast(tensor, name), 1.0),))
+        def make() -> Term:
+            value = cast(tensor, name)
+            return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0),))
+        return make
 
     def exact(tensor: Any, name: str) -> Callable[[], Any]:
         return lambda: cast(tensor, name)

@@ -43,6 +43,12 @@ def gamma(n: int, dtype: torch.dtype) -> float:
     return n * u / (1 - n * u) if n * u < 1 else math.inf
 
 
+def _smallest_subnormal(dtype: torch.dtype) -> float:
+    """The spacing of ``dtype``'s floats at zero (2⁻¹⁴⁹ in float32)."""
+    info = torch.finfo(dtype)
+    return info.tiny * info.eps
+
+
 def relative_bound(n: int, dtype: torch.dtype, operand_rtol: float) -> float:
     """The factor of Σ|qᵢ||kᵢ| that bounds the error of a computed sum of n products whose
     operands are each within ``operand_rtol`` (relative, elementwise) of their intended values:
@@ -98,6 +104,13 @@ class Rounding:
     partials: Partials | None = None
     cheap: Callable[[], Tensor] | None = None
     carried: Carried | None = None
+    exact: bool = False
+
+    @classmethod
+    def of_exact(cls, coef: Tensor, degree: float) -> Rounding:
+        """The bound of a value known exactly (a parameter, an input, a constant): no error, but
+        its size counts once it is summed with or scaled into computed values."""
+        return cls(degree, lambda: coef.abs(), 0, exact=True)
 
     def bound(self, dtype: torch.dtype, operand_rtol: float, carried: bool = False,
               cheap: bool = False) -> Tensor:
@@ -107,6 +120,10 @@ class Rounding:
         inputs, LayerNorm and softmax outputs)."""
         magnitude = self.cheap if cheap and self.cheap is not None else self.magnitude
         own = relative_bound(self.length, dtype, operand_rtol) * magnitude()
+        if self.length:
+            # Underflow is absolute, not relative: each of the n roundings may lose up to the
+            # smallest subnormal (a product of tiny operands computed as 0 is not an exact 0).
+            own = own + self.length * _smallest_subnormal(dtype)
         if not carried or self.carried is None:
             return own
         return own + self.carried(dtype, operand_rtol)
@@ -117,12 +134,21 @@ class Rounding:
         return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
                         None if index is None else lambda: fn(index()), self.partials,
                         None if cheap is None else _memo(lambda: fn(cheap())),
-                        None if carried is None else lambda t, e: fn(carried(t, e)))
+                        None if carried is None else lambda t, e: fn(carried(t, e)), self.exact)
 
     def inexact(self) -> Rounding:
         """The same bound without exact values (after an op that is continuous but not linear,
         such as ReLU: |relu(ŝ) − relu(s)| ≤ |ŝ − s|)."""
-        return Rounding(self.degree, self.magnitude, self.length, cheap=self.cheap, carried=self.carried)
+        return Rounding(self.degree, self.magnitude, self.length, cheap=self.cheap, carried=self.carried,
+                        exact=self.exact)
+
+    def summed(self, reduce: Callable[[Tensor], Tensor], count: int) -> Rounding:
+        """After summing ``count`` elements (``reduce`` sums magnitudes the same way): the errors
+        add, and the k − 1 additions make n larger by k − 1 (γₐ + γ_b + γₐγ_b ≤ γ_{a+b})."""
+        magnitude, cheap, carried = self.magnitude, self.cheap or self.magnitude, self.carried
+        return Rounding(self.degree, _memo(lambda: reduce(magnitude())),
+                        self.length + max(count - 1, 0), cheap=_memo(lambda: reduce(cheap())),
+                        carried=None if carried is None else lambda t, e: reduce(carried(t, e)))
 
     def scaled(self, factor: float) -> Rounding:
         """After multiplying by a constant: the magnitude scales, and the product's own rounding
@@ -285,8 +311,8 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
     def carried(dtype: torch.dtype, operand_rtol: float) -> Tensor:
         total = torch.zeros((), dtype=dtype)
         for (x, rx), (y, ry) in pairs:
-            bx = None if rx is None else rx.bound(dtype, operand_rtol, carried=True, cheap=True)
-            by = None if ry is None else ry.bound(dtype, operand_rtol, carried=True, cheap=True)
+            bx = None if rx is None or rx.exact else rx.bound(dtype, operand_rtol, carried=True, cheap=True)
+            by = None if ry is None or ry.exact else ry.bound(dtype, operand_rtol, carried=True, cheap=True)
             if by is not None:
                 total = total + fn(x.abs(), by.expand(y.shape))
             if bx is not None:
@@ -300,7 +326,8 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
 
     usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
                  for (x, _), (y, _) in pairs)
-    inherits = any(rx is not None or ry is not None for (_, rx), (_, ry) in pairs)
+    inherits = any((rx is not None and not rx.exact) or (ry is not None and not ry.exact)
+                   for (_, rx), (_, ry) in pairs)
     numel = math.prod(out_shape)
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
                     (lambda: torch.arange(numel).reshape(out_shape)) if usable else None,

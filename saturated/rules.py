@@ -138,7 +138,13 @@ def _structural(target: Any) -> Rule:
         if target not in _SPLITS:
             return t.map(lambda v: target(v, *args, **kwargs))
         pieces = [target(a, *args, **kwargs) for a, _ in t.parts]
-        return [Term(tuple((piece[i], d) for piece, (_, d) in zip(pieces, t.parts)), t.floor)
+        shape = t.shape
+
+        def piece_of(i: int) -> Callable[[Tensor], Tensor]:
+            return lambda v: target(v.expand(shape), *args, **kwargs)[i]
+
+        return [Term(tuple((piece[i], d) for piece, (_, d) in zip(pieces, t.parts)), t.floor,
+                     tuple(r.map(piece_of(i)) for r in t.roundings))
                 for i in range(len(pieces[0]))]
     return rule
 
@@ -389,7 +395,9 @@ def _select(cond: Any, x: Term, y: Term, s: Settings) -> Term:
     dtypes = [a.dtype for a, _ in (*x.parts, *y.parts) if a.dim()]
     dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
     parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)).to(dtype), d) for d in {*xs, *ys}]
-    return make(parts, max(x.floor, y.floor), s.orders)
+    selected = make(parts, max(x.floor, y.floor), s.orders)
+    return selected.with_roundings(_joined_roundings(
+        [x, y], lambda pieces: torch.where(cond, pieces[0], pieces[1]), selected.shape))
 
 
 @_rule(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
@@ -412,7 +420,41 @@ def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
     degrees = {d for table in tables for d in table}
     parts = [(torch.cat([table.get(d, torch.zeros_like(t.lead)) for t, table in zip(terms, tables)],
                         dim), d) for d in degrees]
-    return make(parts, max(t.floor for t in terms), s.orders)
+    joined = make(parts, max(t.floor for t in terms), s.orders)
+    return joined.with_roundings(_joined_roundings(terms, lambda pieces: torch.cat(pieces, dim)))
+
+
+def _joined_roundings(terms: Sequence[Term], join: Callable[[list[Tensor]], Tensor],
+                      shape: torch.Size | None = None) -> list[Rounding | None]:
+    """The bounds of a value whose elements are taken from ``terms`` (``join`` puts their
+    per-element tensors together, as the op did the coefficients): per degree, each element keeps
+    its own bound, and a term without that part contributes exact zeros. Unknown if any term has
+    the part without a bound."""
+    out: list[Rounding | None] = []
+    for degree in {d for t in terms for _, d in t.parts if math.isfinite(d)}:
+        own = [(t, t.rounding(degree)) for t in terms]
+        if any(bound is None and any(d == degree for _, d in t.parts) for t, bound in own):
+            out.append(None)
+        else:
+            out.append(_joined(own, join, shape, degree))
+    return out
+
+
+def _joined(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor],
+            shape: torch.Size | None, degree: float) -> Rounding:
+    """One degree's bound for :func:`_joined_roundings`."""
+    def joined(pick: Callable[[Rounding], Tensor | None]) -> Tensor:
+        pieces = [None if bound is None else pick(bound) for _, bound in own]
+        value = join([torch.zeros(t.shape, dtype=t.lead.dtype, device=t.lead.device)
+                      if piece is None else piece.expand(t.shape) for (t, _), piece in zip(own, pieces)])
+        return value if shape is None else value.expand(shape)
+
+    def carried(dtype: torch.dtype, rtol: float) -> Tensor:
+        return joined(lambda bound: None if bound.carried is None else bound.carried(dtype, rtol))
+
+    length = max(bound.length for _, bound in own if bound is not None)
+    return Rounding(degree, lambda: joined(lambda bound: bound.magnitude()), length,
+                    cheap=lambda: joined(lambda bound: (bound.cheap or bound.magnitude)()), carried=carried)
 
 
 # --- Activations: the saturating ones become their limits (paper Lemmas 6–8). ------------------
@@ -423,15 +465,18 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     Where |coefficient| exceeds the part's rounding bound (:mod:`saturated.rounding`) the computed
     sign is the exact one. Elsewhere it is decided exactly from the operands (float64 with
     ``exact_ties``: an exact zero leaves the decision to lower parts), or it is NaN, undetermined
-    in this precision. Parts without a known bound keep their computed sign.
+    in this precision. A growing part without a known bound has no certified sign: NaN (a value
+    known exactly carries a bound of 0, so this is only the output of an op that keeps no bound).
     """
     a, d = x.parts[index]
     sign = torch.sign(a)
     if may_hold_nan(a):  # torch.sign(NaN) is 0: keep undetermined entries undetermined
         sign = torch.where(torch.isnan(a), math.nan, sign)
-    rounding = x.rounding(d)
-    if rounding is None or not 0 < d < math.inf:
+    if not 0 < d < math.inf:
         return sign
+    rounding = x.rounding(d)
+    if rounding is None:
+        return torch.full_like(sign, math.nan)
     bound = rounding.bound(a.dtype, s.operand_rtol)
     unsure = (a.abs() <= bound) & (bound > 0)
     if not bool(unsure.any()):
@@ -471,8 +516,10 @@ def _regimes(x: Term, s: Settings) -> tuple[Tensor, Tensor, Tensor, float]:
         if d == 0:
             value = a
         if undecided:
-            new = (sign == 0) & (a != 0)
+            # A computed 0 is a decision too (rounding or underflow may have produced it): only
+            # the certified sign says whether the element has this part.
             found = part_sign(x, index, s)  # 0 where the coefficient is rounding of an exact 0
+            new = (sign == 0) & (found != 0)  # NaN (undetermined) counts as found
             sign = torch.where(new, found, sign)
             if d > 0:
                 growing |= new & (found != 0)

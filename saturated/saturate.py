@@ -185,6 +185,28 @@ def _fits(program: torch.export.ExportedProgram, tensors: list[torch.Tensor]) ->
     return True
 
 
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _module_fingerprint(model: nn.Module) -> tuple[Any, ...]:
+    """What an export bakes in besides the parameters: each submodule's class, its plain
+    attributes (numbers, strings, flags, tuples of them) and the identity and version of tensors
+    held as plain attributes (constants the graph lifts)."""
+    entries = []
+    for name, module in model.named_modules():
+        attributes: list[tuple[Any, ...]] = []
+        for key, value in vars(module).items():
+            if key.startswith("_") or key == "training":
+                continue
+            plain = isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)
+            if plain or isinstance(value, _PLAIN):
+                attributes.append((key, value))
+            elif isinstance(value, torch.Tensor):
+                attributes.append((key, id(value), value._version))
+        entries.append((name, type(module), tuple(attributes)))
+    return tuple(entries)
+
+
 @dataclass
 class _Graphs:
     """A model's exported programs, for one parameter layout: by input structure (dynamic batch
@@ -257,10 +279,12 @@ class SaturatedModel:
 
     def _check_parameters(self) -> None:
         """Non-finite parameters have no direction to grow in; checked once per parameter version.
-        A parameter or buffer replaced by one of another shape or dtype (or added, or removed)
-        changes the graph: every export is dropped and made again on demand."""
-        layout = tuple((name, tuple(t.shape), t.dtype) for name, t in
-                       [*self.model.named_parameters(), *self.model.named_buffers()])
+        A parameter or buffer replaced by one of another shape or dtype (or added, or removed), a
+        submodule replaced, or a plain attribute the graph may have baked in changed: every
+        export is dropped and made again on demand."""
+        layout = (tuple((name, tuple(t.shape), t.dtype) for name, t in
+                        [*self.model.named_parameters(), *self.model.named_buffers()]),
+                  _module_fingerprint(self.model))
         if layout != self._graphs.layout:
             self._graphs.dynamic.clear()
             self._graphs.static.clear()

@@ -161,9 +161,10 @@ def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
     coef = value if value.is_floating_point() else value.to(torch.get_default_dtype())
     huge = coef.abs() >= mask_threshold
     if not bool(huge.any()):
-        return Term(((coef, 0.0),))
-    return Term(((torch.where(huge, torch.sign(coef), 0), math.inf),
-                 (torch.where(huge, 0, coef), 0.0)))
+        return Term(((coef, 0.0),), roundings=(Rounding.of_exact(coef, 0.0),))
+    bounded = torch.where(huge, 0, coef)
+    return Term(((torch.where(huge, torch.sign(coef), 0), math.inf), (bounded, 0.0)),
+                roundings=(Rounding.of_exact(bounded, 0.0),))
 
 
 def scale(x: Term, factor: float | Tensor) -> Term:
@@ -362,4 +363,12 @@ def reduce(x: Term, dims: list[int], keepdim: bool, mean: bool) -> Term:
     for a, d in x.parts:
         total = a.sum(dim=dims, keepdim=keepdim)
         parts.append((total / count if mean else total, d))
-    return Term(tuple(parts), x.floor)
+    shape = x.shape
+
+    def summed(m: Tensor) -> Tensor:
+        return m.expand(shape).sum(dim=dims, keepdim=keepdim)
+
+    roundings = tuple(r.summed(summed, count) for r in x.roundings)
+    if mean:
+        roundings = tuple(r.scaled(1 / count) for r in roundings)
+    return Term(tuple(parts), x.floor, roundings)

@@ -1,0 +1,103 @@
+"""Sign decisions whose inputs pass through sums with exact values, selections, splits,
+reductions or underflow: each must follow the exact value, not the computed one.
+
+The weights below make W·x cancel: exactly −7.3·10⁻⁶, computed as +1.2·10⁻⁴ in float32, so a
+limit that trusts the computed sign gets tanh → +1 where the exact limit is −1. The premise is
+checked on this machine's arithmetic first.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+from torch import nn
+
+from saturated.saturate import saturate
+
+X = [3.586989402770996, -1.8312901258468628, 1.5987002849578857]
+W = [-356.01080322265625, 3.255015326431021e-05, 798.7782592773438]
+EXACT = sum(Fraction(w) * Fraction(x) for w, x in zip(W, X))
+
+
+class Cancelling(nn.Module):
+    """tanh (or sigmoid) of W·x, reached through the op named by ``how``."""
+
+    def __init__(self, how: str, activation: nn.Module) -> None:
+        super().__init__()
+        self.how, self.activation = how, activation
+        self.linear = nn.Linear(3, 2, bias=how == "bias")
+        self.weight = nn.Parameter(torch.tensor(W))
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.tensor([W, W]))
+            if self.linear.bias is not None:
+                self.linear.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "sum":
+            h = (x * self.weight).sum(-1, keepdim=True)
+        elif self.how == "mean":
+            h = (x * self.weight).mean(-1, keepdim=True)
+        elif self.how == "chunk":
+            h = self.linear(x).chunk(2, -1)[0]
+        elif self.how == "cat":
+            h = torch.cat([self.linear(x)[..., :1], self.linear(x)[..., 1:]], -1)
+        elif self.how == "masked_fill":
+            h = self.linear(x).masked_fill(torch.tensor([False, True]), 5.0)[..., :1]
+        else:  # "bias": a zero bias added to W·x
+            h = self.linear(x)
+        return self.activation(h)
+
+
+def test_premise_float32_reverses_the_sign() -> None:
+    assert EXACT < 0
+    assert float((torch.tensor(X) * torch.tensor(W)).sum()) > 0
+    assert float(nn.functional.linear(torch.tensor([X]), torch.tensor([W]))) > 0
+
+
+@pytest.mark.parametrize("how", ["bias", "sum", "mean", "chunk", "cat", "masked_fill"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sign_follows_the_exact_value(how: str, dtype: torch.dtype) -> None:
+    x = torch.tensor([X], dtype=dtype)
+    tanh = saturate(Cancelling(how, nn.Tanh()).to(dtype).eval(), x)(x).value
+    sigmoid = saturate(Cancelling(how, nn.Sigmoid()).to(dtype).eval(), x)(x).value
+    assert tanh[0, 0].item() == -1.0
+    assert sigmoid[0, 0].item() == 0.0
+
+
+@pytest.mark.parametrize(("dtype", "size"), [(torch.float32, 1e-23), (torch.float16, 1e-4),
+                                             (torch.bfloat16, 1e-23)])
+def test_a_product_that_underflows_is_not_an_exact_zero(dtype: torch.dtype, size: float) -> None:
+    """w·x > 0 underflows to 0 in ``dtype``; the limit of tanh(c²·w·x) is still +1."""
+    model = nn.Sequential(nn.Linear(1, 1, bias=False), nn.Tanh()).to(dtype).eval()
+    with torch.no_grad():
+        model[0].weight.fill_(size)
+    x = torch.full((1, 1), size, dtype=dtype)
+    assert model[0](x).item() == 0.0  # the premise: computed as zero
+    assert saturate(model, x)(x).value.item() == 1.0
+
+
+class Switchable(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.activation: nn.Module = nn.ReLU()
+        self.factor = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.linear(x)) * self.factor
+
+
+def test_a_changed_module_or_attribute_is_never_served_a_stale_graph() -> None:
+    torch.manual_seed(0)
+    model = Switchable().eval()
+    x = torch.randn(2, 3)
+    limit = saturate(model, x)
+    before = limit(x).value
+    model.activation = nn.Tanh()  # no parameters change, the graph does
+    assert torch.equal(limit(x).value, torch.sign(model.linear(x)))
+    model.factor = -1.0  # a plain attribute the export baked in
+    assert torch.equal(saturate(model, x)(x).value, -torch.sign(model.linear(x)))
+    model.activation, model.factor = nn.ReLU(), 1.0
+    assert torch.equal(limit(x).value, before)

@@ -22,6 +22,8 @@ from homogeneity.tracing import configured_positions
 __all__ = [
     "Batch",
     "TokenizedCorpus",
+    "check_token_ids",
+    "embedding_rows",
     "hidden_state_field",
     "hidden_states",
     "make_batches",
@@ -59,12 +61,55 @@ def position_limit(model: nn.Module) -> int | None:
     return limit - _POSITION_OFFSETS.get(getattr(getattr(model, "config", None), "model_type", ""), 0)
 
 
+def embedding_rows(model: nn.Module) -> int | None:
+    """How many token ids the model can embed (None: it has no input embedding table)."""
+    getter = getattr(model, "get_input_embeddings", None)
+    try:
+        table = getter() if callable(getter) else None
+    except NotImplementedError:  # PreTrainedModel's default for models without one
+        return None
+    rows = getattr(table, "num_embeddings", None)
+    return rows if isinstance(rows, int) else None
+
+
+def check_token_ids(model: nn.Module, ids: Sequence[Sequence[int]] | torch.Tensor) -> None:
+    """Refuse token ids the model cannot embed, before they reach its embedding table.
+
+    Raises:
+        EmpiricalError: an id is negative or at least the number of rows of the embedding table
+            (which would end in an ``IndexError`` deep inside the model).
+    """
+    rows = embedding_rows(model)
+    if rows is None:
+        return
+    if isinstance(ids, torch.Tensor):
+        if ids.numel() == 0:
+            return
+        low, high = int(ids.min()), int(ids.max())
+    else:
+        flat = [int(i) for row in ids for i in row]
+        if not flat:
+            return
+        low, high = min(flat), max(flat)
+    if high >= rows or low < 0:
+        bad = high if high >= rows else low
+        raise EmpiricalError(
+            f"expected token ids from 0 to {rows - 1} (the model's embedding table has {rows} rows), "
+            f"got id {bad}; the tokenizer does not fit the model: use the model's own tokenizer "
+            "(tokenizer=DIR, CLI: --tokenizer DIR)"
+        )
+
+
 def tokenize(
     tokenizer: Any, sentences: Sequence[str], *, max_length: int, model: nn.Module
 ) -> TokenizedCorpus:
     """Tokenize with the tokenizer's special tokens, truncating at ``max_length`` or the model's limit.
 
     Truncated sentences are counted and announced with a warning, never dropped silently.
+
+    Raises:
+        EmpiricalError: a bad ``max_length``, a tokenizer that does not truncate, or an empty
+            sentence.
     """
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
         raise EmpiricalError(f"max_length must be a positive number of tokens, got {max_length!r}")
@@ -127,9 +172,15 @@ def make_batches(
     batch_size: int,
     device: torch.device | str,
 ) -> Iterator[Batch]:
-    """Length-sorted, right-padded batches of at most ``batch_size`` sentences."""
+    """Length-sorted, right-padded batches of at most ``batch_size`` sentences.
+
+    Raises:
+        EmpiricalError: ``batch_size < 1``, or token ids beyond the model's embedding table
+            (checked for the whole corpus before the first batch).
+    """
     if batch_size < 1:
         raise EmpiricalError(f"batch_size must be at least 1, got {batch_size}")
+    check_token_ids(model, corpus.ids)
     pad = _pad_id(model, tokenizer)
     order = sorted(range(len(corpus.ids)), key=lambda i: len(corpus.ids[i]))
     encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))

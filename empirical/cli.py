@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -17,7 +18,7 @@ from empirical.errors import EmpiricalError
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
 
-__all__ = ["DEBUG_VARIABLE", "build_parser", "main"]
+__all__ = ["DEBUG_VARIABLE", "build_parser", "main", "one_line"]
 
 DEBUG_VARIABLE = "NORMSAT_DEBUG"
 """Set to 1 to see tracebacks, like ``--debug``."""
@@ -25,6 +26,19 @@ DEBUG_VARIABLE = "NORMSAT_DEBUG"
 _USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
 
 COMMANDS = (similarity, degree, report, norms, projection, train, grid, heads)
+
+# Terminal escape sequences (CSI such as colours, and OSC such as hyperlinks) that dependencies put
+# in their messages: noise in a log file, and they can hide the message on some terminals.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def one_line(message: object) -> str:
+    r"""``message`` as one clean line: escape sequences removed, lines and runs of spaces joined.
+
+    >>> one_line("cannot load:\n\n  \x1b[1mWeightsUnpickler\x1b[0m error\n")
+    'cannot load: WeightsUnpickler error'
+    """
+    return " ".join(_ESCAPES.sub("", str(message)).split())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*_USER_ERRORS, OSError) as err:
         if debug:
             traceback.print_exc()
-        print(f"normsat {args.command}: error: {err}", file=sys.stderr)
+        print(f"normsat {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"normsat {args.command}: interrupted", file=sys.stderr)
@@ -88,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug: say so in one line, the traceback on request
         if debug:
             traceback.print_exc()
-        print(f"normsat {args.command}: internal error: {type(err).__name__}: {err} (a bug in "
+        print(f"normsat {args.command}: internal error: {type(err).__name__}: {one_line(err)} (a bug in "
               f"normsat; rerun with --debug for the traceback and report it)", file=sys.stderr)
         return 1
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["Made", "is_factory", "make"]
+__all__ = ["Made", "is_factory", "make", "resolve"]
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -43,12 +43,12 @@ class Made:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def make(spec: str) -> Made:
-    """Import ``module.path:Factory`` and call it.
+def resolve(spec: str) -> Any:
+    """Import ``module.path:Factory`` and return the factory without calling it, so that a typo
+    is refused before any work.
 
     Raises:
-        EmpiricalError: the module or attribute does not exist, the factory raised, or it returned
-            something other than the forms listed in this module's docstring.
+        EmpiricalError: the module or attribute does not exist, or it is not callable.
     """
     module_name, _, attr = spec.partition(":")
     try:
@@ -59,7 +59,24 @@ def make(spec: str) -> Made:
         raise EmpiricalError(f"cannot load the model factory {spec!r}: {err}") from err
     if not callable(factory):
         raise EmpiricalError(f"expected {spec} to be callable, got {type(factory).__name__}")
-    made = factory()
+    return factory
+
+
+def make(spec: str) -> Made:
+    """Import ``module.path:Factory`` and call it.
+
+    Raises:
+        EmpiricalError: the module or attribute does not exist, the factory raised, or it returned
+            something other than the forms listed in this module's docstring.
+    """
+    factory = resolve(spec)
+    try:
+        made = factory()
+    except Exception as err:  # the user's code: its failure is bad input, not a bug in normsat
+        raise EmpiricalError(
+            f"the model factory {spec} raised {type(err).__name__}: {str(err).strip()}; expected it to build "
+            "and return a model"
+        ) from err
     if isinstance(made, nn.Module):
         return Made(made)
     if isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module):

@@ -22,7 +22,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+from torch import nn
 
+from empirical.batching import embedding_rows
 from empirical.errors import EmpiricalError
 
 __all__ = ["PROFILE", "profile", "register_profile", "scales", "sentences", "special_tokens",
@@ -78,21 +80,32 @@ def special_tokens(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     )
 
 
-def token_sequences(tokenizer: Any, min_len: int = 1,
-                    max_len: int = 32) -> st.SearchStrategy[tuple[int, ...]]:
+def token_sequences(tokenizer: Any, min_len: int = 1, max_len: int = 32, *,
+                    model: nn.Module | None = None,
+                    vocab_size: int | None = None) -> st.SearchStrategy[tuple[int, ...]]:
     """Token id sequences from the tokenizer's vocabulary, wrapped in the special tokens it adds.
 
     Args:
         tokenizer: a Hugging Face tokenizer.
         min_len: the fewest ids in a sequence, special tokens included.
         max_len: the most ids in a sequence, special tokens included.
+        model: draw only ids its input embedding table has rows for (a tokenizer larger than the
+            model's vocabulary would otherwise draw ids the model cannot embed).
+        vocab_size: the same bound given as a number: ids below it.
 
     Returns:
         A strategy of tuples of ids; the ids between the special tokens are the vocabulary's
         ordinary (non-special) tokens, and shrink toward the smallest of them.
 
     Raises:
-        EmpiricalError: ``max_len`` leaves no room for the special tokens, or ``min_len > max_len``.
+        EmpiricalError: ``max_len`` leaves no room for the special tokens, ``min_len > max_len``,
+            or the bound excludes the special tokens or every ordinary token.
+
+    >>> from empirical.models import load_model
+    >>> _, tokenizer = load_model("minilm", num_layers=1)
+    >>> token_sequences(tokenizer, vocab_size=50)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    empirical.errors.EmpiricalError: expected the special tokens [101, 102] to be ids the model ...
     """
     before, after = special_tokens(tokenizer)
     fixed = len(before) + len(after)
@@ -101,8 +114,24 @@ def token_sequences(tokenizer: Any, min_len: int = 1,
             f"expected 1 ≤ min_len ≤ max_len with room for the {fixed} special tokens "
             f"{[*before, *after]}, got min_len={min_len}, max_len={max_len}"
         )
+    bounds = [len(tokenizer)]
+    if vocab_size is not None:
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+            raise EmpiricalError(f"expected vocab_size to be a positive integer, got {vocab_size!r}")
+        bounds.append(vocab_size)
+    rows = embedding_rows(model) if model is not None else None
+    if rows is not None:
+        bounds.append(rows)
+    bound = min(bounds)
+    if any(i >= bound for i in (*before, *after)):
+        raise EmpiricalError(
+            f"expected the special tokens {[*before, *after]} to be ids the model embeds, got a "
+            f"vocabulary of {bound} ids (0 to {bound - 1}): the tokenizer does not fit the model"
+        )
     special = set(getattr(tokenizer, "all_special_ids", ())) | set(before) | set(after)
-    ordinary = [i for i in range(len(tokenizer)) if i not in special]
+    ordinary = [i for i in range(bound) if i not in special]
+    if not ordinary:
+        raise EmpiricalError(f"expected ordinary (non-special) token ids below {bound}, got none")
     content = st.lists(st.sampled_from(ordinary), min_size=max(min_len - fixed, 0 if fixed else 1),
                        max_size=max_len - fixed)
     return content.map(lambda ids: (*before, *ids, *after))

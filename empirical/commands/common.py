@@ -8,6 +8,7 @@ model argument: ``--model NAME|DIR|ORG/NAME|module.path:Factory``); every output
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -81,11 +82,15 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, sentences: int = 100)
                         help=f"how many sentences (default: {sentences})")
 
 
-def add_device_options(parser: argparse.ArgumentParser) -> None:
-    """``--dtype`` and ``--device``."""
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
-                        help="parameter dtype (default: float32)")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+def add_device_options(parser: argparse.ArgumentParser, *, dtypes: Sequence[str] | None = None,
+                       dtype_default: str | None = "float32", dtype_help: str | None = None) -> None:
+    """``--dtype`` (among ``dtypes``, default: all of :data:`empirical.models.DTYPES`) and
+    ``--device``; :func:`check_outputs` refuses a device that does not exist here (exit code 2)."""
+    parser.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
+                        default=dtype_default,
+                        help=f"parameter dtype (default: {dtype_help or dtype_default})")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 "
+                        "(default: cpu)")
 
 
 def add_output_options(parser: argparse.ArgumentParser, *, json_help: str, plot: bool = False) -> None:
@@ -112,7 +117,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 def load_args_model(args: argparse.Namespace, *, random_init: bool | None = None) -> tuple[nn.Module, Any]:
     """The model and tokenizer the command-line options name (``random_init`` overrides the flag)."""
-    dtype: torch.dtype = parse_dtype(getattr(args, "dtype", "float32"))
+    dtype: torch.dtype = parse_dtype(getattr(args, "dtype", None) or "float32")
     return load_model(
         model_spec(args), random_init=args.random_init if random_init is None else random_init,
         seed=args.seed, num_layers=args.num_layers, dtype=dtype,

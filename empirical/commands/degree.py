@@ -7,19 +7,23 @@ from typing import Any
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from empirical.commands.common import (
+    add_device_options,
     add_model_option,
     add_output_options,
     check_outputs,
     load_args_model,
     model_spec,
+    parse_dtype,
     positive_int,
     write_json,
 )
 from empirical.errors import EmpiricalError
 from empirical.factories import is_factory, make
+from empirical.models import check_device
 from empirical.provenance import model_record, versions
 from homogeneity.analysis import analyze
 from homogeneity.report import HomogeneityReport
@@ -48,6 +52,8 @@ def register(subparsers: Any) -> None:
                         "(default: all parameters)")
     parser.add_argument("--depth", type=positive_int, default=3,
                         help="show modules at most this many levels deep (default: 3)")
+    add_device_options(parser, dtype_default=None,
+                       dtype_help="float32; a factory's model keeps its own")
     add_output_options(parser, json_help="write the full report as JSON to this path")
     parser.set_defaults(func=run)
 
@@ -70,16 +76,26 @@ def model_inputs(model: nn.Module, tokenizer: Any,
 def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     """The model and example inputs named by the model argument."""
     name = model_spec(args)
+    device = check_device(getattr(args, "device", "cpu"))
     if is_factory(name):
         made = make(name)
+        model = made.model.to(device)
+        if getattr(args, "dtype", None):
+            model = model.to(parse_dtype(args.dtype))
         if not made.args and not made.kwargs:
             if made.tokenizer is None:
                 raise EmpiricalError(f"expected {name} to return (model, args) or (model, args, "
                                      "kwargs): degree needs example inputs to trace")
-            return made.model, (), model_inputs(made.model, made.tokenizer)
-        return made.model, made.args, made.kwargs
+            return model, (), _on(model_inputs(model, made.tokenizer), device)
+        return model, _on(made.args, device), _on(made.kwargs, device)
     model, tokenizer = load_args_model(args)
-    return model, (), model_inputs(model, tokenizer)
+    return model, (), _on(model_inputs(model, tokenizer), device)
+
+
+def _on(inputs: Any, device: torch.device) -> Any:
+    """``inputs`` with every tensor moved to ``device`` (float tensors keep their dtype: inputs
+    such as masks or positions are the user's choice)."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), inputs)
 
 
 def _inputs_record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

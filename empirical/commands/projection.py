@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from empirical.commands.common import (
+    add_device_options,
     add_output_options,
     check_output,
     check_outputs,
@@ -16,7 +17,7 @@ from empirical.commands.common import (
 )
 from empirical.components import VARIANTS, build_components, component_saturation, random_inputs
 from empirical.errors import EmpiricalError
-from empirical.models import parse_dtype
+from empirical.models import check_device, parse_dtype
 from empirical.plotting import PLOT_SUFFIXES
 from empirical.projection import ProjectionCurves, equilibrium_scale, projection_curves
 from empirical.provenance import versions
@@ -55,8 +56,7 @@ def register(subparsers: Any) -> None:
                         help="fixed accuracies a (default: 0.75, 0.775, …, 1.0)")
     parser.add_argument("--no-saturation", action="store_true",
                         help="skip Figure 5 (component saturation)")
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float64",
-                        help="parameter dtype (default: float64)")
+    add_device_options(parser, dtypes=["float32", "float64"], dtype_default="float64")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed: components use it, inputs seed + 1, the loss seed + 2 (default: 0)")
     add_output_options(parser, json_help="write Figure 1 and Figure 5 data as JSON to this path", plot=True)
@@ -112,9 +112,12 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not {1.0, 0.8} <= set(accuracies):
         raise EmpiricalError(f"expected --accuracies to include 1.0 and 0.8 for --plot (its two top "
                              f"panels), got {accuracies}")
-    dtype = parse_dtype(args.dtype)
-    components = build_components(args.variants, hidden=args.hidden, seed=args.seed, dtype=dtype)
-    inputs = random_inputs(args.sequences, args.length, args.hidden, seed=args.seed + 1, dtype=dtype)
+    dtype, device = parse_dtype(args.dtype), check_device(args.device)
+    # Built and drawn on the CPU from their seeds (the same numbers on every device), then moved.
+    components = {name: module.to(device) for name, module in
+                  build_components(args.variants, hidden=args.hidden, seed=args.seed, dtype=dtype).items()}
+    inputs = random_inputs(args.sequences, args.length, args.hidden, seed=args.seed + 1,
+                           dtype=dtype).to(device)
     curves = projection_curves(components, inputs, scales=figure1_scales(args.max_scale, args.scale_step),
                                accuracies=accuracies, classes=args.classes, seed=args.seed + 2)
     print("Equilibrium norm ρ*(a): the first norm c·ρ₀ with a positive projection (Figure 1)")
@@ -130,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "seeds": {"components": args.seed, "inputs": args.seed + 1, "loss": args.seed + 2},
+        "dtype": str(dtype),
+        "device": str(device),
         "hidden": args.hidden,
         "projection": curves.to_dict(),
         "signs": {str(a): summary for a, summary in signs.items()},

@@ -6,6 +6,7 @@ import argparse
 import shutil
 from typing import Any
 
+from empirical import distributed, report
 from empirical.commands.common import (
     MODEL_HELP,
     add_corpus_options,
@@ -15,13 +16,19 @@ from empirical.commands.common import (
     parse_dtype,
     positive_int,
 )
-from empirical.errors import EmpiricalError
-from empirical.factories import is_factory
+from empirical.factories import is_factory, resolve
 from empirical.models import check_device
-from empirical.report import write_report
+from empirical.report import SectionFunction, write_report
+from empirical.sections.context import ReportContext, Section
+from empirical.sections.heads import heads_section
+from empirical.sections.limit import limit_section
+from empirical.sections.similarity import similarity_section
 from empirical.training import read_run
 
-__all__ = ["register"]
+__all__ = ["NEEDS_RANDOM_TWIN", "register", "sections_for"]
+
+NEEDS_RANDOM_TWIN = (similarity_section, limit_section, heads_section)
+"""The sections that compare the model with its random-init twin (skipped for a factory)."""
 
 
 def register(subparsers: Any) -> None:
@@ -34,10 +41,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out", default="normsat-report", metavar="DIR",
                         help="report folder (default: normsat-report)")
     parser.add_argument("--model", default="minilm",
-                        help=f"model with pretrained weights: {MODEL_HELP} (default: minilm)")
+                        help=f"model with pretrained weights: {MODEL_HELP} (default: minilm; a "
+                        "factory has no random-init twin: the sections that need one are skipped)")
     add_corpus_options(parser)
     parser.add_argument("--num-layers", type=positive_int, default=None,
-                        help="keep only this many layers (default: all)")
+                        help="keep only this many layers (default: all; at most the checkpoint's "
+                        "depth)")
     parser.add_argument("--tokenizer", default=None, metavar="DIR",
                         help="tokenizer folder, for model folders that ship without one")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
@@ -50,11 +59,32 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run, default_model="minilm")
 
 
+def _skipped(section: SectionFunction, reason: str) -> SectionFunction:
+    """In place of ``section``: a section that says why it was not measured."""
+    key = section.__name__.removesuffix("_section")
+
+    def skip(ctx: ReportContext) -> Section:
+        return Section(key, f"{key.capitalize()}: skipped", f"Skipped: {reason}.",
+                       {"skipped": reason})
+
+    return skip
+
+
+def sections_for(name: str) -> list[SectionFunction]:
+    """The report's sections for the model ``name``: a factory has no random-init twin, so the
+    sections that compare with one are replaced by a statement of why they are missing."""
+    if not is_factory(name):
+        return list(report.SECTIONS)
+    reason = (f"the model comes from the factory {name}, which has no random-init twin to compare "
+              "its weights with; name a model or a folder to measure this section")
+    return [_skipped(section, reason) if section in NEEDS_RANDOM_TWIN else section
+            for section in report.SECTIONS]
+
+
 def run(args: argparse.Namespace) -> int:
     name = model_spec(args)
     if is_factory(name):
-        raise EmpiricalError(f"the report compares pretrained weights with a random-init twin; "
-                             f"expected a named model or a folder, got the factory {name}")
+        resolve(name)  # a missing module or attribute fails before any work
     folder = check_output_dir(args.out, what="--out")
     check_device(args.device)
     if args.train_dir is not None:
@@ -63,13 +93,15 @@ def run(args: argparse.Namespace) -> int:
     options = {"num_layers": args.num_layers, "dtype": parse_dtype(args.dtype),
                "device": args.device, "tokenizer": args.tokenizer, "cache_dir": args.cache_dir}
     try:
-        path = write_report(folder, model=name, sentences=args.sentences, seed=args.seed,
+        path = write_report(folder, sections=sections_for(name), model=name,
+                            sentences=args.sentences, seed=args.seed,
                             progress=not args.quiet, corpus_path=args.corpus, load_options=options,
                             train_dir=args.train_dir)
     except BaseException:
         if created:  # a folder this run made holds only this run's partial output
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    print(f"report: {path}")
-    print(f"results: {path.parent / 'results.json'}")
+    if distributed.is_writer():  # under torchrun every rank runs the report; one prints it
+        print(f"report: {path}")
+        print(f"results: {path.parent / 'results.json'}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from empirical import distributed
 from empirical.commands.common import (
     add_corpus_options,
     add_device_options,
@@ -88,6 +89,8 @@ def runs_to_json(measured: dict[str, tuple[dict[str, Any], SimilarityResult]]) -
 def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     measured = run_variants(args)
+    if not distributed.is_writer():  # under torchrun every rank holds the result; one prints it
+        return 0
     for label, (identity, result) in measured.items():
         print(f"\n{identity['name']} ({label}), {result.n_sentences} sentences, "
               f"{sum(result.n_tokens.values())} tokens, {result.n_truncated} truncated")

@@ -40,7 +40,9 @@ def fast(tiny_bert_dir: Path, *more: str) -> list[str]:
         (["similarity", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
         (["similarity", "--model", "org/none", "--cache-dir", "/nonexistent"],
          r"unknown model 'org/none'.*no snapshot of org/none"),
-        (["report", "--model", "nope:factory"], r"expected a named model or a folder, got the factory"),
+        (["report", "--model", "nope:factory"], r"cannot load the model factory 'nope:factory'"),
+        (["degree", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
+        (["projection", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
     ],
 )
 def test_cli_refuses_before_any_measurement(argv: list[str], expected: str,
@@ -136,7 +138,21 @@ def test_malformed_or_unknown_config(tmp_path: Path, config: str, expected: str,
     with pytest.raises(EmpiricalError, match=expected):
         load_model(tmp_path)
     code, err = run_cli(["degree", "--model", str(tmp_path)], capsys)
-    assert code == 2 and "config.json" in err
+    # One line, even where transformers' own multi-line advice is part of the message.
+    assert code == 2 and "config.json" in err and err.count("\n") == 1
+    assert err.startswith("normsat degree: error: ")
+
+
+def test_errors_are_one_clean_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A dependency's message with terminal colours and several lines, as torch.load's are.
+    (tmp_path / "noisy_factories.py").write_text(
+        "def noisy():\n    raise RuntimeError('\\x1b[1mWeights only load failed.\\x1b[0m\\n\\n"
+        "  Check the file.\\n')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, err = run_cli(["degree", "--model", "noisy_factories:noisy"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "\x1b" not in err
+    assert "raised RuntimeError: Weights only load failed. Check the file.; expected" in err
 
 
 def test_tokenizer_that_does_not_fit_the_embeddings(tiny_bert_dir: Path, tmp_path: Path,
@@ -182,3 +198,47 @@ def test_python_api_dtype_and_device(tiny_bert_dir: Path) -> None:
         load_model(tiny_bert_dir, dtype=torch.int64)
     with pytest.raises(EmpiricalError, match="0 CUDA devices"):
         load_model(tiny_bert_dir, device="cuda:1")
+
+
+@pytest.fixture(scope="module")
+def small_vocabulary_bert(tiny_bert_dir: Path) -> nn.Module:
+    """TINY_BERT with a 1000-row embedding table: MiniLM's tokenizer (30522 ids) does not fit it."""
+    config = transformers.BertConfig.from_pretrained(tiny_bert_dir, vocab_size=1000)
+    torch.manual_seed(0)
+    return transformers.BertModel(config, add_pooling_layer=False).eval()
+
+
+def test_python_api_tokenizer_that_does_not_fit_the_embeddings(
+        small_vocabulary_bert: nn.Module, minilm: tuple[nn.Module, Any]) -> None:
+    from empirical import claims
+
+    _, tokenizer = minilm
+    model = small_vocabulary_bert
+    ids = tokenizer("zebra xylophone quantum")["input_ids"]
+    assert max(ids) >= 1000  # the words' ids lie beyond the model's table
+    expected = rf"embedding table has 1000 rows\), got id {max(ids)}"
+    with pytest.raises(EmpiricalError, match=expected):
+        representation_similarity(model, tokenizer, ["zebra xylophone quantum"], progress=False)
+    with pytest.raises(EmpiricalError, match=expected):
+        claims.assert_saturated(model, ids, 1e3, 1e-3)
+    with pytest.raises(EmpiricalError, match=expected):
+        claims.assert_homogeneous(model, ids)
+    with pytest.raises(EmpiricalError, match=expected):
+        claims.assert_saturated(model, {"input_ids": torch.tensor([ids])}, 1e3, 1e-3)
+    # Ids the model embeds pass the check.
+    claims.assert_saturated(model, [101, 999, 102], 1e5, 1.0)
+
+
+def test_a_factory_that_raises_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from empirical.factories import make
+
+    (tmp_path / "raising_factories.py").write_text(
+        "def boom():\n    raise ValueError('user code failed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    expected = "the model factory raising_factories:boom raised ValueError: user code failed"
+    with pytest.raises(EmpiricalError, match=expected):
+        make("raising_factories:boom")
+    code, err = run_cli(["degree", "--model", "raising_factories:boom"], capsys)
+    assert code == 2 and err == f"normsat degree: error: {expected}; expected it to build and " \
+                                "return a model\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -138,6 +138,11 @@ def test_exact_grade_is_refuted_and_pretrained_minilm_is_asymptotically_1_homoge
     claims.assert_homogeneous(model, ids, degree=1, grade="asymptotic")
     with pytest.raises(AssertionError, match=r"claimed degree 1 \(exact: exact decay"):
         claims.assert_homogeneous(model, ids, degree=1, grade="exact")
+    # A wrong degree under the derived (asymptotic) grade: f(cθ)/c² halves at every doubling, which
+    # is named as soon as it has held out to c = 2²⁰, not left undecided after widening to 2⁴⁰.
+    with pytest.raises(AssertionError, match=r"measured not homogeneous of the claimed degree "
+                                             r"\(measured degree ≈ 1\); .* from 1 to 1\.04858e\+06:"):
+        claims.assert_homogeneous(model, ids, degree=2)
     # The pooler's tanh saturates: degree 0, approximately (exponentially fast).
     claims.assert_homogeneous(model, ids, output="pooler_output")
 
@@ -246,3 +251,25 @@ def test_the_documented_example_suite_is_the_one_that_runs():
     docs = Path(__file__).parents[2] / "docs"
     example = (docs / "examples" / "test_claims_example.py").read_text(encoding="utf-8")
     assert f"```python\n{example}```" in (docs / "claims.md").read_text(encoding="utf-8")
+
+
+def test_token_sequences_draw_only_ids_the_model_embeds(minilm1):
+    _, tokenizer = minilm1
+    torch.manual_seed(0)
+    small = transformers.BertModel(transformers.BertConfig(
+        vocab_size=1000, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16), add_pooling_layer=False).eval()
+
+    @FEW
+    @given(claims.token_sequences(tokenizer, max_len=12, model=small),
+           claims.token_sequences(tokenizer, max_len=12, vocab_size=500))
+    def check(by_model, by_bound):
+        assert max(by_model) < 1000 and max(by_bound) < 500
+
+    check()
+    # Without a bound the same tokenizer draws ids beyond the model's table.
+    beyond = find(claims.token_sequences(tokenizer, max_len=12), lambda ids: max(ids) >= 1000,
+                  settings=settings(database=None))
+    assert max(beyond) >= 1000
+    with pytest.raises(EmpiricalError, match=r"special tokens \[101, 102\].*vocabulary of 100 ids"):
+        claims.token_sequences(tokenizer, vocab_size=100)

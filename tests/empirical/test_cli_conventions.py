@@ -119,3 +119,47 @@ def test_plot_of_the_limit_is_labelled_with_integer_layers(tmp_path: Path) -> No
     ticks = re.findall(r">(-?\d+(?:\.\d+)?)</text>", svg)
     # Layers 0, 1, 2 and no half layers (the y axis has 0.0, 0.2, …, 1.0 and never 1.5).
     assert {"0", "1", "2"} <= set(ticks) and not {"0.50", "1.5", "1.50"} & set(ticks)
+
+
+def test_report_takes_a_factory_and_says_which_sections_it_skips(
+        tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from empirical.sections.context import ReportContext, Section
+
+    def size(ctx: ReportContext) -> Section:  # a quick section that needs only the model itself
+        model, _ = ctx.pretrained
+        return Section("size", "Size", "measured", {"parameters": sum(p.numel() for p in model.parameters())})
+
+    monkeypatch.setattr("empirical.report.SECTIONS", [similarity_section, size])
+    (tmp_path / "report_factories.py").write_text(
+        "import transformers\nfrom empirical.models import load_tokenizer, minilm_path\n"
+        f"def make():\n    config = transformers.BertConfig.from_pretrained({str(tiny_bert_dir)!r})\n"
+        "    return transformers.BertModel(config), load_tokenizer(minilm_path())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "report"
+    assert main(["report", "--out", str(out), "--model", "report_factories:make", "--sentences", "2",
+                 "--quiet"]) == 0
+    sections = json.loads((out / "results.json").read_text())["sections"]
+    assert "random-init twin" in sections["similarity"]["skipped"]
+    assert sections["size"]["parameters"] > 0
+    markdown = (out / "report.md").read_text()
+    assert "Skipped: the model comes from the factory report_factories:make" in markdown
+
+
+def test_degree_and_projection_take_device_and_dtype(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "degree.json"
+    assert main(["degree", "--model", str(tiny_bert_dir), "--depth", "1", "--device", "cpu",
+                 "--dtype", "float64", "--json", str(out)]) == 0
+    model = json.loads(out.read_text())["model"]
+    assert (model["dtype"], model["device"]) == ("torch.float64", "cpu")
+    out = tmp_path / "projection.json"
+    assert main(["projection", "--variants", "attention", "--sequences", "2", "--length", "3",
+                 "--max-scale", "2", "--scale-step", "1", "--accuracies", "1.0", "--no-saturation",
+                 "--device", "cpu", "--dtype", "float32", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert (document["dtype"], document["device"]) == ("torch.float32", "cpu")
+
+
+def test_report_num_layers_help_states_its_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "at most the checkpoint's depth" in " ".join(capsys.readouterr().out.split())

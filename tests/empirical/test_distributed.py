@@ -101,3 +101,21 @@ def test_measurements_and_claims_run_on_cuda_and_agree_with_the_cpu():
     claims.assert_saturated(model, ids, scale=1e6, eps=1e-6)
     claims.assert_homogeneous(model, ids)
     assert next(model.parameters()).device.type == "cuda" and torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("writer", [True, False])
+def test_only_the_writer_rank_prints_the_results(writer, tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    from empirical.cli import main
+    from empirical.sections.context import Section
+
+    # Under torchrun every rank runs the command to the end; only rank 0 may print.
+    monkeypatch.setattr(distributed, "is_writer", lambda: writer)
+    monkeypatch.setattr("empirical.report.SECTIONS", [lambda ctx: Section("s", "S", "text")])
+    tiny = ["--model", str(tiny_bert_dir), "--sentences", "2", "--num-layers", "1", "--quiet"]
+    assert main(["similarity", *tiny, "--json", str(tmp_path / "run.json")]) == 0
+    assert main(["report", *tiny, "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    if writer:
+        assert "pretrained" in out and "JSON:" in out and "report:" in out
+    else:
+        assert out == ""

@@ -11,6 +11,7 @@ from torch import nn
 
 from homogeneity import Degree, GraphBuilder, HomogeneityError
 from homogeneity.verify import check_euler, check_scaling, classify_decay, prove
+from homogeneity.verify.scaling import off_degree
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -37,7 +38,9 @@ def test_wrong_degree_is_caught_numerically() -> None:
     # Tamper with the derived degree: scaling exposes it.
     report.outputs["output"] = Degree.exact(3)
     (check,) = check_scaling(g.module(), *g.example_inputs(), report=report)
-    assert check.measured == "not homogeneous" and not check.matches
+    # f(cθ)/c³ halves at every doubling: the measurement names the degree it found.
+    assert check.measured == off_degree(2.0) and not check.matches
+    assert check.measured == "not homogeneous of the claimed degree (measured degree ≈ 2)"
 
 
 def test_euler_identity_holds_for_exact_and_fails_for_asymptotic() -> None:

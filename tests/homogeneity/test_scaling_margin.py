@@ -7,9 +7,10 @@ import itertools
 import torch
 from torch import nn
 
-from homogeneity.degree import Grade
+from homogeneity.degree import Degree, Grade
+from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_scaling, classify_decay
-from homogeneity.verify.scaling import DEFAULT_SCALES, UNDECIDED, WIDEST_SCALE
+from homogeneity.verify.scaling import DEFAULT_SCALES, SHIFT_SCALE, UNDECIDED, WIDEST_SCALE
 
 
 def tanh_unit() -> nn.Module:
@@ -41,3 +42,21 @@ def test_clear_margin_keeps_the_default_scales() -> None:
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     (check,) = check_scaling(tanh_unit(), x)
     assert check.measured == "exponential" and check.scales == DEFAULT_SCALES
+
+
+def test_a_wrong_degree_is_named_and_stops_the_widening() -> None:
+    # tanh(w·x) is 0-homogeneous; claimed 1, f(cθ)/c halves at every doubling from c = 1 on.
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    claimed = HomogeneityReport(outputs={"output": Degree.of(1, Grade.APPROXIMATE)}, nodes=[], modules=[])
+    (check,) = check_scaling(tanh_unit(), x, report=claimed)
+    assert check.measured == "not homogeneous of the claimed degree (measured degree ≈ 0)"
+    assert not check.matches and check.scales[-1] == SHIFT_SCALE < WIDEST_SCALE
+
+
+def test_one_input_near_a_tie_is_not_taken_for_another_degree() -> None:
+    # Alone, an input with margin 1e-5 makes tanh linear (degree 1) up to c ~ 1e5: that is a
+    # late start of saturation, settled by wider scales, not a degree of 1.
+    x = torch.tensor([[0.5, 0.5 - 1e-5]], dtype=torch.float64)
+    (check,) = check_scaling(tanh_unit(), x)
+    assert check.measured == "exponential" and check.matches
+    assert max(check.changes[:10]) > 0.49  # a steady 2¹ per doubling over the default scales

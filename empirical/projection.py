@@ -266,15 +266,18 @@ def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor,
     if classes < 2:
         raise EmpiricalError(f"expected at least 2 classes, got {classes}")
     hidden = inputs.shape[-1]
+    # Drawn on the CPU, so that a seed gives the same readout and labels on every device.
     generator = torch.Generator().manual_seed(seed)
-    readout_weight = torch.randn(classes, hidden, generator=generator, dtype=inputs.dtype) / math.sqrt(hidden)
-    readout_bias = torch.randn(classes, generator=generator, dtype=inputs.dtype)
+    device = inputs.device
+    readout_weight = (torch.randn(classes, hidden, generator=generator, dtype=inputs.dtype)
+                      / math.sqrt(hidden)).to(device)
+    readout_bias = torch.randn(classes, generator=generator, dtype=inputs.dtype).to(device)
     samples = inputs[..., 0].numel()
     order = torch.randperm(samples, generator=generator)  # the first round((1 − a)·n) are wrong
-    offsets = torch.randint(1, classes, (samples,), generator=generator)
+    offsets = torch.randint(1, classes, (samples,), generator=generator).to(device)
 
     def loss_at(accuracy: float) -> Callable[[torch.Tensor], torch.Tensor]:
-        wrong = torch.zeros(samples, dtype=torch.bool)
+        wrong = torch.zeros(samples, dtype=torch.bool, device=device)
         wrong[order[: round((1.0 - accuracy) * samples)]] = True
 
         def loss(output: torch.Tensor) -> torch.Tensor:

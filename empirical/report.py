@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from empirical.factories import is_factory
 from empirical.outputs import write_json, write_text
 from empirical.provenance import versions
 from empirical.sections.context import ReportContext, Section
@@ -51,7 +52,7 @@ def write_report(
     lines = [
         "# normsat report",
         "",
-        f"Model `{ctx.model}` (pretrained and random-init, seed {ctx.seed}); corpus "
+        f"Model `{ctx.model}` ({_models_compared(ctx.model, ctx.seed)}); corpus "
         f"`{ctx.corpus.source}`, {len(ctx.corpus)} sentences (sha256 `{ctx.corpus.sha256[:16]}…`).",
         "",
     ]
@@ -68,3 +69,10 @@ def write_report(
     }
     write_json(results, folder / "results.json")
     return folder / "report.md"
+
+
+def _models_compared(model: str, seed: int) -> str:
+    """What the header says was measured: a factory's model has no random-init twin."""
+    if is_factory(model):
+        return "from a factory, no random-init twin"
+    return f"pretrained and random-init, seed {seed}"

@@ -143,6 +143,7 @@ def test_report_takes_a_factory_and_says_which_sections_it_skips(
     assert sections["size"]["parameters"] > 0
     markdown = (out / "report.md").read_text()
     assert "Skipped: the model comes from the factory report_factories:make" in markdown
+    assert "(from a factory, no random-init twin)" in markdown.splitlines()[2]
 
 
 def test_degree_and_projection_take_device_and_dtype(tiny_bert_dir: Path, tmp_path: Path) -> None:

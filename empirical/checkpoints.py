@@ -75,15 +75,22 @@ def _tensors(loaded: Any, path: Path) -> Mapping[str, torch.Tensor]:
     return loaded
 
 
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
 def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
+        # torch's message spans a dozen lines with terminal escape codes and advises loading with
+        # weights_only=False; keep only what it refused (a class or function to import).
+        refused = _REFUSED_GLOBAL.search(str(err))
+        what = f" (it refers to {refused.group(1)})" if refused else ""
         raise EmpiricalError(
-            f"{path} is a pickle that torch.load(weights_only=True) refuses: it needs code to load "
-            f"(e.g. a whole pickled model), and normsat will not unpickle code. Save a state dict "
-            f"(torch.save(model.state_dict(), ...)) or safetensors instead. ({str(err).splitlines()[0]})"
-        ) from err
+            f"normsat will not unpickle code: {path} is a pickle that needs code to load{what}, "
+            f"which torch.load(weights_only=True) refuses; save a state dict "
+            f"(torch.save(model.state_dict(), ...)) or safetensors instead"
+        ) from None
     except (RuntimeError, OSError, EOFError, ValueError) as err:
         raise EmpiricalError(f"expected {path} to be a checkpoint saved with torch.save or "
                              f"safetensors, but it cannot be read: {err}") from err
@@ -120,20 +127,42 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     return dict(iter_state_dict(path))
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# Hugging Face weight file names (whole or sharded): their numbers are shard indices, not steps,
+# and their step is the folder's (checkpoint-400/model.safetensors).
+_HF_WEIGHT_FILE = re.compile(
+    r"(?:model|pytorch_model)(?:-\d+-of-\d+)?\.(?:safetensors|bin)(?:\.index\.json)?")
+
+
+def _last_integer(name: str) -> int | None:
+    numbers = re.findall(r"\d+", name)
+    return int(numbers[-1]) if numbers else None
+
+
 def step_from_name(path: str | Path) -> int | None:
-    """The last integer in a checkpoint's file or folder name (its parent folder's if it has none).
+    """The step in a checkpoint's name: the last integer of the file name (without its weight
+    suffix ``.safetensors`` / ``.bin`` / ``.pt`` / ``.pth``) or of the folder name.
+
+    A Hugging Face weight file (``model.safetensors``, ``pytorch_model.bin``, their shards and
+    indices) takes its folder's step. Any other name without a number has no step (``None``): a
+    parent folder's number (``run1/final.pt``) is not taken for one.
 
     >>> step_from_name("run/step-00400.safetensors"), step_from_name("out/checkpoint-1200")
     (400, 1200)
-    >>> step_from_name("checkpoint-300/model.safetensors"), step_from_name("final.pt")
+    >>> step_from_name("gpt2-lr0.001-step400.safetensors"), step_from_name("ckpt.step100.pt")
+    (400, 100)
+    >>> step_from_name("checkpoint-300/model.safetensors"), step_from_name("run1/final.pt")
     (300, None)
     """
     path = Path(path)
-    for name in (path.name.split(".")[0] if path.suffix else path.name, path.parent.name):
-        numbers = re.findall(r"\d+", name)
-        if numbers:
-            return int(numbers[-1])
-    return None
+    if _HF_WEIGHT_FILE.fullmatch(path.name):
+        return _last_integer(path.parent.name)
+    name = path.name
+    for suffix in _WEIGHT_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return _last_integer(name)
 
 
 def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None = None
@@ -165,9 +194,11 @@ def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None =
     for path in resolved:
         step = step_from_name(path)
         if step is None:
-            raise EmpiricalError(f"expected a step number in the name of {path} (e.g. "
-                                 "step-00400.safetensors or checkpoint-400/), found none; give the "
-                                 "steps with --steps")
+            where = (f"the folder of {path}" if _HF_WEIGHT_FILE.fullmatch(path.name)
+                     else f"the name of {path}")
+            raise EmpiricalError(f"expected a step number in {where} (e.g. step-00400.safetensors "
+                                 "or checkpoint-400/), found none; pass the steps with --steps "
+                                 "(Python: steps=[...])")
         named.append((path, step))
     named.sort(key=lambda pair: pair[1])
     for (first, before), (second, after) in pairwise(named):

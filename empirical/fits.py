@@ -52,7 +52,8 @@ from scipy.optimize import OptimizeWarning, curve_fit
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["LAWS", "Fit", "Law", "fit_growth", "fit_law", "layer_growth"]
+__all__ = ["LAWS", "Fit", "Law", "fit_growth", "fit_law", "fit_norm_growth", "growth_curve",
+           "layer_growth", "skipped_lines"]
 
 #: Standard errors within which an extra parameter counts as not significant (Wald test, ≈5%).
 NESTED_TOLERANCE = 2.0
@@ -336,3 +337,60 @@ def layer_growth(
                      "law": law, "params": fit.params, "stderr": fit.stderr, "r2": fit.r2})
     return sorted(rows, key=lambda row: -math.inf if row["relative_growth"] is None
                   else row["relative_growth"], reverse=True)
+
+
+def fit_norm_growth(
+    steps: Sequence[float], norms: Sequence[float],
+    layer_norms: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, Any]:
+    """Fit every law that the number of points allows, choose the best, and rank the layers.
+
+    The one growth document of ``normsat norms``, ``normsat train`` and :meth:`NormTracker.plot
+    <empirical.norms.NormTracker.plot>`. A law with k parameters needs k + 1 points (one degree of
+    freedom for the noise); laws with fewer are listed under ``skipped`` with the reason, never
+    dropped silently.
+
+    Returns:
+        ``{"fits": [Fit.to_dict(), ...], "best": law | None, "best_by_aic": law | None,
+        "n": points, "skipped": [{"law", "reason"}, ...], "layer_growth": [...]}``
+        (``layer_growth``: :func:`layer_growth` under the best law; empty without ``layer_norms``
+        or without a fit).
+
+    >>> growth = fit_norm_growth([0, 1, 4], [1.0, 3.0, 5.0])
+    >>> growth["best"], [s["law"] for s in growth["skipped"]]
+    ('sqrt', ['power', 'equilibrium'])
+    >>> growth["skipped"][0]["reason"]
+    '3 parameters need at least 4 points, got 3'
+    """
+    fitted, skipped = [], []
+    for law, spec in LAWS.items():
+        k = len(spec.parameters)
+        if len(steps) > k:
+            fitted.append(law)
+        else:
+            skipped.append({"law": law,
+                            "reason": f"{k} parameters need at least {k + 1} points, got {len(steps)}"})
+    growth: dict[str, Any] = (fit_growth(steps, norms, fitted) if fitted else
+                              {"fits": [], "best": None, "best_by_aic": None, "n": len(steps)})
+    growth["skipped"] = skipped
+    growth["layer_growth"] = (layer_growth(steps, layer_norms, growth["best"])
+                              if layer_norms and growth["best"] else [])
+    return growth
+
+
+def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: int = 200
+                 ) -> tuple[str, list[float], list[float]] | None:
+    """``(label, steps, norms)`` of the best law of a growth document from ``first`` to ``last``
+    (the ``fitted`` curve of :func:`empirical.norms.plot_records`); ``None`` without a fit."""
+    best = next((fit for fit in growth["fits"] if fit["law"] == growth["best"]), None)
+    if best is None:
+        return None
+    steps = np.linspace(first, last, points)
+    values = LAWS[best["law"]].fn(steps, *best["params"].values())
+    r2 = "" if best["r2"] is None else f" (R² {best['r2']:.4f})"
+    return f"{best['law']}: {best['formula']}{r2}", steps.tolist(), values.tolist()
+
+
+def skipped_lines(growth: Mapping[str, Any]) -> list[str]:
+    """One line per law a growth document (:func:`fit_norm_growth`) did not fit, with the reason."""
+    return [f"{row['law']} law not fitted: {row['reason']}" for row in growth.get("skipped", [])]

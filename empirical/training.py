@@ -37,7 +37,7 @@ from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.corpus import Corpus, load_corpus
 from empirical.errors import EmpiricalError
-from empirical.fits import LAWS, fit_growth, layer_growth
+from empirical.fits import fit_norm_growth
 from empirical.models import minilm_path
 from empirical.norms import NormTracker
 from empirical.outputs import check_output_dir, write_json
@@ -64,7 +64,7 @@ __all__ = [
     "train",
 ]
 
-SCHEMA = "normsat.train/1"
+SCHEMA = "normsat.train/2"
 ARCHITECTURES = ("post", "pre", "scale-invariant")
 OPTIMIZERS = ("sgd", "adamw", "adafactor")
 SCHEDULES = ("constant", "linear", "sqrt")
@@ -448,8 +448,10 @@ class TrainResult:
         checkpoints: records at the evaluation steps (cosine to the previous evaluation step: the
             paper's consecutive-checkpoint cosine, Figure 3).
         evaluations: held-out measurements at the evaluation steps.
-        fits: the growth-law fits of the norm against the step (:func:`empirical.fits.fit_growth`),
-            and under ``layers`` each layer's growth with the best law (:func:`~empirical.fits.layer_growth`).
+        fits: the growth document of the norm against the step
+            (:func:`empirical.fits.fit_norm_growth`: ``fits``, ``best``, ``best_by_aic``, ``n``,
+            ``skipped``, ``layer_growth``), spread at the top level of :meth:`to_dict` as in
+            ``normsat norms`` JSON.
         model: the model record (class, parameter count, configuration).
         homogeneity: for ``scale-invariant``, the confirmed degree and grade of the logits.
         vocabulary: the MiniLM ids kept, in order of their new ids (:class:`CompactTokenizer`).
@@ -467,10 +469,10 @@ class TrainResult:
     provenance: dict[str, Any] = field(default_factory=lambda: {"versions": versions()})
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dictionary (schema ``normsat.train/1``)."""
+        """JSON-ready dictionary (schema ``normsat.train/2``)."""
         return {"schema": SCHEMA, "config": asdict(self.config), "model": self.model,
-                "corpus": self.corpus, "homogeneity": self.homogeneity, "fits": self.fits,
-                "best": self.fits.get("best"), "evaluations": self.evaluations,
+                "corpus": self.corpus, "homogeneity": self.homogeneity, **self.fits,
+                "evaluations": self.evaluations,
                 "checkpoints": self.checkpoints, "records": self.records,
                 "vocabulary": self.vocabulary, "provenance": self.provenance}
 
@@ -485,7 +487,9 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
 
     Args:
         config: the run (validated first).
-        out: run folder for the safetensors checkpoints (none written when ``None``).
+        out: run folder for the safetensors checkpoints, written as the run goes (none when
+            ``None``); ``normsat train`` passes a temporary folder that it renames into place
+            once the run and its files are complete.
         corpus: the text (default: the whole built-in corpus).
         progress: a tqdm bar showing step, loss and norm.
 
@@ -539,13 +543,10 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             checkpoint(step)
         bar.set_postfix(loss=f"{loss.item():.3f}", norm=f"{tracker.records[-1]['norm']:.2f}", refresh=False)
     model.eval()
-    steps = [r["step"] for r in tracker.records]
-    # Every law with more points than parameters (short runs skip the three-parameter laws).
-    laws = [name for name, law in LAWS.items() if len(law.parameters) < len(steps)]
-    fits = fit_growth(steps, [r["norm"] for r in tracker.records], laws)
-    fits["layers"] = layer_growth(
-        steps, {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names},
-        fits["best"])
+    # Every law with more points than parameters; the others are listed under "skipped".
+    fits = fit_norm_growth(
+        [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
+        {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names})
     return TrainResult(
         config=config, records=tracker.records, checkpoints=at_checkpoints.records,
         evaluations=evaluations, fits=fits, model=model_record(model), corpus=data.corpus.to_dict(),

@@ -7,28 +7,49 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from empirical.errors import EmpiricalError
-from empirical.fits import LAWS
+from empirical.fits import growth_curve
 from empirical.norms import plot_records
 
-__all__ = ["plot_grid", "plot_norms", "plot_saturation"]
+__all__ = ["plot_grid", "plot_norm_comparison", "plot_norms", "plot_saturation"]
 
 
 def plot_norms(run: Mapping[str, Any], path: str | Path, *, title: str = "") -> Path:
     """Total norm with the best fitted law, per-layer norms (Fig. 2 right), per-layer cosine between
-    consecutive evaluation checkpoints (Fig. 3), from a ``normsat.train/1`` document."""
+    consecutive evaluation checkpoints (Fig. 3), from a ``normsat.train/2`` document."""
     records = run["records"]
-    best = next(fit for fit in run["fits"]["fits"] if fit["law"] == run["fits"]["best"])
-    steps = [r["step"] for r in records]
-    predicted = LAWS[best["law"]].fn(np.asarray(steps, dtype=float), *best["params"].values())
-    label = f"{best['law']}: {best['formula']} (R² {best['r2']:.4f})"
     # Per-step records give the total and per-layer norms; the cosines come from the log-spaced
     # checkpoints, as in the paper (consecutive saved checkpoints, not consecutive steps).
     cosines = {c["step"]: c["layer_cosine_prev"] for c in run["checkpoints"]}
     merged = [{**r, "layer_cosine_prev": cosines.get(r["step"])} for r in records]
-    return plot_records(merged, path, fitted=(label, steps, list(predicted)), title=title)
+    fitted = growth_curve(run, records[0]["step"], records[-1]["step"])
+    return plot_records(merged, path, fitted=fitted, title=title)
+
+
+def plot_norm_comparison(runs: Sequence[Mapping[str, Any]], path: str | Path, *,
+                         title: str = "") -> Path:
+    """Total norm against step of several ``normsat.train/2`` runs, each with its best fitted law,
+    labelled by weight decay (one panel: the growth laws side by side)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.0), dpi=110)
+    ax = fig.subplots()
+    for index, run in enumerate(runs):
+        records, color = run["records"], f"C{index % 10}"
+        label = f"wd {run['config']['weight_decay']:g}"
+        ax.plot([r["step"] for r in records], [r["norm"] for r in records], ".", markersize=2,
+                color=color, alpha=0.5, label=f"{label}: ‖θ‖")
+        fitted = growth_curve(run, records[0]["step"], records[-1]["step"])
+        if fitted is not None:
+            law, steps, norms = fitted
+            ax.plot(steps, norms, "-", color=color, label=f"{label}: {law}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("parameter norm ‖θ‖")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
 
 
 def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, *,
@@ -65,8 +86,10 @@ def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, 
 
 def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:
     """Heatmap of the final norm over learning rates × weight decays, each cell labelled with its
-    best growth law (``diverged`` when the loss stopped being finite)."""
+    best growth law; a cell without a result (``diverged`` when the loss stopped being finite,
+    ``failed`` when its fit failed, or missing) is left blank and hatched."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
     lrs = sorted({c["lr"] for c in cells})
     decays = sorted({c["weight_decay"] for c in cells})
@@ -80,9 +103,14 @@ def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: st
     for i, wd in enumerate(decays):
         for j, lr in enumerate(lrs):
             cell = by_key.get((lr, wd))
+            if math.isnan(values[i][j]):  # imshow leaves NaN blank; the hatch says "no value"
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1.0, 1.0, fill=False, hatch="//",
+                                       edgecolor="0.6", linewidth=0.0))
             text = "—" if cell is None else (
-                "diverged" if cell.get("diverged") else f"{cell['final_norm']:.3g}\n{cell['best']}")
-            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white")
+                "diverged" if cell.get("diverged") else "failed" if cell.get("failed")
+                else f"{cell['final_norm']:.3g}\n{cell['best']}")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="black" if math.isnan(values[i][j]) else "white")
     ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
     ax.set_yticks(range(len(decays)), [f"{wd:g}" for wd in decays])
     ax.set_xlabel("learning rate")
@@ -101,6 +129,6 @@ def _save(fig: Any, path: str | Path) -> Path:
 
 
 def _final_norm(cell: Mapping[str, Any] | None) -> float:
-    if cell is None or cell.get("diverged"):
+    if cell is None or cell.get("diverged") or cell.get("failed"):
         return math.nan
     return float(cell["final_norm"])

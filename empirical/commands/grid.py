@@ -24,7 +24,11 @@ TAIL = 0.1
 
 
 def run_cell(config: TrainConfig) -> dict[str, Any]:
-    """Train one cell (no checkpoints, no saturation) and summarize its norm growth."""
+    """Train one cell (no checkpoints, no saturation) and summarize its norm growth.
+
+    A cell that diverges or whose growth fit fails is marked (``diverged`` / ``failed``, with the
+    reason under ``error``) instead of aborting the whole grid.
+    """
     import torch
 
     torch.set_num_threads(1)  # one process per core: threads inside would only contend
@@ -32,13 +36,16 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
     try:
         result = train(config)
     except TrainingDiverged as err:
-        return {**cell, "diverged": True, "error": str(err)}
+        return {**cell, "diverged": True, "failed": False, "error": str(err)}
+    except EmpiricalError as err:  # e.g. no growth law converged on this cell's norms
+        return {**cell, "diverged": False, "failed": True, "error": str(err)}
     records = result.records
     tail = records[-max(1, int(TAIL * len(records))):]
     best = next(fit for fit in result.fits["fits"] if fit["law"] == result.fits["best"])
-    return {**cell, "diverged": False, "initial_norm": result.checkpoints[0]["norm"],
+    return {**cell, "diverged": False, "failed": False,
+            "initial_norm": result.checkpoints[0]["norm"],
             "final_norm": result.evaluations[-1]["norm"], "best": best["law"], "fit": best,
-            "best_by_aic": result.fits["best_by_aic"],
+            "best_by_aic": result.fits["best_by_aic"], "skipped": result.fits["skipped"],
             "tail_grad_projection": sum(r["grad_projection"] for r in tail) / len(tail),
             "final_loss": result.evaluations[-1]["loss"],
             "final_accuracy": result.evaluations[-1]["accuracy"]}
@@ -95,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     figure = plot_grid(cells, out / "grid.png", title=f"{base.arch}, {base.optimizer}, {base.steps} steps")
     print(f"{'lr':>10} {'wd':>8} {'final norm':>11}  best law")
     for cell in cells:
-        shown = "diverged" if cell["diverged"] else f"{cell['final_norm']:11.3f}  {cell['best']}"
+        shown = ("diverged" if cell["diverged"] else f"failed: {cell['error']}" if cell["failed"]
+                 else f"{cell['final_norm']:11.3f}  {cell['best']}")
         print(f"{cell['lr']:>10g} {cell['weight_decay']:>8g} {shown}")
     print(f"json: {path}\nplot: {figure}")
     return 0

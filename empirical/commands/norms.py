@@ -6,11 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from empirical.checkpoints import scan_checkpoints
 from empirical.commands.common import atomic_path, check_output, write_json
-from empirical.fits import LAWS, fit_growth, layer_growth
+from empirical.fits import fit_norm_growth, growth_curve, skipped_lines
 from empirical.norms import render_records
 from empirical.provenance import versions
 
@@ -43,22 +41,16 @@ def register(subparsers: Any) -> None:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Scan the checkpoints and fit the norm; the JSON document of the command."""
     tracker, ordered = scan_checkpoints(args.checkpoints, args.steps, progress=not args.quiet)
-    steps = [r["step"] for r in tracker.records]
-    # Only laws with at least one degree of freedom left for the noise can be fitted honestly.
-    laws = [law for law, spec in LAWS.items() if len(steps) > len(spec.parameters)]
-    fits = fit_growth(steps, [r["norm"] for r in tracker.records], laws) if laws else \
-        {"fits": [], "best": None, "best_by_aic": None, "n": len(steps)}
-    growth = layer_growth(steps, {layer: [r["layers"][layer] for r in tracker.records]
-                                  for layer in tracker.layer_names}, fits["best"]) \
-        if fits["best"] else []
+    growth = fit_norm_growth(
+        [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
+        {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names})
     return {
         "schema": SCHEMA,
         "checkpoints": [{"path": str(path), "step": step} for path, step in ordered],
         "layers": tracker.layer_names,
         "groups": tracker.group_names,
         "records": tracker.records,
-        **fits,
-        "layer_growth": growth,
+        **growth,
         "versions": versions(),
     }
 
@@ -69,8 +61,8 @@ def _table(data: dict[str, Any]) -> str:
         cos = "" if r["cosine_prev"] is None else f"{r['cosine_prev']:.6f}"
         lines.append(f"{r['step']:>10}  {r['norm']:>12.4f}  {cos:>14}")
     if not data["fits"]:
-        lines.append(f"\nno growth law fitted: {len(data['records'])} checkpoints, every law needs "
-                     "at least 3")
+        lines.append("\nno growth law fitted:")
+        lines += skipped_lines(data)
         return "\n".join(lines)
     lines.append(f"\n{'law':<12} {'R²':>8} {'AIC':>10}  parameters (± standard error)")
     for fit in data["fits"]:
@@ -81,22 +73,13 @@ def _table(data: dict[str, Any]) -> str:
         r2 = "" if fit["r2"] is None else f"{fit['r2']:.4f}"
         mark = "  ← best" if fit["law"] == data["best"] else ""
         lines.append(f"{fit['law']:<12} {r2:>8} {fit['aic']:>10.2f}  {params}{mark}")
+    lines += skipped_lines(data)
     if data["best"] != data["best_by_aic"]:
         lines.append(f"(lowest AIC: {data['best_by_aic']}, whose extra parameter is not significant)")
     ranking = ", ".join(f"{row['layer']} ({row['relative_growth']:+.1%})"
                         for row in data["layer_growth"] if row["relative_growth"] is not None)
     lines.append(f"\nlayers by relative growth under the {data['best']} law: {ranking}")
     return "\n".join(lines)
-
-
-def _fitted_curve(data: dict[str, Any]) -> tuple[str, list[float], list[float]] | None:
-    best = next((fit for fit in data["fits"] if fit["law"] == data["best"]), None)
-    if best is None:
-        return None
-    first, last = data["records"][0]["step"], data["records"][-1]["step"]
-    steps = np.linspace(first, last, 200)
-    values = LAWS[best["law"]].fn(steps, *best["params"].values())
-    return f"{best['law']}: {best['formula']}", steps.tolist(), values.tolist()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     data = measure(args)
     print(_table(data))
     # Everything is computed (and the plot rendered) before the first file is written.
-    png = render_records(data["records"], fitted=_fitted_curve(data),
+    first, last = data["records"][0]["step"], data["records"][-1]["step"]
+    png = render_records(data["records"], fitted=growth_curve(data, first, last),
                          title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
         if args.plot else None
     if args.json:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from empirical.fits import skipped_lines
 from empirical.outputs import check_output_dir
 from empirical.training import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
 from empirical.training_plots import plot_norms, plot_saturation
 
-__all__ = ["add_training_options", "config_from_args", "register", "write_run"]
+__all__ = ["add_training_options", "config_from_args", "register", "staged_folder", "write_run"]
 
 
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
@@ -77,16 +82,48 @@ def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
     return written
 
 
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A temporary folder beside ``out`` that takes ``out``'s place when the block succeeds.
+
+    A run that diverges, or whose fit or figures fail, writes its checkpoints all the same; staging
+    them means nothing is left half-way: on an error the temporary folder is removed and ``out``
+    is untouched. On success each entry of the temporary folder replaces the one of the same name
+    in ``out`` (a ``checkpoints/`` folder as a whole, so no step of an older run stays mixed in);
+    other files in ``out`` are kept.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not out.exists():
+        staging.rename(out)
+        return
+    for entry in sorted(staging.iterdir()):
+        target = out / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        entry.replace(target)
+    staging.rmdir()
+
+
 def run(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, what="--out")
-    result = train(config_from_args(args), out, progress=not args.quiet)
-    written = write_run(result, out)
+    config = config_from_args(args)
+    with staged_folder(out) as staging:
+        result = train(config, staging, progress=not args.quiet)
+        written = write_run(result, staging)
     best = next(f for f in result.fits["fits"] if f["law"] == result.fits["best"])
     last = result.evaluations[-1]
     print(f"norm {result.records[0]['norm']:.3f} → {last['norm']:.3f}; best law {best['law']} "
           f"({best['formula']}, R² {best['r2']:.4f})")
+    for line in skipped_lines(result.fits):
+        print(line)
     print(f"held-out loss {last['loss']:.3f}, perplexity {last['perplexity']:.1f}, "
           f"accuracy {last['accuracy']:.3f}")
     for name, path in written.items():
-        print(f"{name}: {path}")
+        print(f"{name}: {out / path.relative_to(staging)}")
     return 0

@@ -68,10 +68,13 @@ def test_pickled_state_dicts_single_sharded_and_wrapped(tmp_path):
         assert set(loaded) == set(state) and same(loaded, model), path
 
 
-def test_pickles_with_code_are_refused(tmp_path):
+def test_pickles_with_code_are_refused_in_one_clean_line(tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "model.pt")  # a pickled module: code, not tensors
-    with pytest.raises(EmpiricalError, match="normsat will not unpickle code"):
+    with pytest.raises(EmpiricalError, match="normsat will not unpickle code") as caught:
         read_state_dict(tmp_path / "model.pt")
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message  # torch's own text has both
+    assert str(tmp_path / "model.pt") in message and "torch.nn.modules.linear.Linear" in message
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -98,6 +101,15 @@ def test_unreadable_and_missing_paths(tmp_path):
 @pytest.mark.parametrize(("name", "step"), [
     ("step-00400.safetensors", 400), ("checkpoint-400", 400), ("run3/ckpt_12.pt", 12),
     ("checkpoint-300/model.safetensors", 300), ("final.pt", None), ("model-2-v7.bin", 7),
+    # dots inside the name: only the weight suffix is stripped
+    ("gpt2-lr0.001-step400.safetensors", 400), ("ckpt.step100.pt", 100), ("w.step7.pth", 7),
+    # a file without a number does not take its folder's number ...
+    ("run1/final.pt", None), ("run2/weights.safetensors", None),
+    # ... except a Hugging Face weight file, whose shard numbers are not steps
+    ("checkpoint-500/pytorch_model.bin", 500),
+    ("checkpoint-600/model-00001-of-00002.safetensors", 600),
+    ("checkpoint-700/pytorch_model-00002-of-00003.bin", 700),
+    ("final/model.safetensors", None),
 ])
 def test_step_from_name(name, step):
     assert step_from_name(name) == step
@@ -107,8 +119,12 @@ def test_order_checkpoints(tmp_path):
     glob_order = ["c/checkpoint-1000", "c/checkpoint-200", "c/checkpoint-30"]
     assert [s for _, s in order_checkpoints(glob_order)] == [30, 200, 1000]
     assert [s for _, s in order_checkpoints(["a.pt", "b.pt"], [5, 9])] == [5, 9]
-    with pytest.raises(EmpiricalError, match=r"step number in the name of final\.pt"):
+    with pytest.raises(EmpiricalError, match=r"step number in the name of final\.pt.*--steps"):
         order_checkpoints(["step-1.pt", "final.pt"])
+    with pytest.raises(EmpiricalError, match=r"step number in the name of run1/final\.pt"):
+        order_checkpoints(["run1/step-5.pt", "run1/final.pt"])
+    with pytest.raises(EmpiricalError, match=r"step number in the folder of last/model\.safetensors"):
+        order_checkpoints(["checkpoint-5/model.safetensors", "last/model.safetensors"])
     with pytest.raises(EmpiricalError, match="step 4 twice"):
         order_checkpoints(["a/step-4.pt", "b/step-4.pt"])
     with pytest.raises(EmpiricalError, match="increasing order without duplicates, got 3 after 5"):
@@ -207,12 +223,31 @@ def test_cli_writes_records_fits_and_plot(tmp_path, capsys):
     assert "← best" in capsys.readouterr().out
 
 
-def test_cli_with_few_checkpoints_fits_what_it_can(tmp_path):
+def test_cli_with_few_checkpoints_fits_what_it_can_and_says_what_it_skipped(tmp_path, capsys):
     _live, paths = _run(tmp_path, steps=(0, 2, 4))
     out = tmp_path / "n.json"
     assert main(["norms", *map(str, paths), "--json", str(out), "--quiet"]) == 0
     data = json.loads(out.read_text())
     assert {f["law"] for f in data["fits"]} == {"linear", "sqrt", "quarter"}
+    reason = "3 parameters need at least 4 points, got 3"
+    assert data["skipped"] == [{"law": "power", "reason": reason},
+                               {"law": "equilibrium", "reason": reason}]
+    printed = capsys.readouterr().out
+    assert f"power law not fitted: {reason}" in printed
+    assert f"equilibrium law not fitted: {reason}" in printed
+
+
+def test_cli_with_two_checkpoints_fits_nothing_and_says_so(tmp_path, capsys):
+    _live, paths = _run(tmp_path, steps=(0, 2))
+    out = tmp_path / "n.json"
+    assert main(["norms", *map(str, paths), "--json", str(out), "--plot", str(tmp_path / "n.png"),
+                 "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    assert data["fits"] == [] and data["best"] is None
+    assert [row["law"] for row in data["skipped"]] == ["linear", "sqrt", "quarter", "power",
+                                                      "equilibrium"]
+    assert "linear law not fitted: 2 parameters need at least 3 points, got 2" in \
+        capsys.readouterr().out
 
 
 def test_cli_error_writes_nothing(tmp_path, capsys):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from empirical.errors import EmpiricalError
-from empirical.fits import LAWS, fit_growth, fit_law, layer_growth
+from empirical.fits import LAWS, fit_growth, fit_law, fit_norm_growth, growth_curve, layer_growth
 
 STEPS = 400
 EVERY = 10
@@ -141,3 +141,33 @@ def test_layer_growth_ranks_layers_by_relative_growth():
     assert [row["layer"] for row in rows] == ["fast", "slow", "flat"]
     assert rows[0]["relative_growth"] == pytest.approx(0.5 * 10.0 / 2.0)
     assert rows[2]["r2"] is None  # constant data: R² undefined, not NaN
+
+
+def test_fit_norm_growth_lists_the_laws_it_cannot_fit():
+    t = [0.0, 10.0, 20.0, 30.0]
+    norms = [5.0 + 0.3 * math.sqrt(x) + 0.01 * (-1) ** i for i, x in enumerate(t)]
+    growth = fit_norm_growth(t, norms, {"a": norms, "b": [2.0 * n for n in norms]})
+    # Four points: every two-parameter law and the three-parameter ones; none is skipped.
+    assert {f["law"] for f in growth["fits"]} == set(LAWS) and growth["skipped"] == []
+    assert {row["layer"] for row in growth["layer_growth"]} == {"a", "b"}
+    growth = fit_norm_growth(t[:3], norms[:3])
+    assert [f["law"] for f in growth["fits"]] == ["linear", "sqrt", "quarter"]
+    assert growth["skipped"] == [
+        {"law": "power", "reason": "3 parameters need at least 4 points, got 3"},
+        {"law": "equilibrium", "reason": "3 parameters need at least 4 points, got 3"}]
+    assert growth["layer_growth"] == []  # no layer norms given
+    growth = fit_norm_growth(t[:2], norms[:2], {"a": norms[:2]})
+    assert growth["fits"] == [] and growth["best"] is None and growth["layer_growth"] == []
+    assert [row["law"] for row in growth["skipped"]] == list(LAWS)
+    assert growth_curve(growth, 0.0, 10.0) is None
+
+
+def test_growth_curve_draws_the_best_law_between_the_given_steps():
+    t = np.arange(0.0, 201.0, 10.0)
+    growth = fit_norm_growth(t, 5.0 + 0.3 * np.sqrt(t) + 0.01 * np.cos(t))
+    curve = growth_curve(growth, 0.0, 200.0, points=11)
+    assert curve is not None
+    label, steps, norms = curve
+    best = next(f for f in growth["fits"] if f["law"] == growth["best"])
+    assert label.startswith(f"{growth['best']}: ") and steps == pytest.approx(np.linspace(0, 200, 11))
+    assert norms == pytest.approx(LAWS[growth["best"]].fn(np.asarray(steps), *best["params"].values()))

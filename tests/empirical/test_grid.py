@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
+import torch
 
+import empirical.commands.grid as grid
+import empirical.fits as fits
 from empirical.cli import main
+from empirical.errors import EmpiricalError
 from empirical.training import TrainConfig, train
+from empirical.training_plots import plot_grid
 
 
 def _reject_constant(name: str) -> float:
@@ -40,3 +46,60 @@ def test_two_cells_in_two_processes_match_a_run_in_this_process(tmp_path, capsys
 def test_bad_grids_fail_before_any_process_starts(argv, message, tmp_path, capsys):
     assert main(["grid", *argv, "--out", str(tmp_path / "g")]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)  # run_cell sets one thread for its worker process
+
+
+def test_a_cell_whose_fit_fails_is_marked_and_the_grid_goes_on(tmp_path, capsys, monkeypatch,
+                                                               keep_threads):
+    real_fit = fits.fit_law
+    failing: list[float] = []
+
+    def fit_law(steps, values, law):
+        if failing:
+            raise EmpiricalError(f"the {law} law did not converge on these {len(steps)} points")
+        return real_fit(steps, values, law)
+
+    def in_process(base, lrs, decays, *, jobs):  # monkeypatches do not reach spawned workers
+        cells = []
+        for wd in decays:
+            for lr in lrs:
+                failing[:] = [lr] if lr == 1e-2 else []
+                cells.append(grid.run_cell(replace(base, lr=lr, weight_decay=wd, saturation=False)))
+        return cells
+
+    monkeypatch.setattr(fits, "fit_law", fit_law)
+    monkeypatch.setattr(grid, "run_grid", in_process)
+    out = tmp_path / "grid"
+    assert main(["grid", "--lr", "1e-3,1e-2", "--steps", "3", "--layers", "1", "--width", "16",
+                 "--batch-size", "4", "--context", "16", "--out", str(out)]) == 0
+    assert "failed: the linear law did not converge" in capsys.readouterr().out
+    data = json.loads((out / "grid.json").read_text(), parse_constant=_reject_constant)
+    ok, failed = data["cells"]
+    assert not ok["failed"] and ok["best"] in fits.LAWS
+    assert failed["failed"] and not failed["diverged"] and "did not converge" in failed["error"]
+    assert (out / "grid.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cells_without_a_value_are_hatched_in_the_heatmap(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    drawn: list[tuple[str, tuple[float, float]]] = []
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def savefig(fig, *args, **kwargs):
+        drawn.extend((patch.get_hatch(), patch.get_xy()) for ax in fig.axes for patch in ax.patches)
+        return real_savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    cells = [{"lr": 1e-3, "weight_decay": 0.0, "diverged": False, "failed": False,
+              "final_norm": 3.0, "best": "sqrt"},
+             {"lr": 1e-2, "weight_decay": 0.0, "diverged": False, "failed": True, "error": "x"},
+             {"lr": 1e-1, "weight_decay": 0.0, "diverged": True, "failed": False, "error": "y"}]
+    plot_grid(cells, tmp_path / "g.png")
+    assert sorted(drawn) == [("//", (0.5, -0.5)), ("//", (1.5, -0.5))]  # columns 1 and 2 only

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from itertools import pairwise
 
 import pytest
 import torch
 from torch import nn
 
+import empirical.fits as fits
+import empirical.sections.training as training_sections
 from empirical.cli import main
 from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
@@ -51,7 +54,12 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
     assert code == 0 and "best law" in capsys.readouterr().out
     data = json.loads((out / "train.json").read_text(), parse_constant=_reject_constant)
     assert data == read_run(out)
-    assert data["config"]["steps"] == 6 and data["best"] in {f["law"] for f in data["fits"]["fits"]}
+    assert data["config"]["steps"] == 6 and data["best"] in {f["law"] for f in data["fits"]}
+    # The growth document has the shape of normsat norms JSON: top-level fits, best, skipped.
+    assert all({"law", "params", "r2", "aic"} <= set(fit) for fit in data["fits"])
+    assert {"best_by_aic", "skipped", "layer_growth"} <= set(data)
+    assert [row["layer"] for row in data["layer_growth"]]
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging folder left beside it
     assert data["provenance"]["versions"]["torch"] == torch.__version__
     wanted = evaluation_steps(6, 3)
     assert wanted == [0, 1, 2, 6]
@@ -80,6 +88,55 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
     assert f"Best law: **{data['best']}**" in section.markdown
     assert "| 6 |" in section.markdown and "layer 1, c = ∞" in section.markdown
     assert (tmp_path / "report" / "training_saturation.png").stat().st_size > 0
+
+
+# Large batches: the held-out evaluation over the whole corpus goes batch by batch.
+_TINY_ARGS = ["--layers", "1", "--width", "16", "--heads", "2", "--evaluations", "1",
+              "--eval-sentences", "2", "--batch-size", "64", "--context", "16", "--quiet"]
+
+
+def test_a_run_that_fails_after_its_checkpoints_leaves_nothing_behind(tmp_path, capsys, monkeypatch):
+    def no_convergence(steps, values, law):
+        raise EmpiricalError(f"the {law} law did not converge on these {len(steps)} points")
+
+    monkeypatch.setattr(fits, "fit_law", no_convergence)  # fails once every checkpoint is written
+    # An existing folder keeps what it held, and gets no checkpoints/ of a failed run; no staging
+    # folder is left beside it (test_a_diverging_run_... covers a folder that did not exist).
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(out)]) == 2
+    assert "did not converge" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_a_diverging_run_leaves_nothing_behind(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--optimizer", "sgd", "--lr", "1e30",
+                 "--out", str(out)]) == 2
+    assert capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_section_trains_without_and_with_weight_decay(tmp_path, monkeypatch):
+    # Large batches: the held-out evaluation over the whole corpus goes batch by batch.
+    short = TrainConfig(**{**TINY, "batch_size": 64}, steps=4, evaluations=2, saturation=False)
+    monkeypatch.setattr(training_sections, "SHORT_RUN", short)
+    monkeypatch.setattr(training_sections, "SHORT_RUN_DECAY", replace(short, weight_decay=1.0))
+    section = training_section(ReportContext(out=tmp_path, progress=False))
+    plain, decayed = section.data, section.data["weight_decay_run"]
+    assert (plain["config"]["weight_decay"], decayed["config"]["weight_decay"]) == (0.0, 1.0)
+    assert decayed["config"]["seed"] == plain["config"]["seed"]
+    # Same start, then decay pulls the norm down: AdamW's decoupled decay θ ← θ(1 − ηλ) per step.
+    assert decayed["evaluations"][0]["norm"] == plain["evaluations"][0]["norm"]
+    assert decayed["evaluations"][-1]["norm"] < plain["evaluations"][-1]["norm"]
+    # Both growth laws side by side: each run's own best law, in one table and one figure.
+    table = next(line for line in section.markdown.splitlines() if line.startswith("| best law"))
+    assert table.count(f"**{plain['best']}**") + table.count(f"**{decayed['best']}**") >= 2
+    assert table.index(f"**{plain['best']}**") < table.rindex(f"**{decayed['best']}**")
+    assert (tmp_path / "training_norms_weight_decay.png").read_bytes()[:4] == b"\x89PNG"
+    assert section.data["source"]["short_runs"][1]["weight_decay"] == 1.0
 
 
 def test_report_refuses_a_folder_without_a_run_before_measuring(tmp_path, capsys):
@@ -186,8 +243,19 @@ def test_schedules_set_the_sgd_step_size(schedule, factor, small_corpus):
 
 
 def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
-    config = TrainConfig(**TINY, steps=3, lr=1e-2, optimizer="adafactor", weight_decay=0.1,
-                         evaluations=1, saturation=False)
-    result = train(config, corpus=small_corpus)
+    runs = {wd: train(TrainConfig(**TINY, steps=3, lr=1e-2, optimizer="adafactor", weight_decay=wd,
+                                  evaluations=1, saturation=False), corpus=small_corpus)
+            for wd in (0.0, 0.1)}
+    result = runs[0.1]
     assert all(r["update_norm"] > 0 for r in result.records)
     assert result.evaluations[-1]["step"] == 3 and math.isfinite(result.evaluations[-1]["loss"])
+    # Same seed, same first gradient: the first updates differ only by the decay −λη·θ₀ (Adafactor
+    # without parameter scaling does not look at θ), so θ₀ᵀδ differs by −λη‖θ₀‖², and the decayed
+    # run ends its first step with the smaller norm.
+    plain, decayed = runs[0.0].records[0], result.records[0]
+    assert decayed["norm"] == plain["norm"]
+    rounding = 2 * 2.0**-24 * plain["norm"] * (plain["norm"] + max(plain["update_norm"],
+                                                                   decayed["update_norm"]))
+    assert decayed["update_projection"] - plain["update_projection"] == pytest.approx(
+        -0.1 * 1e-2 * plain["norm"] ** 2, abs=rounding)
+    assert result.records[1]["norm"] < runs[0.0].records[1]["norm"]

@@ -453,8 +453,32 @@ def _joined(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor
         return joined(lambda bound: None if bound.carried is None else bound.carried(dtype, rtol))
 
     length = max(bound.length for _, bound in own if bound is not None)
-    return Rounding(degree, lambda: joined(lambda bound: bound.magnitude()), length,
+    index, partials = _joined_exact_values(own, join, shape)
+    return Rounding(degree, lambda: joined(lambda bound: bound.magnitude()), length, index, partials,
                     cheap=lambda: joined(lambda bound: (bound.cheap or bound.magnitude)()), carried=carried)
+
+
+def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor],
+                         shape: torch.Size | None) -> tuple[Callable[[], Tensor] | None, Any]:
+    """The exact values of a selection or concatenation whose computed elements all come from one
+    op's output (pieces of the same scores, or scores beside a ``masked_fill`` with −∞): that op's
+    exact values, read at each element's place in its output. Filled elements must be masking
+    constants, which are never candidates. None otherwise."""
+    sources = [bound for _, bound in own if bound is not None]
+    fills = [t for t, bound in own if bound is None]
+    partials = sources[0].partials if sources else None
+    if partials is None or any(b.partials is not partials or b.index is None for b in sources) or not all(
+            any(d == math.inf and bool((a != 0).all()) for a, d in t.parts) for t in fills):
+        return None, None
+
+    def index() -> Tensor:
+        pieces = [torch.zeros(t.shape, dtype=torch.long, device=t.lead.device) if bound is None
+                  else bound.index().expand(t.shape)  # type: ignore[misc]
+                  for t, bound in own]
+        value = join(pieces)
+        return value if shape is None else value.expand(shape)
+
+    return index, partials
 
 
 # --- Activations: the saturating ones become their limits (paper Lemmas 6–8). ------------------

@@ -63,6 +63,30 @@ class SummedHead(DotHead):
         return super().scores(x) + super().scores(x)
 
 
+class MaskedHead(DotHead):
+    """The same scores through masked_fill(−∞) with a causal-style mask (here masking nothing)."""
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        scores = super().scores(x)
+        return scores.masked_fill(torch.zeros(scores.shape[-2:], dtype=torch.bool), float("-inf"))
+
+
+class WhereHead(DotHead):
+    """The same scores through where(mask, scores, −∞)."""
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        scores = super().scores(x)
+        return torch.where(torch.ones(scores.shape[-2:], dtype=torch.bool), scores, float("-inf"))
+
+
+class CatHead(DotHead):
+    """The same scores split per key and concatenated again."""
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        scores = super().scores(x)
+        return torch.cat([scores[..., :1], scores[..., 1:]], -1)
+
+
 def tokens(keys: list[list[float]], dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor([[[*k, *(1.0 if i == j else 0.0 for j in range(len(keys)))]
                           for i, k in enumerate(keys)]], dtype=dtype)
@@ -72,7 +96,8 @@ def exact_scores(query: list[float], keys: list[list[float]]) -> list[Fraction]:
     return [sum((Fraction(q) * Fraction(k) for q, k in zip(query, key)), Fraction(0)) for key in keys]
 
 
-@pytest.mark.parametrize("head_class", [DotHead, EinsumHead], ids=["matmul", "einsum"])
+@pytest.mark.parametrize("head_class", [DotHead, EinsumHead, MaskedHead, WhereHead, CatHead],
+                         ids=["matmul", "einsum", "masked_fill", "where", "cat"])
 @pytest.mark.parametrize(("case", "dtype"), [(FLOAT32_CASE, torch.float32), (FLOAT64_CASE, torch.float64)],
                          ids=["float32", "float64"])
 def test_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list[list[float]]],

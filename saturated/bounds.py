@@ -391,6 +391,13 @@ def _check_eps(eps: float, rel_width: float) -> None:
         raise SaturationError(f"expected a relative width in [1e-12, 1], got {rel_width!r}")
 
 
+def _half_width(rel_width: float) -> float:
+    """h with (1 + h)/(1 − h) − 1 = 0.9·rel_width: the interval c·(1 ∓ h) around an estimate then
+    has hi/lo − 1 within the contract for every allowed width, with room for float rounding."""
+    target = 0.9 * rel_width
+    return target / (2 + target)
+
+
 _CUT = 30.0  # terms below e^(−30) of the top loser are enclosed in bulk, not one by one
 
 
@@ -604,7 +611,7 @@ class _Box:
 def _certify_rows(rows: _Padded, estimates: np.ndarray, eps: float,
                   rel_width: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, certified) per row from float64 enclosures: error > eps at lo, ≤ eps from hi on."""
-    half = rel_width / 2.2
+    half = _half_width(rel_width)
     lo, hi = estimates * (1 - half), estimates * (1 + half)
     with np.errstate(invalid="ignore"):  # rows without losers give NaN here and are set apart
         at_lo, at_hi = _Box.at(rows, lo), _Box.at(rows, hi)
@@ -659,7 +666,7 @@ def _certify(row: _Row, estimate: float, eps: float, rel_width: float) -> tuple[
         return 0.0, 0.0
     with _interval_bits(80):
         e = iv.mpf(eps)
-        half = rel_width / 2.2
+        half = _half_width(rel_width)
         lo, hi = estimate * (1 - half), estimate * (1 + half)
         if lo > 0 and _above_eps(row, lo, e) and _within_from(row, hi, e):
             return lo, hi
@@ -668,10 +675,10 @@ def _certify(row: _Row, estimate: float, eps: float, rel_width: float) -> tuple[
         # The float estimate was off (extreme inputs): bisect with certified tests only.
         lo, hi = 0.0, max(estimate, 1.0)
         while not _within_from(row, hi, e):
-            lo, hi = hi, 2 * hi
+            lo, hi = (hi if _above_eps(row, hi, e) else lo), 2 * hi  # lo only where certified
             if hi > 1e300:
                 raise SaturationError("no certified scale below 1e300; the scores are too close")
-        while hi - lo > rel_width * hi * 0.9:
+        while not hi - lo <= 0.9 * rel_width * lo:  # hi/lo − 1 ≤ 0.9·rel_width (and lo > 0)
             mid = (lo + hi) / 2
             if _within_from(row, mid, e):
                 hi = mid

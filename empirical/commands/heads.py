@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from empirical.commands.common import (
@@ -17,13 +19,17 @@ from empirical.commands.common import (
     write_json,
 )
 from empirical.corpus import load_corpus
+from empirical.errors import EmpiricalError
 from empirical.heads import HeadAtlas, head_atlas, plot_atlas
+from empirical.models import parse_dtype
 from empirical.provenance import versions
+from empirical.training import load_checkpoint, read_run
 from saturated.rules import Settings
 
 __all__ = ["register"]
 
 SCHEMA = "normsat.heads-runs/1"
+_ARCH_LABELS = {"post": "post-LN", "pre": "pre-LN"}
 
 
 def _eps(text: str) -> float:
@@ -57,6 +63,11 @@ def register(subparsers: Any) -> None:
                         "included) is shared uniformly")
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
+    parser.add_argument("--run", action="append", default=None, metavar="DIR",
+                        help="a normsat train folder: measure its checkpoint instead of --model; "
+                        "repeat to compare runs (e.g. post-LN beside pre-LN)")
+    parser.add_argument("--step", type=int, default=None,
+                        help="the checkpoint step of each --run (default: the last one saved)")
     parser.add_argument("--no-paper", action="store_true",
                         help="skip the paper's approximation at 1000·θ (one forward pass less)")
     parser.add_argument("--batch-size", type=positive_int, default=16,
@@ -69,26 +80,60 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _last_step(folder: Path) -> int:
+    saved = (folder / "checkpoints").glob("step-*.safetensors")
+    steps = sorted(int(p.stem.removeprefix("step-")) for p in saved)
+    if not steps:
+        raise EmpiricalError(f"expected checkpoints in {folder / 'checkpoints'}, found none")
+    return steps[-1]
+
+
+def _variants(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any], Any, Any, int]]:
+    """(label, JSON fields, model, tokenizer, max_length) per model to measure."""
+    if args.run:
+        if args.random_init or args.compare_random:
+            raise EmpiricalError("expected --run or --random-init/--compare-random, got both")
+        dtype = parse_dtype(args.dtype)
+        labels: set[str] = set()
+        for run in args.run:
+            folder = Path(run)
+            step = _last_step(folder) if args.step is None else args.step
+            config = read_run(folder)["config"]
+            model, tokenizer = load_checkpoint(folder, step)
+            label = _ARCH_LABELS.get(config["arch"], config["arch"])
+            label = label if label not in labels else f"{label} ({folder.name})"
+            labels.add(label)
+            # A trained model has positions only up to its context.
+            yield (label, {"name": str(folder), "step": step, "arch": config["arch"]},
+                   model.to(device=args.device, dtype=dtype), tokenizer,
+                   min(args.max_length, config["context"]))
+        return
+    for random_init in [args.random_init] + ([True] if args.compare_random and not args.random_init else []):
+        model, tokenizer = load_args_model(args, random_init=random_init)
+        label = "random-init" if random_init else "pretrained"
+        yield (label, {"name": model_spec(args), "random_init": random_init,
+                       "seed": args.seed if random_init else None}, model, tokenizer, args.max_length)
+
+
 def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     corpus = load_corpus(args.corpus, n=args.sentences)
-    variants = [args.random_init] + ([True] if args.compare_random and not args.random_init else [])
     atlases: dict[str, HeadAtlas] = {}
-    for random_init in variants:
-        model, tokenizer = load_args_model(args, random_init=random_init)
-        label = "random-init" if random_init else "pretrained"
+    fields: dict[str, dict[str, Any]] = {}
+    for label, extra, model, tokenizer, max_length in _variants(args):
         atlases[label] = head_atlas(model, tokenizer, corpus, eps=args.eps, batch_size=args.batch_size,
-                                    max_length=args.max_length, paper=not args.no_paper,
+                                    max_length=max_length, paper=not args.no_paper,
                                     settings=Settings(ties=args.ties), progress=not args.quiet)
+        fields[label] = extra
         counts = atlases[label].counts()
-        print(f"\n{model_spec(args)} ({label}), {len(corpus)} sentences: "
+        print(f"\n{extra['name']} ({label}), {len(corpus)} sentences: "
               + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
         print(atlases[label].table())
+    title = ("normsat train runs: " + ", ".join(Path(run).name for run in args.run) if args.run
+             else model_spec(args))
     if args.json:
-        runs = [{"label": label, "name": model_spec(args), "random_init": label == "random-init",
-                 "seed": args.seed if label == "random-init" else None, **atlas.to_dict()}
-                for label, atlas in atlases.items()]
+        runs = [{"label": label, **fields[label], **atlas.to_dict()} for label, atlas in atlases.items()]
         print(f"\nJSON: {write_json({'schema': SCHEMA, 'runs': runs, 'versions': versions()}, args.json)}")
     if args.plot:
-        print(f"plot: {plot_atlas(atlases, args.plot, title=model_spec(args))}")
+        print(f"plot: {plot_atlas(atlases, args.plot, title=title)}")
     return 0

@@ -36,7 +36,9 @@ def heads_section(ctx: ReportContext) -> Section:
                        for label, atlas in atlases.items())
     markdown = "\n".join([
         f"On the first {len(sentences)} sentences: for every head, the positions each query attends "
-        "to in the exact saturated network (hard attention, ties shared uniformly). A head is "
+        "to in the exact saturated network (hard attention; a leading-order tie that a lower "
+        "order of the model breaks is broken, rows no order decides are left out and counted as "
+        "undetermined). A head is "
         f"global when its queries attend on average to at least {thresholds.global_fraction:g} of "
         f"their allowed positions, local when to at most {thresholds.local_positions:g} positions, "
         f"mixed otherwise ({counts}). Classes per layer, one letter per head (L, M, G); the "

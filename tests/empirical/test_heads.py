@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,7 +17,8 @@ from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
 from empirical.heads import HeadBatch, Thresholds, head_atlas, measure_heads, plot_atlas
 from empirical.models import load_model
-from saturated.bounds import scale_to_saturate
+from saturated.bounds import scale_to_saturate, scale_to_saturate_map
+from saturated.functional import default_rtol, hardmax
 from saturated.modules import HardAttention, majority_head, positional, previous_token_head
 
 WORDS = ["aaabbbbbbbbb", "bababbbbbbbb", "abbabbbbbbba", "bbbaaabbbbbb"]
@@ -175,3 +177,75 @@ def test_bad_input() -> None:
 
     with pytest.raises(EmpiricalError, match="attn_implementation='eager'"):
         measure_heads(Silent().eval(), [_batch(["ab"])], causal=True)
+
+
+class FixedScores(nn.Module):
+    """One layer of attention over fixed float32 scores (batch, heads, queries, keys), softmaxed in
+    float32 like a model's; its limit is hardmax of the same scores."""
+
+    def __init__(self, scores: Tensor) -> None:
+        super().__init__()
+        self.scores = nn.Parameter(scores.float())
+
+    def forward(self, x: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+                return_dict: bool = True) -> BaseModelOutput:
+        return BaseModelOutput(last_hidden_state=x, attentions=(torch.softmax(self.scores, -1),))
+
+    def limit(self, **_: Any) -> Any:
+        return SimpleNamespace(value=BaseModelOutput(attentions=(hardmax(self.scores.detach().double(),
+                                                                          rtol=0),)))
+
+
+def _fixed_atlas(rows: list[list[float]], eps: float = 1e-3) -> tuple[FixedScores, Any]:
+    width = len(rows[0])  # self-attention: as many queries as keys, the last row repeated
+    scores = torch.tensor((rows + [rows[-1]] * width)[:width], dtype=torch.float32)[None, None]
+    model = FixedScores(scores).eval()
+    batch = HeadBatch({"x": torch.zeros(1, width), "attention_mask": torch.ones(1, width)},
+                      torch.ones(1, width, dtype=torch.bool))
+    return model, measure_heads(model, [batch], causal=False, eps=eps, paper=False, limit=model.limit)
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def test_scale_judges_ties_once_whatever_other_rows_are_present() -> None:
+    """Row A's two best log-probabilities are 2e-4 apart: tied by float32's tolerance (its row
+    reaches log p ≈ −30), so its scale is small; row B's gap 0.01 sets c ≈ 690. The head's scale
+    must follow one tie rule with and without B (it used float32's to prune and float64's to
+    certify, so A alone came out at ≈ 34 500)."""
+    a, b = [0.0, -2e-4, -30.0], [0.0, -0.01, -30.0]
+    rtol = default_rtol(torch.float32)
+    for rows in ([a], [b], [a, b]):
+        model, atlas = _fixed_atlas(rows)
+        logs = torch.softmax(model.scores.detach()[0, 0], -1).double().log()
+        expected = scale_to_saturate_map(logs, 1e-3, rtol=rtol).maximum
+        scale = atlas.heads[0].scale
+        assert _overlap(scale, expected), (rows, scale, expected)
+        assert scale[1] <= scale[0] * 1.01  # not trivially wide
+    assert _fixed_atlas([a])[1].heads[0].scale[1] < 1.0
+    assert _fixed_atlas([a, b])[1].heads[0].scale == pytest.approx(_fixed_atlas([b])[1].heads[0].scale)
+
+
+@pytest.mark.parametrize(("gap", "n"), [(2e-5, 2), (3e-5, 2), (3e-5, 8)])
+def test_scale_contains_the_scale_of_the_scores_actually_softmaxed(gap: float, n: int) -> None:
+    """At margins of 1e-5 the float32 rounding of the weights moves the log-probability gap by
+    ~1 %, ten times the certificate's width: the atlas must still contain c* of the model's own
+    float32 scores (exact in float64), not only of their rounded log-probabilities."""
+    row = [0.3, 0.3 - gap] + [-0.7] * (n - 2)
+    model, atlas = _fixed_atlas([row])
+    true = scale_to_saturate(model.scores.detach()[0, 0, 0].double(), 1e-3, rtol=0)
+    assert atlas.heads[0].queries == n
+    scale = atlas.heads[0].scale
+    assert scale[0] <= true[0] and true[1] <= scale[1]
+    assert scale[1] <= scale[0] * 1.2  # the rounding bound, ~24 units of float32 over a 1e-5 gap
+
+
+def test_non_finite_attention_is_refused() -> None:
+    scores = torch.zeros(1, 3, 4, 4)
+    scores[0, 1, 1, 2] = math.nan
+    model = FixedScores(scores).eval()
+    batch = HeadBatch({"x": torch.zeros(1, 4), "attention_mask": torch.ones(1, 4)},
+                      torch.ones(1, 4, dtype=torch.bool))
+    with pytest.raises(EmpiricalError, match=r"4 NaN and 0 infinite ones in layer 0, head\(s\) \[1\]"):
+        measure_heads(model, [batch], causal=False, paper=False, limit=model.limit)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from empirical.cli import main
+from empirical.corpus import load_corpus
 from empirical.report import SECTIONS, write_report
 from empirical.sections.heads import heads_section
+from empirical.training import TrainConfig, train
 
 
 def test_heads_command_writes_one_entry_per_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,3 +42,25 @@ def test_report_section(tmp_path: Path) -> None:
     assert "## Head atlas" in text and "(heads.png)" in text and (tmp_path / "heads.png").exists()
     data = json.loads((tmp_path / "results.json").read_text())["sections"]["heads"]
     assert set(data) == {"pretrained", "random-init"} and len(data["pretrained"]["heads"]) == 12
+
+
+def test_heads_measures_trained_post_ln_and_pre_ln_runs(tmp_path: Path) -> None:
+    """``--run`` loads the last checkpoint of ``normsat train`` folders: a post-LN (BERT decoder)
+    and a pre-LN (GPT-2) model, three steps each, measured side by side as causal models."""
+    corpus = load_corpus(n=60)
+    for arch in ("post", "pre"):
+        config = TrainConfig(arch=arch, layers=1, width=16, heads=2, batch_size=4, context=16, steps=3,
+                             evaluations=1, eval_sentences=2, saturation=False)
+        train(config, tmp_path / arch, corpus=corpus).to_json(tmp_path / arch / "train.json")
+    out, plot = tmp_path / "heads.json", tmp_path / "heads.png"
+    code = main(["heads", "--run", str(tmp_path / "post"), "--run", str(tmp_path / "pre"),
+                 "--sentences", "3", "--no-paper", "--ties", "uniform", "--quiet", "--json", str(out),
+                 "--plot", str(plot)])
+    assert code == 0 and plot.stat().st_size > 1000
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["label"], r["arch"], r["step"]) for r in runs] == [
+        ("post-LN", "post", 3), ("pre-LN", "pre", 3)]
+    for r in runs:
+        assert r["causal"] and [(h["layer"], h["head"]) for h in r["heads"]] == [(0, 0), (0, 1)]
+        assert all(h["queries"] > 0 and h["class"] in ("local", "mixed", "global") for h in r["heads"])
+    assert main(["heads", "--run", str(tmp_path / "pre"), "--random-init", "--quiet"]) != 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import mpmath
@@ -342,3 +343,195 @@ def test_format_thresholds_are_the_first_exactly_saturated_numbers(name: str) ->
     for row, fn in ((sigmoid, torch.sigmoid), (tanh, torch.tanh)):
         x = torch.tensor([row.torch_upper, _previous(row.torch_upper, dtype)], dtype=dtype)
         assert fn(x).tolist()[0] == 1.0 and fn(x).tolist()[1] != 1.0
+
+
+def _direct_error(scores: list[float], c: mpmath.mpf, dps: int, rtol: float | None) -> mpmath.mpf:
+    """max_i |softmax(c·x)_i − hardmax(x)_i| from the definitions, hardmax with the tie rule ``rtol``
+    (scores it ties with the maximum are taken as equal to it, as the rule says)."""
+    winners = hardmax(torch.tensor(scores, dtype=torch.float64), rtol=rtol) > 0
+    with mpmath.workdps(dps):
+        limit = [mpmath.mpf(1) / int(winners.sum()) if w else mpmath.mpf(0) for w in winners.tolist()]
+        top = max(mpmath.mpf(x) for x in scores if x > -math.inf)
+        scores = [float(top) if w else x for x, w in zip(scores, winners.tolist())]
+        weights = [mpmath.exp(c * (mpmath.mpf(x) - top)) if x > -math.inf else mpmath.mpf(0) for x in scores]
+        total = mpmath.fsum(weights)
+        return max(abs(w / total - h) for w, h in zip(weights, limit))
+
+
+def _exact_margin(row: list[float], rtol: float | None) -> mpmath.mpf | None:
+    """The gap from the tied maximal scores to the next allowed one, exactly (None if all tie)."""
+    tied = hardmax(torch.tensor(row, dtype=torch.float64), rtol=rtol) > 0
+    top = max(mpmath.mpf(x) for x in row if x > -math.inf)
+    losers = [top - mpmath.mpf(x) for x, t in zip(row, tied.tolist()) if not t and x > -math.inf]
+    return min(losers) if losers else None
+
+
+@given(adversarial_rows, st.sampled_from([0.3, 1e-3, 1e-9]))
+def test_scale_to_saturate_contains_the_true_scale_on_adversarial_rows(row: list[float], eps: float) -> None:
+    """Exact ties, one-ulp near-ties, huge and tiny magnitudes, −∞ masks: evaluated from the
+    definition in high precision, the error exceeds eps at lo and is within eps at hi and beyond
+    (so the smallest scale from which it stays within eps lies in [lo, hi])."""
+    margin = _exact_margin(row, None)
+    try:
+        lo, hi = scale_to_saturate(row, eps)
+    except SaturationError as err:  # c* ~ 1/δ beyond the float range: refused, and only then
+        assert "no certified scale below 1e300" in str(err) and margin is not None and margin < 1e-290
+        return
+    assert hi <= lo * (1 + 1e-3)
+    # u = c·δ up to ~60 needs ~30 extra digits for the winners' 1 − weight; 80 digits suffice.
+    if lo > 0:
+        assert _direct_error(row, mpmath.mpf(lo), 80, None) > eps
+    if margin is None:
+        assert hi == 0.0
+        return
+    with mpmath.workdps(80):
+        further = [mpmath.mpf(hi) * k for k in (1, 1.001, 1.1, 2, 10)]
+        if hi == 0.0:
+            further = [mpmath.mpf(0)] + [k / margin for k in (0.01, 0.1, 1, 10)]
+    for c in further:
+        assert _direct_error(row, c, 80, None) <= eps
+
+
+@st.composite
+def _rows_and_scales(draw: st.DrawFn) -> tuple[list[float], mpmath.mpf]:
+    """An adversarial row and a scale c = k/δ with k in [0, 40] (δ its exact margin, rtol=0)."""
+    row = draw(adversarial_rows)
+    margin = _exact_margin(row, 0.0)
+    k = draw(st.floats(0.0, 40.0))
+    with mpmath.workdps(40):
+        return row, (mpmath.mpf(k) / margin if margin is not None else mpmath.mpf(k))
+
+
+@given(_rows_and_scales())
+def test_softmax_error_matches_the_definition_on_adversarial_rows(
+        case: tuple[list[float], mpmath.mpf]) -> None:
+    """Against the definition at huge and tiny magnitudes, with −∞ masks and one-ulp gaps (ties
+    only where equal, rtol=0; the scale chosen so that c·δ stays where 100 digits resolve it)."""
+    row, c = case
+    ours = softmax_error(row, c, dps=40, rtol=0)
+    theirs = _direct_error(row, c, 100, 0.0)
+    assert mpmath.almosteq(ours, theirs, rel_eps=1e-30, abs_eps=mpmath.mpf(10) ** -80)
+
+
+def test_certificate_reports_a_ratio_that_is_not_increasing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid check only extends between grid points if ρ does not decrease: a decreasing ρ
+    (here ρ(u) = 1/(1 + u), below 1 everywhere) must be reported as not increasing."""
+    monkeypatch.setattr(bounds, "_worst_ratio", lambda *_: lambda u: 1 / (1 + u))
+    certificate = certify_bound("sigmoid", points=50)
+    assert not certificate.increasing
+
+
+def test_global_precision_is_never_changed() -> None:
+    """Every public function works in local precision contexts, also when it raises."""
+    calls = [
+        lambda: sigmoid_error(1.0, 3, dps=200), lambda: tanh_error(1.0, 3, dps=200),
+        lambda: softmax_error([0.0, -1.0, -math.inf], 3, dps=200), lambda: sigmoid_bound(1.0, 2, dps=90),
+        lambda: tanh_bound(1.0, 2, dps=90), lambda: softmax_bound([0.0, -1.0], 2, dps=90),
+        lambda: softmax_constant(5, 2), lambda: certify_bound("softmax", n=4, t=2, points=20),
+        lambda: scale_to_saturate([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),
+        lambda: scale_to_saturate_map([[0.0, -1.0], [0.0, -2.0]], 0.01),
+        lambda: bounds._certify(bounds._row([0.5, 0.0, -0.7]), 100.0, 1e-5, 1e-3),
+        lambda: bounds.format_thresholds(["sigmoid"], ["float16"]),
+        lambda: bounds.scaling_rate(lambda c: mpmath.exp(-c), [1, 2, 3], dps=120),
+        lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), lambda: scale_to_saturate([math.nan], 0.1),
+        lambda: bounds.scaling_rate(lambda c: mpmath.mpf(0), [1, 2, 3]),
+    ]
+    assert {name for name in bounds.__all__ if callable(getattr(bounds, name))} - {
+        "Certificate", "FormatThreshold", "MapScales", "RateFit"} <= {
+        "sigmoid_error", "tanh_error", "softmax_error", "sigmoid_bound", "tanh_bound", "softmax_bound",
+        "softmax_constant", "certify_bound", "scale_to_saturate", "scale_to_saturate_map",
+        "format_thresholds", "scaling_rate"}
+    old_dps, old_prec = mpmath.mp.dps, mpmath.iv.prec
+    mpmath.mp.dps, mpmath.iv.prec = 23, 71
+    try:
+        for call in calls:
+            with contextlib.suppress(SaturationError):
+                call()
+            assert (mpmath.mp.dps, mpmath.iv.prec) == (23, 71)
+    finally:
+        mpmath.mp.dps, mpmath.iv.prec = old_dps, old_prec
+
+
+@pytest.mark.parametrize("rel_width", [0.2, 0.5, 1.0])
+def test_relative_width_holds_for_every_allowed_value(rel_width: float) -> None:
+    """hi/lo − 1 ≤ rel_width on the float64 path and on the mpmath path (from a wrong estimate)."""
+    row = [0.5, 0.0, -0.7, -0.7]
+    lo, hi = scale_to_saturate(row, 1e-5, rel_width=rel_width)
+    true = _true_scale(row, 1e-5)
+    assert lo <= true <= hi and hi / lo - 1 <= rel_width
+    lo, hi = bounds._certify(bounds._row(row), 3 * hi, 1e-5, rel_width)
+    assert lo <= true <= hi and hi / lo - 1 <= rel_width
+
+
+def _neighbour_below(value: float, dtype: torch.dtype) -> float:
+    """The number of ``dtype`` just below the positive ``value`` (any of the four formats)."""
+    bits = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+            torch.float64: torch.int64}[dtype]
+    return float((torch.tensor(value, dtype=dtype).view(bits) - 1).view(dtype))
+
+
+_PRECISION = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022)}
+
+
+def test_float64_thresholds_are_the_first_exactly_saturated_numbers() -> None:
+    """float64's sigmoid and tanh, both sides: correctly rounded, σ(x) is 1 from the midpoint
+    1 − 2^(−54) on, σ(−m) is 0 from half the smallest subnormal 2^(−1075) down; torch's
+    thresholds are checked on what torch computes, and one number below each is not saturated."""
+    p, emin = _PRECISION["float64"]
+    sigmoid, tanh = bounds.format_thresholds(["sigmoid", "tanh"], ["float64"])
+
+    def below(x: float) -> float:
+        return _neighbour_below(x, torch.float64)
+
+    with mpmath.workdps(80):
+        one, zero = 1 - mpmath.mpf(2) ** (-p - 1), mpmath.mpf(2) ** (emin - p)
+
+        def sig(x: float) -> mpmath.mpf:
+            return 1 / (1 + mpmath.exp(-mpmath.mpf(x)))
+
+        assert sig(sigmoid.upper) >= one > sig(below(sigmoid.upper))
+        assert sig(-sigmoid.lower) <= zero < sig(-below(sigmoid.lower))
+        assert mpmath.tanh(tanh.upper) >= one > mpmath.tanh(below(tanh.upper))
+        assert tanh.lower == tanh.upper
+    x = torch.tensor([sigmoid.torch_upper, below(sigmoid.torch_upper)], dtype=torch.float64)
+    assert torch.sigmoid(x).tolist() == [1.0, torch.sigmoid(x[1]).item()] and torch.sigmoid(x[1]) < 1
+    m = torch.tensor([sigmoid.torch_lower, below(sigmoid.torch_lower)], dtype=torch.float64)
+    assert torch.sigmoid(-m)[0] == 0 and torch.sigmoid(-m)[1] > 0
+    t = torch.tensor([tanh.torch_upper, below(tanh.torch_upper)], dtype=torch.float64)
+    assert torch.tanh(t)[0] == 1 and torch.tanh(t)[1] < 1 and torch.tanh(-t)[0] == -1
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_two_way_softmax_thresholds(name: str) -> None:
+    """softmax(x, 0) = (1, 0) exactly needs σ(−x) to round to 0: from half the smallest subnormal
+    down (correct rounding), and on what torch computes; one number below, it is not exact."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    (row,) = bounds.format_thresholds(["softmax2"], [name])
+    assert row.upper == row.lower
+    with mpmath.workdps(80):
+        zero = mpmath.mpf(2) ** (emin - p)
+
+        def sig(x: float) -> mpmath.mpf:
+            return 1 / (1 + mpmath.exp(-mpmath.mpf(x)))
+
+        assert sig(-row.upper) <= zero < sig(-_neighbour_below(row.upper, dtype))
+        assert sig(row.upper) >= 1 - mpmath.mpf(2) ** (-p - 1)  # the other entry is already 1
+    x = torch.tensor([row.torch_upper, _neighbour_below(row.torch_upper, dtype)], dtype=dtype)
+    pair = torch.softmax(torch.stack([x, torch.zeros_like(x)], -1), -1)
+    assert pair[0].tolist() == [1.0, 0.0] and pair[1].tolist() != [1.0, 0.0]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_sigmoid_lower_thresholds(name: str) -> None:
+    """σ(−m) rounds to 0 from half the smallest subnormal down, and not one number below m;
+    torch's lower threshold checked on what torch computes."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    (row,) = bounds.format_thresholds(["sigmoid"], [name])
+    with mpmath.workdps(80):
+        zero = mpmath.mpf(2) ** (emin - p)
+        sig = [1 / (1 + mpmath.exp(mpmath.mpf(m))) for m in (row.lower, _neighbour_below(row.lower, dtype))]
+        assert sig[0] <= zero < sig[1]
+    m = torch.tensor([row.torch_lower, _neighbour_below(row.torch_lower, dtype)], dtype=dtype)
+    assert torch.sigmoid(-m)[0] == 0 and torch.sigmoid(-m)[1] > 0

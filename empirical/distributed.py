@@ -34,6 +34,7 @@ __all__ = [
     "World",
     "check_same_corpus",
     "current",
+    "gather",
     "init_from_environment",
     "is_writer",
     "provenance",
@@ -119,7 +120,8 @@ def _device() -> torch.device:
     return torch.device("cpu")
 
 
-def _gather(value: Any) -> list[Any]:
+def gather(value: Any) -> list[Any]:
+    """Every rank's ``value`` (any picklable object), in rank order, on every rank."""
     world = current()
     if world.size == 1:
         return [value]
@@ -134,7 +136,7 @@ def check_same_corpus(sha256: str) -> None:
     Raises:
         EmpiricalError: on every rank, when the ranks' corpora differ; the message lists them.
     """
-    hashes = _gather(sha256)
+    hashes = gather(sha256)
     if len(set(hashes)) > 1:
         listed = ", ".join(f"rank {r}: {h[:12]}…" for r, h in enumerate(hashes))
         raise EmpiricalError(
@@ -156,7 +158,7 @@ def reduce_sums(sums: Mapping[K, torch.Tensor]) -> dict[K, torch.Tensor]:
     if world.size == 1:
         return {key: value.double() for key, value in sums.items()}
     layout = [(repr(key), tuple(value.shape)) for key, value in sums.items()]
-    layouts = _gather(layout)
+    layouts = gather(layout)
     if any(other != layout for other in layouts):
         raise EmpiricalError(f"expected every rank to hold the same sums; rank layouts differ: {layouts}")
     flat = torch.cat([value.detach().double().reshape(-1).to(_device()) for value in sums.values()])
@@ -178,4 +180,4 @@ def reduce_counts(counts: Mapping[K, int]) -> dict[K, int]:
 def provenance(tokens: int) -> dict[str, Any]:
     """What a result records about the ranks: world size, backend, and the tokens each measured."""
     world = current()
-    return {"world_size": world.size, "backend": world.backend, "tokens_per_rank": _gather(int(tokens))}
+    return {"world_size": world.size, "backend": world.backend, "tokens_per_rank": gather(int(tokens))}

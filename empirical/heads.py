@@ -38,6 +38,7 @@ from mpmath import iv
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from empirical import distributed
 from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
 from empirical.outputs import atomic_path
@@ -514,6 +515,22 @@ def _certified_rows(rows: _Candidates, eps: float,
     return lo, hi
 
 
+def _across_ranks(totals: _Totals) -> _Totals:
+    """What one process measuring every rank's batches would hold: the sums added up, the margins
+    and candidate rows gathered, the floors' maximum (:mod:`empirical.distributed`; the totals
+    themselves without a process group)."""
+    if distributed.current().size == 1:
+        return totals
+    ranks = distributed.gather((totals.margins, totals.candidates, totals.floor))
+    layers = range(len(totals.floor))
+    return _Totals(
+        sums=distributed.reduce_sums(totals.sums),
+        margins=[[chunk for rank in ranks for chunk in rank[0][layer]] for layer in layers],
+        candidates=[[chunk for rank in ranks for chunk in rank[1][layer]] for layer in layers],
+        floor=[torch.stack([rank[2][layer] for rank in ranks]).amax(0) for layer in layers],
+        rtol=totals.rtol, unit=totals.unit)
+
+
 def _finish(totals: _Totals, layers: int, heads: int, eps: float, thresholds: Thresholds,
             with_paper: bool) -> tuple[HeadStats, ...]:
     out = []
@@ -557,6 +574,7 @@ def measure_heads(
     model: nn.Module, batches: Iterable[HeadBatch], *, causal: bool, eps: float = 1e-3,
     settings: Settings | None = None, paper: bool = True, thresholds: Thresholds | None = None,
     progress: bool = False, limit: Callable[..., SaturatedOutput] | None = None,
+    sharded: bool = False,
 ) -> HeadAtlas:
     """The atlas of any model that returns ``attentions`` when called with ``output_attentions=True``.
 
@@ -576,6 +594,8 @@ def measure_heads(
         progress: show a progress bar.
         limit: the model's :class:`~saturated.saturate.SaturatedModel` to reuse (its exported
             graphs are cached), or anything called like it; ``settings`` then go unused.
+        sharded: ``batches`` are this rank's share under ``torchrun``: every rank's measurements
+            are combined, and every rank returns the atlas of all of them.
 
     Raises:
         EmpiricalError: eps outside (0, 1), attention that cannot be read, non-finite attention
@@ -617,6 +637,8 @@ def measure_heads(
                                None if at_paper is None else at_paper[layer], eps)
     if not layers:
         raise EmpiricalError("expected at least one batch of inputs, got none")
+    if sharded:
+        totals = _across_ranks(totals)
     return HeadAtlas(_finish(totals, layers, heads, eps, thresholds, paper), layers, heads, eps,
                      thresholds, {"model": model_record(model), "causal": causal,
                                   "limit_settings": asdict(getattr(limit, "settings", settings)),
@@ -643,13 +665,18 @@ def head_atlas(
         raise EmpiricalError("the head atlas reads one stack of self-attention; encoder–decoder "
                              "models are not supported")
     texts = list(sentences)
-    _, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size)
+    # Under torchrun each rank measures its share of the batches (empirical.distributed).
+    _, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
+                          sharded=True)
     prepared = [HeadBatch(b.inputs, b.stacks[0][1]) for b in batches]
     atlas = measure_heads(model, prepared, causal=_is_causal(model), eps=eps, settings=settings,
-                          paper=paper, thresholds=thresholds, progress=progress)
+                          paper=paper, thresholds=thresholds,
+                          progress=progress and distributed.is_writer(), sharded=True)
     corpus = sentences.to_dict() if isinstance(sentences, Corpus) else {
         "source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
-    record = {**atlas.record, "corpus": corpus, "batch_size": batch_size, "max_length": max_length}
+    tokens = sum(int(b.stacks[0][1].sum()) for b in batches)
+    record = {**atlas.record, "corpus": corpus, "batch_size": batch_size, "max_length": max_length,
+              "distributed": distributed.provenance(tokens)}
     return HeadAtlas(atlas.heads, atlas.layers, atlas.n_heads, eps, atlas.thresholds, record)
 
 

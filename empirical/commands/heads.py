@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from empirical import distributed
 from empirical.commands.common import (
     add_corpus_options,
     add_device_options,
@@ -125,10 +126,12 @@ def run(args: argparse.Namespace) -> int:
                                     max_length=max_length, paper=not args.no_paper,
                                     settings=Settings(ties=args.ties), progress=not args.quiet)
         fields[label] = extra
-        counts = atlases[label].counts()
-        print(f"\n{extra['name']} ({label}), {len(corpus)} sentences: "
-              + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
-        print(atlases[label].table())
+    if not distributed.is_writer():  # under torchrun every rank holds the atlas; one reports it
+        return 0
+    for label, atlas in atlases.items():
+        print(f"\n{fields[label]['name']} ({label}), {len(corpus)} sentences: "
+              + ", ".join(f"{n} {kind}" for kind, n in atlas.counts().items()))
+        print(atlas.table())
     title = ("normsat train runs: " + ", ".join(Path(run).name for run in args.run) if args.run
              else model_spec(args))
     if args.json:

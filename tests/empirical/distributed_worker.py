@@ -1,9 +1,9 @@
 """One rank of a data-parallel measurement, for test_distributed.py (run by torchrun, or imported).
 
 ``python -m torch.distributed.run --standalone --nproc-per-node 2 distributed_worker.py OUT``
-measures similarity at c and at ∞ and the convergence to the limit on a two-layer random-init
-BERT; rank 0 writes OUT/result.json. Then every rank measures a corpus of its own and writes the
-error it gets to OUT/rank<r>.err.
+measures similarity at c and at ∞, the convergence to the limit and the head atlas on a
+two-layer random-init BERT; rank 0 writes OUT/result.json. Then every rank measures a corpus of
+its own and writes the error it gets to OUT/rank<r>.err.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import transformers
 from empirical import distributed
 from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
+from empirical.heads import head_atlas
 from empirical.models import minilm_path
 from empirical.saturation import limit_convergence
 from empirical.similarity import representation_similarity
@@ -41,7 +42,9 @@ def measure(model: torch.nn.Module, tokenizer: Any) -> dict[str, Any]:
     at_c, at_limit = (representation_similarity(model, tokenizer, SENTENCES, scale=c, batch_size=BATCH_SIZE)
                       for c in (1000.0, float("inf")))
     convergence = limit_convergence(model, tokenizer, SENTENCES, scales=(1.0, 100.0), batch_size=BATCH_SIZE)
+    atlas = head_atlas(model, tokenizer, SENTENCES, batch_size=BATCH_SIZE)
     return {
+        "heads": atlas.to_dict(),
         "similarity": at_c.to_dict(),
         "limit": at_limit.to_dict(),
         "convergence": {"to_limit": [list(convergence.to_limit[c]) for c in convergence.scales],

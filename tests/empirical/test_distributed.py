@@ -67,6 +67,15 @@ def test_two_ranks_equal_one_process_and_record_their_shares(two_ranks):
         assert single[key]["distributed"] == {"world_size": 1, "backend": None,
                                               "tokens_per_rank": [sum(shares)]}
     assert sum(sharded["convergence"]["distributed"]["tokens_per_rank"]) == single["convergence"]["n_tokens"]
+    heads, alone = sharded["heads"], single["heads"]
+    assert heads["distributed"]["world_size"] == 2 and alone["distributed"]["world_size"] == 1
+    assert sum(heads["distributed"]["tokens_per_rank"]) == alone["distributed"]["tokens_per_rank"][0]
+    for split, whole in zip(heads["heads"], alone["heads"]):
+        assert split["queries"] == whole["queries"] > 0 and split["class"] == whole["class"]
+        numbers = ("positions", "positions_std", "split", "fraction", "mass", "entropy", "margin",
+                   "agreement", "paper_positions", "paper_split")
+        assert [split[k] for k in numbers] == pytest.approx([whole[k] for k in numbers], abs=1e-9, rel=0)
+        assert split["scale"] == pytest.approx(whole["scale"], rel=1e-9)
 
 
 def test_ranks_that_disagree_on_the_corpus_fail_on_every_rank(two_ranks):

@@ -5,23 +5,34 @@ Usage (from the repository root, after ``mutmut run``; see docs/contributing.md)
     python scripts/mutation_score.py                      # one row per module
     python scripts/mutation_score.py --survivors          # and every surviving mutant's name
     python scripts/mutation_score.py --fail-under 90      # exit 1 if a checked module scores below
+    python scripts/mutation_score.py --sample 36 --seed 13 saturated/ties.py   # names to run
 
 A mutant counts as killed when a test failed with it in place; timeouts are shown apart and not
 counted as kills. Mutants listed in
 ``EQUIVALENT`` change no behaviour; they are excluded from the score and printed with the reason.
 Modules none of whose mutants were run yet are shown as unchecked, not as 0%.
+
+A full run of every module takes hours on a shared machine, so a module may be measured on a
+random sample of its mutants: ``--sample N --seed S`` prints N mutant names per module (every
+module, or the ones named), the same names for the same seed and the same generated mutants, to
+pass to ``mutmut run``. When only part of a module's mutants were checked, its score is an
+estimate: the table marks it "sample" and gives a 95% Wilson interval for the score over all of
+the module's mutants (treating the checked ones as a simple random sample, which they are only
+if they were chosen with ``--sample``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["EQUIVALENT", "main", "module_scores"]
+__all__ = ["EQUIVALENT", "main", "module_scores", "sample", "wilson_interval"]
 
 # Exit codes as mutmut 3 records them in mutants/<path>.meta. A timeout is not counted as a kill:
 # on a loaded machine a surviving mutant whose covering tests are slow times out too.
@@ -67,6 +78,48 @@ EQUIVALENT: dict[str, str] = {
         "args=() dropped: functional_call's default (None) means no positional arguments",
     "empirical.scaling.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
+    "empirical.similarity.x__prepare__mutmut_48":
+        "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "
+        "sentences alone (the source label is not part of the fingerprint)",
+    "saturated.ties.x__disagreement__mutmut_33":
+        "range(2, max + 1) → range(2, max + 2): the extra member max + 1 has no position of that "
+        "rank and no row has that many members, so its swap is all zeros and fn(0, values) = 0 "
+        "is never > tol·0; `differs` is unchanged (one wasted pass)",
+    "saturated.terms.x_power__mutmut_53":
+        "the zero placeholder u of a single-part x gets degree +inf instead of -inf: _series only "
+        "loops while u's degree is finite, so both give the series 1 with the same floor",
+    "saturated.rules.x__shared_weights__mutmut_78":
+        "row sum over dim [+1] instead of [-1]: _hard_attention passes its tied rows flattened to "
+        "2-D (rows_of), where dimension 1 is the last",
+    "saturated.rules.x__hard_attention__mutmut_71":
+        "column 1 instead of 0 of the row counts: count is expanded along each row, so every column "
+        "holds the same count; rows of a single position never tie and do not reach this line",
+    "saturated.terms.x_make__mutmut_63":
+        "expand() also applied to a part that already has the broadcast shape: a view with the "
+        "same values",
+    "saturated.ties.x_contract__mutmut_2":
+        "the internal assert weakened from `and` to `or`: the softmax rule always builds "
+        "TiedWeights with both candidates and count, so it never fails either way",
+    "saturated.ties.x_contract__mutmut_32":
+        "the matmul fast path never taken (dim == ndim + 1 is never true): _disagreement checks the "
+        "same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.terms.x_mul__mutmut_11":
+        "bilinear(torch.mul, ..., stack_left=False): stack_left only batches the pairs of parts into "
+        "one torch.mul call; without it the same elementwise products are taken pair by pair",
+    "empirical.batching.x_hidden_states__mutmut_9":
+        "`states is None and isinstance(output, dict)` → `or`: also re-reads the field with "
+        ".get() when the attribute was found; a Hugging Face ModelOutput keeps attribute and key "
+        "in sync and a plain dict has no such attribute, so the states read are the same",
+    "empirical.similarity.x__token_cosines__mutmut_9":
+        "b.norm(dim=+1) instead of dim=-1: b is b[mask], always 2-D (tokens × hidden), where "
+        "dimension 1 is the last",
+    "saturated.rules.x__hard_attention__mutmut_75":
+        "squeeze(-2) instead of squeeze(-1) on torch.nonzero's (n, 1) result: the tied-row index "
+        "keeps a unit dimension, so the gathered rows get one too, the series runs along the same "
+        "last dimension and the scatter back uses the same index",
+    "saturated.terms.x_may_hold_nan__mutmut_1":
+        "`is_floating_point() and isnan(sum)` → `or`: for an integer tensor isnan of its sum is "
+        "False, the same answer",
     "homogeneity.degree.x__covers_everything__mutmut_2":
         "`return True` → `return False` for a condition that is already `true`: _build then returns "
         "the same single case unchanged instead of a copy with condition `true`, an equal Degree",
@@ -107,6 +160,33 @@ def module_scores(root: Path) -> dict[str, tuple[Counter[str], list[str]]]:
     return scores
 
 
+def wilson_interval(killed: int, checked: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) for a proportion of ``killed`` in ``checked``.
+
+    >>> [round(100 * x, 1) for x in wilson_interval(36, 36)]
+    [90.4, 100.0]
+    """
+    if checked == 0:
+        return 0.0, 1.0
+    p = killed / checked
+    centre = (p + z * z / (2 * checked)) / (1 + z * z / checked)
+    half = z * math.sqrt(p * (1 - p) / checked + z * z / (4 * checked * checked)) / (1 + z * z / checked)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sample(root: Path, size: int, seed: int, modules: Sequence[str] = ()) -> list[str]:
+    """``size`` mutant names of each module (all of a module's if it has fewer), drawn at random
+    with ``seed``: the same names for the same seed and the same mutants, whatever else changed."""
+    names: list[str] = []
+    for meta in sorted(root.rglob("*.py.meta")):
+        module = str(meta.relative_to(root).with_suffix(""))
+        if modules and module not in modules:
+            continue
+        keys = sorted(json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"])
+        names += random.Random(f"{seed}:{module}").sample(keys, min(size, len(keys)))
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("mutants"),
@@ -114,22 +194,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="list every surviving mutant")
     parser.add_argument("--fail-under", type=float, default=None,
                         help="exit with status 1 if a checked module scores below this percentage")
+    parser.add_argument("--sample", type=int, default=None, metavar="N",
+                        help="print N randomly chosen mutant names per module (to pass to mutmut run)")
+    parser.add_argument("--seed", type=int, default=13, help="seed of --sample (default: 13)")
+    parser.add_argument("modules", nargs="*", help="with --sample: only these modules "
+                        "(paths as shown in the table, e.g. saturated/ties.py)")
     args = parser.parse_args(argv)
+    if args.sample is not None:
+        names = sample(args.mutants, args.sample, args.seed, args.modules)
+        if not names:
+            print(f"no generated mutants under {args.mutants}/; run `mutmut run` first", file=sys.stderr)
+            return 2
+        print("\n".join(names))
+        return 0
     scores = module_scores(args.mutants)
     if not scores:
         print(f"no mutmut results under {args.mutants}/; run `mutmut run` first", file=sys.stderr)
         return 2
-    header = f"{'module':<36} {'score':>7} {'killed':>7} {'survived':>9} {'no tests':>9} " \
-             f"{'timeout':>8} {'equiv.':>7} {'unchecked':>10}"
+    header = f"{'module':<36} {'total':>6} {'checked':>8} {'killed':>7} {'score':>7} " \
+             f"{'95% interval':>14} {'survived':>9} {'no tests':>9} {'timeout':>8} {'equiv.':>7}"
     print(header)
     failing = []
     for module, (counts, _) in scores.items():
+        total = sum(counts.values())
         checked = sum(counts[s] for s in ("killed", "survived", "no tests", "suspicious", "timeout"))
         score = 100.0 * counts["killed"] / checked if checked else None
-        shown = f"{score:6.1f}%" if score is not None else "      -"
-        print(f"{module:<36} {shown:>7} {counts['killed']:>7} {counts['survived']:>9} "
-              f"{counts['no tests']:>9} {counts['timeout']:>8} {counts['equivalent']:>7} "
-              f"{counts['not checked']:>10}")
+        if score is None:
+            shown, interval = "      -", ""
+        else:
+            shown = f"{score:6.1f}%"
+            if checked < total - counts["equivalent"]:  # a sample: the score is an estimate
+                low, high = wilson_interval(counts["killed"], checked)
+                interval = f"{100 * low:.0f}-{100 * high:.0f}% sample"
+            else:
+                interval = "all checked"
+        print(f"{module:<36} {total:>6} {checked:>8} {counts['killed']:>7} {shown:>7} {interval:>14} "
+              f"{counts['survived']:>9} {counts['no tests']:>9} {counts['timeout']:>8} "
+              f"{counts['equivalent']:>7}")
         if score is not None and args.fail_under is not None and score < args.fail_under:
             failing.append(module)
     if args.survivors:

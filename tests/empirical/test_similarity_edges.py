@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, T5Config, T5Model
 
+from empirical.batching import TokenizedCorpus, check_token_ids, make_batches, tokenize
 from empirical.errors import EmpiricalError
 from empirical.similarity import (
     SimilarityResult,
@@ -113,6 +114,12 @@ def test_scale_one_is_cosine_one_and_growth_moves_attention_layers() -> None:
     assert min(grown.per_layer[1:]) < 0.999
 
 
+def test_default_scale_is_one_thousand() -> None:
+    result = representation_similarity(_tiny_bert(), WordTokenizer(), SENTENCES[:1])
+    assert result.scale == 1000.0
+    assert list(result.per_layer) == pytest.approx(_by_hand(_tiny_bert(), SENTENCES[:1], 1000.0), abs=1e-6)
+
+
 def test_encoder_decoder_reports_both_stacks_with_their_token_counts() -> None:
     model = _tiny_t5()
     result = representation_similarity(model, WordTokenizer(), SENTENCES, scale=10.0, batch_size=2)
@@ -185,6 +192,22 @@ def test_overflow_names_the_layer_and_the_scale() -> None:
                                      "torch.float32 (overflow); use ")
 
 
+@pytest.mark.parametrize(("dtype", "scale", "remedy"), [
+    (torch.float16, 1e3, "a wider dtype (float32 or float64, CLI: --dtype) or a smaller scale"),
+    (torch.bfloat16, 1e15, "a wider dtype (float32 or float64, CLI: --dtype) or a smaller scale"),
+    (torch.float32, 1e15, "a wider dtype (float64, CLI: --dtype) or a smaller scale"),
+    (torch.float64, 1e110, "a smaller scale"),
+])
+def test_overflow_suggests_the_wider_dtypes_of_the_model_precision(
+        dtype: torch.dtype, scale: float, remedy: str) -> None:
+    # e·w² grows like c³: c = 1e3 overflows float16 (max 65504), 1e15 bfloat16 and float32 (max
+    # ~3e38), 1e110 float64 (max ~1.8e308); float64 has no wider dtype to suggest.
+    with pytest.raises(EmpiricalError) as err:
+        representation_similarity(Overflowing().to(dtype).eval(), WordTokenizer(), SENTENCES[:1],
+                                  scale=scale)
+    assert str(err.value).endswith(f"in {dtype} (overflow); use {remedy}")
+
+
 def test_non_finite_states_at_theta_are_reported_as_such() -> None:
     model = Overflowing().eval()
     with torch.no_grad():
@@ -222,3 +245,68 @@ def test_inputs_are_checked_before_any_forward_pass() -> None:
         representation_similarity(model, WordTokenizer(), [])
     with pytest.raises(EmpiricalError, match=r"^expected a model in eval\(\) mode"):
         representation_similarity(model.train(), WordTokenizer(), SENTENCES)
+    with pytest.raises(EmpiricalError, match=r"^expected a transformer \(an nn\.Module with "
+                                             r"parameters\), got Identity$"):
+        representation_similarity(nn.Identity(), WordTokenizer(), SENTENCES)
+    broken = _tiny_bert()
+    with torch.no_grad():
+        broken.get_parameter("pooler.dense.bias")[0] = math.nan
+    with pytest.raises(EmpiricalError, match=r"^parameter 'pooler\.dense\.bias' has non-finite entries "
+                                             r"\(NaN or ±inf\); expected finite θ: the checkpoint or "
+                                             r"the model is broken, not the precision$"):
+        representation_similarity(broken, WordTokenizer(), SENTENCES)
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_progress_bar_is_shown_only_when_asked(progress: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    representation_similarity(_tiny_bert(), WordTokenizer(), SENTENCES[:1], scale=2.0, progress=progress)
+    assert ("similarity c=2" in capsys.readouterr().err) == progress
+
+
+# --- The tokenization and batching every measurement starts from (empirical/batching.py). -------
+
+class SpecialTokenizer:
+    """One id per word (1000 + its length), framed by [CLS] = 101 and [SEP] = 102 only when asked
+    (``add_special_tokens``), truncating like a Hugging Face tokenizer; it says it adds 2."""
+
+    pad_token_id = 0
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        return 2
+
+    def __call__(self, texts: list[str], add_special_tokens: bool = False, truncation: bool = False,
+                 max_length: int | None = None, **_options: Any) -> dict[str, Any]:
+        rows = []
+        for text in texts:
+            words = [1000 + len(w) for w in text.split()]
+            if truncation and max_length is not None:
+                words = words[:max_length - (2 if add_special_tokens else 0)]
+            rows.append([101, *words, 102] if add_special_tokens else words)
+        return {"input_ids": rows}
+
+
+def test_tokenize_adds_the_special_tokens_and_leaves_room_for_them() -> None:
+    with pytest.warns(UserWarning, match=r"^1 of 2 sentences are longer than 4 tokens and were truncated"):
+        corpus = tokenize(SpecialTokenizer(), ["a bb", "ccc dddd eeeee"], max_length=4, model=_tiny_bert())
+    assert corpus.ids == ((101, 1001, 1002, 102), (101, 1003, 1004, 102))
+    assert corpus.n_truncated == 1 and corpus.max_length == 4
+    with pytest.raises(EmpiricalError, match=r"^expected max_length of at least 3 tokens: the tokenizer "
+                                             r"adds 2 special tokens to every sentence, so "
+                                             r"max_length=2 leaves no room for text$"):
+        tokenize(SpecialTokenizer(), ["a"], max_length=2, model=_tiny_bert())
+
+
+@pytest.mark.parametrize(("ids", "bad"), [([[101, 1099], [5, 1100]], 1100), ([[101, -1]], -1)])
+def test_token_ids_outside_the_embedding_table_are_refused_before_the_model_runs(
+        ids: list[list[int]], bad: int) -> None:
+    model = _tiny_bert()  # 1100 rows
+    message = (r"^expected token ids from 0 to 1099 \(the model's embedding table has 1100 rows\), "
+               rf"got id {bad};")
+    with pytest.raises(EmpiricalError, match=message):
+        check_token_ids(model, ids)
+    with pytest.raises(EmpiricalError, match=message):
+        check_token_ids(model, torch.tensor(ids))
+    corpus = TokenizedCorpus(tuple(tuple(row) for row in ids), 0, 8)
+    with pytest.raises(EmpiricalError, match=message):
+        list(make_batches(model, WordTokenizer(), corpus, batch_size=2, device="cpu"))
+    check_token_ids(model, [[0, 1099], [101]])  # the whole table is allowed

@@ -146,3 +146,43 @@ def test_step_sign_and_relu_keep_the_dtype_and_decide_every_nonzero_entry() -> N
         step(torch.tensor([-0.0]))
     with pytest.raises(SaturationError, match=r"^sign \(the limit of tanh\) is not determined at 0$"):
         sign(torch.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("other", [0.0, math.inf], ids=["finite-path", "infinite-path"])
+def test_each_row_is_judged_at_its_own_scale_not_the_largest_in_the_tensor(other: float) -> None:
+    # Row 0 is of size 1, row 1 of size 1e15: the default tolerance (64 ulps ≈ 1.4e-14 in float64)
+    # of row 1's scale would be 14, tying 1.0 with 0.5 if the scale were shared.
+    scores = torch.tensor([[1.0, 0.5, 0.0], [1e15, 0.0, other]], dtype=torch.float64)
+    expected = [[True, False, False], [other == 0.0, False, other == math.inf]]
+    assert tie_set(scores).tolist() == expected
+
+
+def test_integer_scores_with_a_mask_never_pick_a_masked_position() -> None:
+    scores = torch.tensor([[3, 9, 2], [-5, -7, 100]])
+    mask = torch.tensor([[True, False, True], [True, True, False]])
+    assert tie_set(scores, mask=mask).tolist() == [[True, False, False], [True, False, False]]
+
+
+def test_very_negative_scores_beside_a_masked_position_still_have_a_maximum() -> None:
+    # An infinite score elsewhere takes the exact (where-based) path; the masked position must
+    # stay below −1e20, the row's maximum.
+    scores = torch.tensor([[-1e20, -2e20, 5.0], [math.inf, 0.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    assert tie_set(scores, mask=mask).tolist() == [[True, False, False], [True, False, False]]
+
+
+def test_a_very_negative_row_does_not_widen_the_tolerance_of_another_row() -> None:
+    # Row 1's largest magnitude is 2e15 (its most negative score); row 0's is 1e-3. Shared, 2e15
+    # would make the tolerance ~28 and tie row 0's 0.0 with its 1e-3.
+    scores = torch.tensor([[1e-3, 0.0], [-1e15, -2e15]], dtype=torch.float64)
+    assert tie_set(scores).tolist() == [[True, False], [True, False]]
+
+
+def test_hard_attention_over_a_batch_of_heads_is_each_head_on_its_own() -> None:
+    q = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])  # two heads, one query each
+    k = torch.tensor([[[1.0, 0.0], [5.0, 0.0]], [[0.0, 4.0], [0.0, 1.0]]])  # keys as rows
+    v = torch.tensor([[[10.0], [20.0]], [[10.0], [20.0]]])
+    out = hard_attention(q, k, v)
+    # Head 0 scores q·k = [1, 5] (key 1); head 1 scores [4, 1] (key 0).
+    assert out.shape == (2, 1, 1)
+    assert out.flatten().tolist() == [20.0, 10.0]

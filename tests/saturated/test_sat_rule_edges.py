@@ -1,0 +1,415 @@
+"""Edges of the exact-limit rules, term arithmetic and tie handling that the model-level tests do
+not reach: each case of a rule on a tiny hand-built input whose limit is worked out by hand.
+
+Fast by design (no pretrained model): `mutmut` runs this file for every mutant of
+`saturated/rules.py`, `saturated/terms.py` and `saturated/ties.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from saturated.errors import SaturationError
+from saturated.rules import (
+    RULES,
+    TIE_AWARE,
+    Settings,
+    _einsum_length,
+    _rule,
+    _structural,
+    register_rule,
+)
+from saturated.saturate import saturate
+from saturated.terms import NeedsOrders, Term, bilinear, exp_series, lift, power
+from saturated.ties import TiedWeights, contract, einsum_contracts_rows
+
+aten = torch.ops.aten
+F64 = torch.float64
+
+
+def test_einsum_contraction_check_reads_the_equation() -> None:
+    # Weights 'ij' contracted over j against values 'jd', rows kept: the product decides ties.
+    assert einsum_contracts_rows("ij,jd->id", 1)
+    assert einsum_contracts_rows("i j , j d -> i d", 1)  # spaces are not letters
+    assert not einsum_contracts_rows("ij,jd->d", 1)  # rows summed together
+    assert not einsum_contracts_rows("ij,jd->ijd", 1)  # j kept: nothing contracted
+    assert not einsum_contracts_rows("ij,kd->ikd", 1)  # j not in the values
+    assert not einsum_contracts_rows("...ij,jd->...id", 1)  # ellipsis not analysed
+    assert not einsum_contracts_rows("ij,jd", 1)  # implicit output not analysed
+    assert not einsum_contracts_rows("ij,jd,de->ie", 1)  # three operands
+    assert not einsum_contracts_rows("ij,jd->id", 2)  # dim beyond the weights
+
+
+def test_register_rule_marks_an_op_tie_aware_only_when_asked() -> None:
+    op = object()  # a fresh op, so the real table is left as it was
+
+    def rule(s: Settings, x: Term) -> Term:
+        return x
+
+    try:
+        register_rule(op, rule)
+        assert RULES[op] is rule and op not in TIE_AWARE
+        register_rule(op, rule, accepts_ties=True)
+        assert op in TIE_AWARE
+        register_rule(op, rule)  # re-registering without ties takes the mark away again
+        assert op not in TIE_AWARE
+    finally:
+        RULES.pop(op, None)
+        TIE_AWARE.discard(op)
+
+
+def test_rule_decorator_registers_the_function_under_every_target() -> None:
+    first, second = object(), object()
+
+    def rule(s: Settings, x: Term) -> Term:
+        return x
+
+    try:
+        assert _rule(first, second, accepts_ties=True)(rule) is rule
+        assert RULES[first] is rule and RULES[second] is rule
+        assert {first, second} <= TIE_AWARE
+    finally:
+        for op in (first, second):
+            RULES.pop(op, None)
+            TIE_AWARE.discard(op)
+
+
+def _two_orders() -> Term:
+    lead = torch.arange(8.0, dtype=F64).reshape(2, 4)
+    return Term(((lead, 2.0), (-lead, 1.0)), floor=0.0)
+
+
+def test_split_keeps_every_part_and_the_floor_in_each_piece() -> None:
+    x = _two_orders()
+    pieces = _structural(aten.split.Tensor)(Settings(), x, 2, dim=1)  # keyword arguments too
+    assert len(pieces) == 2
+    for i, piece in enumerate(pieces):
+        assert piece.floor == 0.0
+        assert [d for _, d in piece.parts] == [2.0, 1.0]
+        assert torch.equal(piece.parts[0][0], x.lead[:, 2 * i:2 * i + 2])
+        assert torch.equal(piece.parts[1][0], -x.lead[:, 2 * i:2 * i + 2])
+
+
+def test_shape_op_on_an_exact_value_lifts_it_to_degree_zero() -> None:
+    value = torch.arange(6.0, dtype=F64).reshape(2, 3)
+    out = _structural(aten.transpose.int)(Settings(), value, 0, 1)
+    assert [d for _, d in out.parts] == [0.0]
+    assert torch.equal(out.lead, value.T)
+
+
+def test_undetermined_tied_weights_are_nan_in_every_row_with_two_or_more_candidates() -> None:
+    candidates = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
+    count = candidates.sum(-1, keepdim=True)
+    lead = candidates.to(F64) / count
+    tied = TiedWeights(((lead, 0.0),), -1.0, candidates=candidates, count=count, dim=1)
+    out = tied.undetermined()
+    assert type(out) is Term and out.floor == -1.0
+    assert out.lead[0].tolist() == [1.0, 0.0, 0.0]  # a single winner is known
+    assert bool(out.lead[1:].isnan().all())  # a tie of two is as undetermined as one of three
+
+
+def test_casting_tied_weights_keeps_the_tie_sets() -> None:
+    candidates = torch.tensor([[True, True]])
+    tied = TiedWeights(((torch.tensor([[0.5, 0.5]]), 0.0),), candidates=candidates,
+                       count=torch.tensor([[2]]), dim=1, reason="r")
+    cast = tied.map(lambda a: a.to(F64))
+    assert isinstance(cast, TiedWeights) and cast.lead.dtype == F64
+    assert cast.lead.tolist() == [[0.5, 0.5]]
+    assert cast.candidates is candidates and cast.dim == 1 and cast.reason == "r"
+
+
+def test_fractional_power_of_a_negative_lead_is_refused() -> None:
+    x = Term(((torch.tensor([4.0, -4.0], dtype=F64), 2.0),))
+    with pytest.raises(SaturationError, match=r"fractional power 0\.5 of a value with negative"):
+        power(x, 0.5, 2)
+    assert power(x, -1.0, 2).lead.tolist() == [0.25, -0.25]  # an integer power is fine
+
+
+def test_power_of_elements_leading_at_different_degrees_keeps_the_floor() -> None:
+    # Element 0 leads at c², element 1 at c¹; both known up to O(c⁻¹).
+    x = Term(((torch.tensor([1.0, 0.0], dtype=F64), 2.0), (torch.tensor([0.0, 2.0], dtype=F64), 1.0)),
+             floor=-1.0)
+    out = power(x, -1.0, 4)
+    # 1/(c² + O(c⁻¹)) = c⁻² + O(c⁻⁵); 1/(2c + O(c⁻¹)) = c⁻¹/2 + O(c⁻³): together O(c⁻³).
+    assert {d: a.tolist() for a, d in out.parts} == {-1.0: [0.0, 0.5], -2.0: [1.0, 0.0]}
+    assert out.floor == -3.0
+
+
+def test_where_takes_each_degree_from_the_chosen_side() -> None:
+    cond = torch.tensor([True, False, True])
+    x = Term(((torch.tensor([1.0, 2.0, 3.0], dtype=F64), 1.0),), floor=-1.0)
+    y = Term(((torch.tensor([4.0, 5.0, 6.0], dtype=F64), 0.0),), floor=-2.0)
+    out = RULES[aten.where.self](Settings(orders=2), cond, x, y)
+    assert {d: a.tolist() for a, d in out.parts} == {1.0: [1.0, 0.0, 3.0], 0.0: [0.0, 5.0, 0.0]}
+    assert out.floor == -1.0
+    one = RULES[aten.where.self](Settings(orders=1), cond, x, y)  # orders cut the lower part
+    assert [d for _, d in one.parts] == [1.0] and one.floor == 0.0
+
+
+class Activation(nn.Module):
+    """fn(w·x₀ + x₁): grows like c where x₀ ≠ 0, stays at fn(x₁) where x₀ = 0."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.w, self.fn = nn.Parameter(torch.tensor(1.0, dtype=F64)), fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.w * x[..., 0] + x[..., 1])
+
+
+MIXED = torch.tensor([[2.0, 0.3], [-1.0, 0.3], [0.0, 0.7]], dtype=F64)  # grows up, grows down, fixed
+
+
+@pytest.mark.parametrize(("fn", "growing"), [(torch.sigmoid, [1.0, 0.0]), (torch.tanh, [1.0, -1.0])],
+                         ids=["sigmoid", "tanh"])
+def test_squashing_limit_by_sign_where_the_input_grows_and_the_function_value_where_it_does_not(
+        fn: Callable[[torch.Tensor], torch.Tensor], growing: list[float]) -> None:
+    out = saturate(Activation(fn), MIXED)(MIXED)
+    assert out.degrees == 0.0
+    assert out.value[:2].tolist() == growing
+    assert out.value[2].item() == fn(torch.tensor(0.7, dtype=F64)).item()
+
+
+@pytest.mark.parametrize("fn", [nn.functional.gelu, nn.functional.silu], ids=["gelu", "silu"])
+def test_gelu_and_silu_of_a_growing_input_become_relu_of_its_lead(
+        fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    out = saturate(Activation(fn), MIXED)(MIXED)
+    # Degree 1: relu of the growing coefficient; the fixed element is O(1), below the lead.
+    assert out.degrees == 1.0
+    assert out.value.tolist() == [2.0, 0.0, 0.0]
+
+
+class Attention(nn.Module):
+    """softmax over tokens of the scores w·x₀ + x₁ (degree 1 and degree 0 parts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(1.0, dtype=F64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.w * x[..., 0] + x[..., 1], -1)
+
+
+def test_tokens_tied_at_the_leading_order_share_the_weight_by_their_bounded_scores() -> None:
+    # (batch 1, 2 query rows, 3 tokens, 2 features). Row 0: tokens 0 and 1 tie at degree 1, and
+    # their degree-0 scores 0 and ln 2 split the weight 1 : 2; row 1: token 2 alone leads.
+    x = torch.zeros(1, 2, 3, 2, dtype=F64)
+    x[0, 0, :, 0] = torch.tensor([1.0, 1.0, 0.0])
+    x[0, 0, :, 1] = torch.tensor([0.0, math.log(2.0), 5.0], dtype=F64)
+    x[0, 1, :, 0] = torch.tensor([0.0, 0.0, 1.0])
+    out = saturate(Attention(), x)(x)
+    assert out.degrees == 0.0
+    expected = torch.tensor([[[1 / 3, 2 / 3, 0.0], [0.0, 0.0, 1.0]]], dtype=F64)
+    assert torch.allclose(out.value, expected, rtol=4 * torch.finfo(F64).eps, atol=0.0)  # e^(ln 2) rounds
+    assert out.value[0, 1].tolist() == [0.0, 0.0, 1.0]
+
+
+def _tied_weights(candidates: torch.Tensor) -> TiedWeights:
+    count = candidates.sum(-1, keepdim=True)
+    return TiedWeights(((candidates.to(F64) / count, 0.0),), candidates=candidates, count=count,
+                       dim=candidates.dim() - 1, reason="a tie")
+
+
+def _einsum(equation: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return lambda w, v: torch.einsum(equation, w, v)
+
+
+def test_tie_over_equal_or_zero_values_leaves_the_product_determined() -> None:
+    # Row 0 ties tokens 0 and 1, whose values are equal; row 1 ties tokens 2 and 3, whose values
+    # are both zero; row 2 has a single winner. Every split gives the same product.
+    weights = _tied_weights(torch.tensor([[True, True, False, False], [False, False, True, True],
+                                          [True, False, False, False]]))
+    values = Term(((torch.tensor([[0.0, 2.0], [0.0, 2.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64), 1.0),))
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=2, rtol=None, mark=False)
+    assert out.lead.tolist() == [[0.0, 2.0], [0.0, 0.0], [0.0, 2.0]]
+
+
+def test_tie_over_different_values_names_batch_entry_and_query_position() -> None:
+    candidates = torch.tensor([[[True, False], [True, True]]])  # batch 0, query 1 is tied
+    values = Term(((torch.tensor([[[1.0, 5.0], [1.0, 7.0]]], dtype=F64), 1.0),))
+    with pytest.raises(NeedsOrders, match=r"batch entry 0, query position 1 \(output element \[0, 1, 1\]\)"):
+        contract(_einsum("bij,bjd->bid"), _tied_weights(candidates), values, orders=2, rtol=None,
+                 mark=False)
+    out = contract(_einsum("bij,bjd->bid"), _tied_weights(candidates), values, orders=2, rtol=None,
+                   mark=True)
+    assert out.lead[0, 0].tolist() == [1.0, 5.0] and out.lead[0, 1, 0].item() == 1.0
+    assert math.isnan(out.lead[0, 1, 1].item())
+
+
+def test_fractional_power_of_a_single_part_is_its_exact_power_with_the_floor_shifted() -> None:
+    x = Term(((torch.tensor([4.0, 9.0], dtype=F64), 2.0),), floor=0.0)
+    out = power(x, -0.5, 3)
+    # (a·c²(1 + O(c⁻²)))^(−1/2) = a^(−1/2)·c⁻¹ + O(c⁻³)
+    assert [(a.tolist(), d) for a, d in out.parts] == [([0.5, 1 / 3], -1.0)]
+    assert out.floor == -3.0
+    exact = power(Term(((torch.tensor([4.0], dtype=F64), 2.0),)), -0.5, 3)  # nothing unknown
+    assert [(a.tolist(), d) for a, d in exact.parts] == [([0.5], -1.0)] and exact.floor == -math.inf
+
+
+class AbsOffset(nn.Module):
+    """|w·x₀ + x₁| − w·|x₀|: the growing parts cancel, leaving the fixed offset ±x₁."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(1.0, dtype=F64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.abs(self.w * x[..., 0] + x[..., 1]) - self.w * torch.abs(x[..., 0])
+
+
+def test_abs_takes_the_sign_of_the_first_nonzero_part_of_each_element() -> None:
+    # Element 0 leads at c (sign +, offset +0.3), element 1 at c (sign −, offset −0.3), element 2
+    # has no growing part: its sign is that of x₁ = −0.7, so |x₁| = 0.7.
+    x = torch.tensor([[1.0, 0.3], [-1.0, 0.3], [0.0, -0.7]], dtype=F64)
+    out = saturate(AbsOffset(), x)(x)
+    assert out.degrees == 0.0
+    assert out.value.tolist() == [0.3, -0.3, 0.7]
+
+
+class Cancelling(nn.Module):
+    """fn(w·x₀ + w·x₁ + w·x₂ + x₃): the growing part w·(x₀ + x₁ + x₂) may cancel to rounding."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.w, self.fn = nn.Parameter(torch.tensor(1.0, dtype=F64)), fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.w * x[..., 0] + self.w * x[..., 1] + self.w * x[..., 2] + x[..., 3])
+
+
+# Row 0: 0.1 + 0.2 − 0.3 is within float64 rounding of zero, so its sign is not certified; row 1
+# grows like +c.
+NEAR_ZERO = torch.tensor([[0.1, 0.2, -0.3, 0.5], [1.0, 0.0, 0.0, 0.5]], dtype=F64)
+
+
+@pytest.mark.parametrize("fn", [torch.sigmoid, torch.tanh], ids=["sigmoid", "tanh"])
+@pytest.mark.parametrize("exact_ties", [True, False])
+def test_a_sign_within_rounding_raises_by_default_and_is_nan_with_ties_nan(
+        fn: Callable[[torch.Tensor], torch.Tensor], exact_ties: bool) -> None:
+    name = fn.__name__
+    with pytest.raises(SaturationError, match=rf"the sign of 1 elements of the input of {name} is within "
+                                          r"rounding of zero \(undetermined in this precision\)"):
+        saturate(Cancelling(fn), NEAR_ZERO, settings=Settings(exact_ties=exact_ties))
+    out = saturate(Cancelling(fn), NEAR_ZERO, settings=Settings(exact_ties=exact_ties, ties="nan"))(NEAR_ZERO)
+    assert math.isnan(out.value[0].item())
+    assert out.value[1].item() == 1.0
+
+
+class Offset(nn.Module):
+    """fn(w·x₀ + x₁) − w·relu(x₀): for GELU and SiLU the growing parts cancel, leaving what the
+    function does to the fixed part."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.w, self.fn = nn.Parameter(torch.tensor(1.0, dtype=F64)), fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.w * x[..., 0] + x[..., 1]) - self.w * torch.relu(x[..., 0])
+
+
+@pytest.mark.parametrize("fn", [nn.functional.gelu, nn.functional.silu], ids=["gelu", "silu"])
+def test_gelu_and_silu_keep_the_lower_part_of_a_positive_growing_input_and_apply_to_a_fixed_one(
+        fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    out = saturate(Offset(fn), MIXED)(MIXED)
+    # +2c + 0.3 → 0.3 after the subtraction; −c + 0.3 → 0 (e^(−Θ(c))); fixed 0.7 → fn(0.7).
+    assert out.degrees == 0.0
+    assert out.value.tolist() == [0.3, 0.0, fn(torch.tensor(0.7, dtype=F64)).item()]
+
+
+class SplitThenActivation(nn.Module):
+    """sigmoid(a − b + x₂) with a, b the two halves (torch.chunk) of w·x₀₁: an activation after a
+    split reads the halves' rounding bounds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(1.0, dtype=F64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = (self.w * x[..., :2]).chunk(2, dim=-1)
+        return torch.sigmoid(a - b + x[..., 2:])
+
+
+def test_an_activation_after_a_split_decides_each_sign() -> None:
+    x = torch.tensor([[2.0, 1.0, 0.5], [1.0, 2.0, 0.5], [1.0, 1.0, 0.5]], dtype=F64)
+    out = saturate(SplitThenActivation(), x)(x)
+    expected = [[1.0], [0.0], [torch.sigmoid(torch.tensor(0.5, dtype=F64)).item()]]
+    assert out.degrees == 0.0 and out.value.tolist() == expected
+
+
+def test_shared_weights_of_a_row_far_below_another_do_not_underflow() -> None:
+    # Both rows tie tokens 0 and 1 at degree 1; row 1's bounded scores sit 1000 below row 0's,
+    # which exp() of the difference from a shared maximum would flush to 0.
+    x = torch.zeros(1, 2, 3, 2, dtype=F64)
+    x[0, :, :, 0] = torch.tensor([1.0, 1.0, 0.0], dtype=F64)
+    x[0, 0, :, 1] = torch.tensor([0.0, 0.0, 0.0], dtype=F64)
+    x[0, 1, :, 1] = torch.tensor([-1000.0, -1000.0, 0.0], dtype=F64)
+    out = saturate(Attention(), x)(x)
+    assert out.value.tolist() == [[[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]]
+
+
+def test_einsum_length_is_unknown_for_an_ellipsis_or_an_implicit_output() -> None:
+    a, b = torch.Size([2, 3, 4]), torch.Size([2, 4, 5])
+    assert _einsum_length("bij,bjk->bik", a, b) == 4
+    assert _einsum_length("...ij,...jk->...ik", a, b) is None
+    assert _einsum_length("bij,bjk", a, b) is None
+
+
+def test_a_tie_left_by_the_dropped_orders_names_the_order_that_decides() -> None:
+    # Scores c·x₀ + x₁ with one order tracked: tokens 0 and 1 tie at c¹, and the dropped c⁰ part
+    # decides between them; the output reads the weights themselves.
+    x = torch.zeros(1, 1, 3, 2, dtype=F64)
+    x[0, 0, :, 0] = torch.tensor([1.0, 1.0, 0.0], dtype=F64)
+    x[0, 0, :, 1] = torch.tensor([0.0, 1.0, 0.0], dtype=F64)
+    with pytest.raises(SaturationError, match=r"the untracked part of order c\^0 decides between them"):
+        saturate(Attention(), x, settings=Settings(orders=1))
+
+
+def test_tied_values_that_differ_only_in_a_lower_part_raise_the_floor_to_it() -> None:
+    # Tokens 0 and 1 are tied and agree at c², but not at c¹: the product is known at c² only.
+    weights = _tied_weights(torch.tensor([[True, True, False], [False, False, True]]))
+    lead = torch.tensor([[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]], dtype=F64)
+    lower = torch.tensor([[0.0, 0.0], [5.0, 0.0], [0.0, 0.0]], dtype=F64)
+    values = Term(((lead, 2.0), (lower, 1.0)), floor=-1.0)
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=2, rtol=None, mark=False)
+    assert out.floor == 1.0
+    assert [(a.tolist(), d) for a, d in out.parts] == [([[1.0, 2.0], [3.0, 4.0]], 2.0)]
+
+
+def test_a_nan_input_element_stays_undetermined_and_the_others_are_decided() -> None:
+    x = torch.tensor([[2.0, 0.3], [math.nan, 0.3], [0.0, 0.7]], dtype=F64)
+    with pytest.raises(SaturationError, match=r"the sign of 1 elements of the input of sigmoid"):
+        saturate(Activation(torch.sigmoid), x)
+    out = saturate(Activation(torch.sigmoid), x, settings=Settings(ties="nan"))(x)
+    assert out.value[0].item() == 1.0 and math.isnan(out.value[1].item())
+    assert out.value[2].item() == torch.sigmoid(torch.tensor(0.7, dtype=F64)).item()
+
+
+@pytest.mark.parametrize("degree", [0.0, 0.5])
+def test_exp_series_refuses_a_value_that_does_not_vanish(degree: float) -> None:
+    x = Term(((torch.tensor([2.0], dtype=F64), degree),))
+    message = rf"exp series of a value of degree {degree:g}; expected a vanishing one"
+    with pytest.raises(SaturationError, match=message):
+        exp_series(x, 3)
+
+
+def test_an_exact_integer_value_is_lifted_to_the_default_float_dtype() -> None:
+    out = lift(torch.tensor([1, -2, 3]), 1e9)
+    assert [d for _, d in out.parts] == [0.0]
+    assert out.lead.dtype == torch.get_default_dtype() and out.lead.tolist() == [1.0, -2.0, 3.0]
+
+
+def test_matmul_of_two_expansions_collects_every_pair_of_parts_by_degree() -> None:
+    # (A·c² + B·c) @ (C·c + D) = AC·c³ + (AD + BC)·c² + BD·c, each degree exactly.
+    a = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=F64)
+    b = torch.tensor([[3.0, 0.0], [1.0, 1.0]], dtype=F64)
+    c = torch.tensor([[1.0, 1.0], [2.0, 0.0]], dtype=F64)
+    d = torch.tensor([[0.0, 1.0], [1.0, 3.0]], dtype=F64)
+    out = bilinear(torch.matmul, Term(((a, 2.0), (b, 1.0))), Term(((c, 1.0), (d, 0.0))), orders=3)
+    assert [degree for _, degree in out.parts] == [3.0, 2.0, 1.0]
+    expected = [a @ c, a @ d + b @ c, b @ d]
+    assert all(torch.equal(part, e) for (part, _), e in zip(out.parts, expected))

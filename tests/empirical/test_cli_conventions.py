@@ -18,6 +18,15 @@ from empirical.sections.similarity import similarity_section
 from empirical.similarity import SimilarityResult
 
 
+def _factory_module(folder: Path, name: str, config_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An importable module ``name`` whose ``make()`` builds a random-init BERT from ``config_dir``."""
+    (folder / f"{name}.py").write_text(
+        "import transformers\nfrom empirical.models import load_tokenizer, minilm_path\n"
+        f"def make():\n    config = transformers.BertConfig.from_pretrained({str(config_dir)!r})\n"
+        "    return transformers.BertModel(config), load_tokenizer(minilm_path())\n")
+    monkeypatch.syspath_prepend(str(folder))
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
@@ -73,11 +82,7 @@ def test_one_model_argument_for_every_command(tiny_bert_dir: Path, tmp_path: Pat
     capsys.readouterr()
     assert main(["degree", "minilm", "--model", str(tiny_bert_dir)]) == 2
     assert "expected one model, got --model" in capsys.readouterr().err
-    (tmp_path / "cli_factories.py").write_text(
-        "import transformers\nfrom empirical.models import load_tokenizer, minilm_path\n"
-        f"def make():\n    config = transformers.BertConfig.from_pretrained({str(tiny_bert_dir)!r})\n"
-        "    return transformers.BertModel(config), load_tokenizer(minilm_path())\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _factory_module(tmp_path, "cli_factories", tiny_bert_dir, monkeypatch)
     out = tmp_path / "factory.json"
     assert main(["similarity", "--model", "cli_factories:make", "--sentences", "2", "--quiet",
                  "--json", str(out)]) == 0
@@ -130,11 +135,7 @@ def test_report_takes_a_factory_and_says_which_sections_it_skips(
         return Section("size", "Size", "measured", {"parameters": sum(p.numel() for p in model.parameters())})
 
     monkeypatch.setattr("empirical.report.SECTIONS", [similarity_section, size])
-    (tmp_path / "report_factories.py").write_text(
-        "import transformers\nfrom empirical.models import load_tokenizer, minilm_path\n"
-        f"def make():\n    config = transformers.BertConfig.from_pretrained({str(tiny_bert_dir)!r})\n"
-        "    return transformers.BertModel(config), load_tokenizer(minilm_path())\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _factory_module(tmp_path, "report_factories", tiny_bert_dir, monkeypatch)
     out = tmp_path / "report"
     assert main(["report", "--out", str(out), "--model", "report_factories:make", "--sentences", "2",
                  "--quiet"]) == 0

@@ -1,7 +1,8 @@
 """Shared fixtures and hypothesis profiles.
 
-Profiles: ``fast`` (default) keeps the suite within minutes on 2 cores; ``thorough`` runs many more
-examples. Select with the environment variable NORMSAT_HYPOTHESIS_PROFILE=thorough.
+Profiles: ``fast`` (default, the same examples every run) keeps the suite within minutes on 2 cores;
+``thorough`` runs many more examples, new ones each run. Select it with the environment variable
+NORMSAT_HYPOTHESIS_PROFILE=thorough.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from torch import nn
 
 from empirical.models import load_model
 
+# The fast profile draws the same examples on every run (CI must not pass or fail by chance);
+# the thorough one explores new ones each time.
 settings.register_profile(
-    "fast", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "fast", max_examples=20, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
     "thorough", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]

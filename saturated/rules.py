@@ -69,6 +69,11 @@ class Settings:
         operand_rtol: a relative error assumed for each operand of a decision, on top of the
             rounding of the op that decides (0: operands taken as computed). Widens every bound
             by 2η + η² of the operands' product magnitude.
+        carried: count in every decision the rounding error its operands carried in from the ops
+            before (back to parameters, inputs, LayerNorm and softmax outputs), not only the
+            rounding of the op that decides; an exact step then settles only decisions whose
+            operands carry none, and the rest are undetermined. Certifies chains of cancellation
+            (a linear layer feeding another), at the cost of far more float64 recomputation.
     """
 
     mask_threshold: float = 1e9
@@ -77,6 +82,7 @@ class Settings:
     orders: int = 16
     exact_ties: bool = True
     operand_rtol: float = 0.0
+    carried: bool = False
 
     def __post_init__(self) -> None:
         if self.ties not in ("raise", "nan", "uniform"):
@@ -501,11 +507,12 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     rounding = x.rounding(d)
     if rounding is None:
         return torch.full_like(sign, math.nan)
-    bound = rounding.bound(a.dtype, s.operand_rtol)
+    bound = rounding.bound(a.dtype, s.operand_rtol, carried=s.carried)
     unsure = (a.abs() <= bound) & (bound > 0)
     if not bool(unsure.any()):
         return sign
-    if s.exact_ties and rounding.partials is not None and rounding.index is not None:
+    if (s.exact_ties and rounding.partials is not None and rounding.index is not None
+            and not (s.carried and rounding.carried is not None)):
         at = rounding.index().expand(a.shape)[unsure]
         exact = torch.tensor(exact_sign(rounding.partials(at)), dtype=a.dtype, device=a.device)
         return sign.masked_scatter(unsure, exact)
@@ -671,9 +678,10 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     for a, d in x.parts:
         if 0 < d < math.inf:
             rounding = x.rounding(d)
-            bound = None if rounding is None else rounding.bound(a.dtype, s.operand_rtol)
+            bound = None if rounding is None else rounding.bound(a.dtype, s.operand_rtol, carried=s.carried)
             candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
-            if s.exact_ties and rounding is not None and rounding.partials is not None:
+            if (s.exact_ties and rounding is not None and rounding.partials is not None
+                    and not (s.carried and rounding.carried is not None)):
                 candidates = exact_maximal(candidates, dim, rounding)
             elif rounding is not None:
                 settled = False  # a bound with no exact step behind it: maybe near-ties
@@ -804,7 +812,7 @@ def _maybe_constant_rows(t: Term, dims: list[int], s: Settings) -> Tensor | None
     lead = t.lead
     rows = lead.flatten(lead.dim() - len(dims))  # the normalized dimensions as one
     low, high = torch.aminmax(rows, dim=-1, keepdim=True)
-    bound = rounding.bound(lead.dtype, s.operand_rtol, cheap=True).expand_as(lead)
+    bound = rounding.bound(lead.dtype, s.operand_rtol, carried=s.carried, cheap=True).expand_as(lead)
     unsure = (high > low) & (high - low <= 2 * bound.flatten(lead.dim() - len(dims)).amax(-1, keepdim=True))
     if not bool(unsure.any()):
         return None

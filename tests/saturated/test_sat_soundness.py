@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from saturated.rules import Settings
 from saturated.saturate import saturate
 
 X = [3.586989402770996, -1.8312901258468628, 1.5987002849578857]
@@ -101,3 +102,28 @@ def test_a_changed_module_or_attribute_is_never_served_a_stale_graph() -> None:
     assert torch.equal(saturate(model, x)(x).value, -torch.sign(model.linear(x)))
     model.activation, model.factor = nn.ReLU(), 1.0
     assert torch.equal(limit(x).value, before)
+
+
+class Chain(nn.Module):
+    """tanh of (h, −h) with h = W·x from a first linear layer that cancels: the second layer's own
+    rounding is tiny, the error h carries in from the first is what reverses the sign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(3, 1, bias=False)
+        self.second = nn.Linear(1, 2, bias=False)
+        with torch.no_grad():
+            self.first.weight.copy_(torch.tensor([W]))
+            self.second.weight.copy_(torch.tensor([[1.0], [-1.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.second(self.first(x)))
+
+
+def test_carried_errors_certify_a_chain_of_cancellation() -> None:
+    """With ``carried=True`` the decision counts the error h carries in, so float32 recomputes in
+    float64, where the limit follows the exact sign of h."""
+    x = torch.tensor([X])
+    model = Chain().eval()
+    out = saturate(model, x, settings=Settings(carried=True))(x)
+    assert out.value.tolist() == [[-1.0, 1.0]] and out.refined == (0,)

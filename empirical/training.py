@@ -22,7 +22,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -482,8 +482,8 @@ class TrainResult:
 
 
 def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,
-          progress: bool = False) -> TrainResult:
-    """Train ``config``'s model on CPU, tracking norms at every step and evaluating at log-spaced steps.
+          progress: bool = False, device: str | torch.device = "cpu") -> TrainResult:
+    """Train ``config``'s model, tracking norms at every step and evaluating at log-spaced steps.
 
     Args:
         config: the run (validated first).
@@ -492,6 +492,8 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             once the run and its files are complete.
         corpus: the text (default: the whole built-in corpus).
         progress: a tqdm bar showing step, loss and norm.
+        device: where the model trains (the batch order is drawn on the CPU, so a seed gives
+            the same batches on every device).
 
     Raises:
         EmpiricalError: a bad configuration, an ``out`` that is a file, a scale-invariant model
@@ -501,7 +503,8 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
     if out is not None:
         check_output_dir(out, what="the run folder")
     data = _prepare_data(config, corpus if corpus is not None else load_corpus(n=None))
-    model = build_model(config, len(data.tokenizer), data.tokenizer.pad_token_id)
+    data = replace(data, train=data.train.to(device), heldout=data.heldout.to(device))
+    model = build_model(config, len(data.tokenizer), data.tokenizer.pad_token_id).to(device)
     homogeneity = None
     if config.arch == "scale-invariant":
         report = confirm_scale_invariant(model, data.train[:1])
@@ -527,7 +530,7 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
                disable=not progress)
     for step in bar:
         model.train()
-        rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches)]
+        rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches).to(device)]
         loss, _right = _next_token(model, rows)
         if not torch.isfinite(loss):
             raise TrainingDiverged(f"the training loss is {float(loss)} at step {step} (lr "

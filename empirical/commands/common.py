@@ -19,9 +19,21 @@ from empirical.models import DTYPES, MODEL_NAMES, check_device, load_model, pars
 from empirical.outputs import atomic_path, check_output, check_output_dir, write_json, write_text
 
 __all__ = [
-    "add_corpus_options", "add_device_options", "add_model_option", "add_output_options",
-    "atomic_path", "check_output", "check_output_dir", "check_outputs", "load_args_model",
-    "model_spec", "parse_dtype", "positive_int", "write_json", "write_text",
+    "add_corpus_options",
+    "add_device_option",
+    "add_device_options",
+    "add_model_option",
+    "add_output_options",
+    "atomic_path",
+    "check_output",
+    "check_output_dir",
+    "check_outputs",
+    "load_args_model",
+    "model_spec",
+    "parse_dtype",
+    "positive_int",
+    "write_json",
+    "write_text",
 ]
 
 MODEL_HELP = (f"built-in model ({', '.join(MODEL_NAMES)}), a local Hugging Face model directory, a "
@@ -89,6 +101,11 @@ def add_device_options(parser: argparse.ArgumentParser, *, dtypes: Sequence[str]
     parser.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
                         default=dtype_default,
                         help=f"parameter dtype (default: {dtype_help or dtype_default})")
+    add_device_option(parser)
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device`` alone, for commands whose dtype is fixed; checked by :func:`check_outputs`."""
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 "
                         "(default: cpu)")
 

@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from empirical.commands.common import add_device_option
 from empirical.fits import skipped_lines
+from empirical.models import check_device
 from empirical.outputs import check_output_dir
 from empirical.training import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
 from empirical.training_plots import plot_norms, plot_saturation
@@ -67,6 +69,7 @@ def register(subparsers: Any) -> None:
                         help="held-out sentences for the saturation measurement (default: 64)")
     parser.add_argument("--out", default="normsat-train", help="run folder (default: normsat-train)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_device_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -112,9 +115,10 @@ def staged_folder(out: Path) -> Iterator[Path]:
 
 def run(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, what="--out")
+    check_device(args.device)
     config = config_from_args(args)
     with staged_folder(out) as staging:
-        result = train(config, staging, progress=not args.quiet)
+        result = train(config, staging, progress=not args.quiet, device=args.device)
         written = write_run(result, staging)
     best = next(f for f in result.fits["fits"] if f["law"] == result.fits["best"])
     last = result.evaluations[-1]

@@ -43,6 +43,7 @@ def fast(tiny_bert_dir: Path, *more: str) -> list[str]:
         (["report", "--model", "nope:factory"], r"cannot load the model factory 'nope:factory'"),
         (["degree", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
         (["projection", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
+        (["train", "--device", "gpu7"], r"expected a torch device such as cpu or cuda:0, got 'gpu7'"),
     ],
 )
 def test_cli_refuses_before_any_measurement(argv: list[str], expected: str,

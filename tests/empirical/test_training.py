@@ -8,6 +8,7 @@ from dataclasses import replace
 from itertools import pairwise
 
 import pytest
+import safetensors.torch
 import torch
 from torch import nn
 
@@ -159,6 +160,17 @@ def test_records_follow_the_sgd_update_and_held_out_metrics_are_recomputable(sma
         predicted = before["norm"] ** 2 + 2 * before["update_projection"] + before["update_norm"] ** 2
         assert after["norm"] ** 2 == pytest.approx(predicted, rel=1e-9)
     assert "saturation" not in result.evaluations[0]
+
+
+@pytest.mark.gpu
+def test_a_run_on_cuda_follows_the_run_on_the_cpu(small_corpus, tmp_path):
+    config = TrainConfig(**TINY, steps=5, lr=0.05, optimizer="sgd", evaluations=2)
+    on_cpu = train(config, corpus=small_corpus)
+    on_gpu = train(config, tmp_path, corpus=small_corpus, device="cuda")
+    assert [r["norm"] for r in on_gpu.records] == pytest.approx([r["norm"] for r in on_cpu.records], rel=1e-4)
+    assert on_gpu.evaluations[-1]["loss"] == pytest.approx(on_cpu.evaluations[-1]["loss"], rel=1e-3)
+    saved = sorted(tmp_path.glob("checkpoints/*.safetensors"))
+    assert saved and all(t.device.type == "cpu" for t in safetensors.torch.load_file(str(saved[-1])).values())
 
 
 def test_scale_invariant_model_is_exactly_0_homogeneous_and_never_projects_its_gradient(small_corpus):

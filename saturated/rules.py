@@ -489,6 +489,19 @@ def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable
 
 # --- Activations: the saturating ones become their limits (paper Lemmas 6–8). ------------------
 
+def _decision_bound(rounding: Rounding, dtype: torch.dtype, s: Settings, cheap: bool = False) -> Tensor:
+    """The error bound a decision reads: the deciding op's rounding, with ``s.carried`` also what
+    its operands carried in."""
+    return rounding.bound(dtype, s.operand_rtol, carried=s.carried, cheap=cheap)
+
+
+def _settles_exactly(rounding: Rounding, s: Settings) -> bool:
+    """Whether the exact step may settle what ``rounding`` leaves unsure: exact values of the
+    operands are known, and (with ``s.carried``) those operands carry no error of their own."""
+    return (s.exact_ties and rounding.partials is not None and rounding.index is not None
+            and not (s.carried and rounding.carried is not None))
+
+
 def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     """The sign of each element of part ``index`` of ``x``, certified against rounding.
 
@@ -507,12 +520,12 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     rounding = x.rounding(d)
     if rounding is None:
         return torch.full_like(sign, math.nan)
-    bound = rounding.bound(a.dtype, s.operand_rtol, carried=s.carried)
+    bound = _decision_bound(rounding, a.dtype, s)
     unsure = (a.abs() <= bound) & (bound > 0)
     if not bool(unsure.any()):
         return sign
-    if (s.exact_ties and rounding.partials is not None and rounding.index is not None
-            and not (s.carried and rounding.carried is not None)):
+    if _settles_exactly(rounding, s):
+        assert rounding.index is not None and rounding.partials is not None
         at = rounding.index().expand(a.shape)[unsure]
         exact = torch.tensor(exact_sign(rounding.partials(at)), dtype=a.dtype, device=a.device)
         return sign.masked_scatter(unsure, exact)
@@ -678,10 +691,9 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     for a, d in x.parts:
         if 0 < d < math.inf:
             rounding = x.rounding(d)
-            bound = None if rounding is None else rounding.bound(a.dtype, s.operand_rtol, carried=s.carried)
+            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s)
             candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
-            if (s.exact_ties and rounding is not None and rounding.partials is not None
-                    and not (s.carried and rounding.carried is not None)):
+            if rounding is not None and _settles_exactly(rounding, s):
                 candidates = exact_maximal(candidates, dim, rounding)
             elif rounding is not None:
                 settled = False  # a bound with no exact step behind it: maybe near-ties
@@ -812,7 +824,7 @@ def _maybe_constant_rows(t: Term, dims: list[int], s: Settings) -> Tensor | None
     lead = t.lead
     rows = lead.flatten(lead.dim() - len(dims))  # the normalized dimensions as one
     low, high = torch.aminmax(rows, dim=-1, keepdim=True)
-    bound = rounding.bound(lead.dtype, s.operand_rtol, carried=s.carried, cheap=True).expand_as(lead)
+    bound = _decision_bound(rounding, lead.dtype, s, cheap=True).expand_as(lead)
     unsure = (high > low) & (high - low <= 2 * bound.flatten(lead.dim() - len(dims)).amax(-1, keepdim=True))
     if not bool(unsure.any()):
         return None

@@ -46,9 +46,10 @@ from empirical.provenance import model_record, versions
 from empirical.scaling import scaled_forward
 from empirical.similarity import _prepare
 from homogeneity.tracing import export_ready
-from saturated.bounds import scale_to_saturate_map
+from saturated.bounds import interval_bits, scale_to_saturate_map
 from saturated.errors import SaturationError
 from saturated.functional import default_rtol
+from saturated.rounding import smallest_subnormal, unit_roundoff
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel, SaturatedOutput
 
@@ -247,8 +248,7 @@ def _is_causal(model: nn.Module) -> bool:
 
 def _rounding(dtype: torch.dtype) -> tuple[float, float]:
     """Unit roundoff and smallest positive (subnormal) number of the attention's dtype."""
-    info = torch.finfo(dtype)
-    return info.eps / 2, info.smallest_normal * info.eps
+    return unit_roundoff(dtype), smallest_subnormal(dtype)
 
 
 def _log_error(p: np.ndarray, gap: np.ndarray, u: float, tiny: float) -> np.ndarray:
@@ -425,9 +425,7 @@ def _exceeds(t: int, near: np.ndarray, far: np.ndarray, eps: float) -> float:
 
 
 def _certify_exceeds(t: int, near: np.ndarray, far: np.ndarray, c: float, eps: float, which: int) -> bool:
-    old = iv.prec
-    iv.prec = 80
-    try:
+    with interval_bits(80):
         scale = iv.mpf(c)
         terms = [iv.exp(-scale * iv.mpf(float(g))) for g in near]
         if which == 0:
@@ -437,8 +435,6 @@ def _certify_exceeds(t: int, near: np.ndarray, far: np.ndarray, c: float, eps: f
             rest = sum((iv.exp(-scale * iv.mpf(float(g))) for g in far), iv.mpf(0))
             error = 1 / ((t + rest) / terms[0] + 1)
         return bool(error.a > iv.mpf(eps).b)
-    finally:
-        iv.prec = old
 
 
 def _certified_rows(rows: _Candidates, eps: float,

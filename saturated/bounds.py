@@ -57,6 +57,7 @@ __all__ = [
     "RateFit",
     "certify_bound",
     "format_thresholds",
+    "interval_bits",
     "scale_to_saturate",
     "scale_to_saturate_map",
     "scaling_rate",
@@ -83,7 +84,7 @@ def _digits(dps: int) -> int:
 
 
 @contextmanager
-def _interval_bits(bits: int) -> Iterator[None]:
+def interval_bits(bits: int) -> Iterator[None]:
     """A local working precision for ``mpmath.iv`` (it has no ``workprec``): restored on exit."""
     old = iv.prec
     iv.prec = bits
@@ -357,7 +358,7 @@ def certify_bound(function: str, *, n: int = 2, t: int = 1, upto: float = 60.0, 
         raise SaturationError(f"expected at least 2 points up to a positive u, got {points}, {upto}")
     rho = _worst_ratio(function, n, t, bound_scale)
     grid = tuple(upto * k / (points - 1) for k in range(points))
-    with _interval_bits(64):
+    with interval_bits(64):
         enclosures = [rho(iv.mpf(u)) for u in grid]
         # ρ(∞): e^(−u) = 0
         limit = rho(iv.mpf(mpmath.inf)) if function == "softmax" else 1 / iv.mpf(bound_scale)
@@ -664,7 +665,7 @@ def _certify(row: _Row, estimate: float, eps: float, rel_width: float) -> tuple[
     """A certified (lo, hi) around the float estimate, widened or searched when it fails."""
     if not len(row.losers):
         return 0.0, 0.0
-    with _interval_bits(80):
+    with interval_bits(80):
         e = iv.mpf(eps)
         half = _half_width(rel_width)
         lo, hi = estimate * (1 - half), estimate * (1 + half)
@@ -807,7 +808,7 @@ def _exact_thresholds(function: str, p: int, emin: int) -> tuple[float, float]:
     σ(x) ≥ 1 − 2^(−p−1) ⇔ x ≥ log(2^(p+1) − 1); σ(−m) ≤ 2^(emin−p) ⇔ m ≥ log(2^(p−emin) − 1);
     1 − tanh(x) ≤ 2^(−p−1) ⇔ x ≥ log(2^(p+2) − 1)/2 (the same for −1 by symmetry)."""
     two = iv.mpf(2)
-    with _interval_bits(200):
+    with interval_bits(200):
         to_one = iv.log(two ** (p + 1) - 1)
         to_zero = iv.log(two ** (p - emin) - 1)
         half_tanh = iv.log(two ** (p + 2) - 1) / 2

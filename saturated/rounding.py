@@ -30,7 +30,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound"]
+__all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
+           "smallest_subnormal", "unit_roundoff"]
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """u: half the spacing of ``dtype``'s floats at 1 (2⁻²⁴ in float32)."""
+    return torch.finfo(dtype).eps / 2
+
+
+def smallest_subnormal(dtype: torch.dtype) -> float:
+    """The spacing of ``dtype``'s floats at zero (2⁻¹⁴⁹ in float32)."""
+    info = torch.finfo(dtype)
+    return info.tiny * info.eps
 
 
 def gamma(n: int, dtype: torch.dtype) -> float:
@@ -39,14 +51,8 @@ def gamma(n: int, dtype: torch.dtype) -> float:
     >>> gamma(1, torch.float64) == 2.0**-53 / (1 - 2.0**-53)
     True
     """
-    u = torch.finfo(dtype).eps / 2
+    u = unit_roundoff(dtype)
     return n * u / (1 - n * u) if n * u < 1 else math.inf
-
-
-def _smallest_subnormal(dtype: torch.dtype) -> float:
-    """The spacing of ``dtype``'s floats at zero (2⁻¹⁴⁹ in float32)."""
-    info = torch.finfo(dtype)
-    return info.tiny * info.eps
 
 
 def relative_bound(n: int, dtype: torch.dtype, operand_rtol: float) -> float:
@@ -123,7 +129,7 @@ class Rounding:
         if self.length:
             # Underflow is absolute, not relative: each of the n roundings may lose up to the
             # smallest subnormal (a product of tiny operands computed as 0 is not an exact 0).
-            own = own + self.length * _smallest_subnormal(dtype)
+            own = own + self.length * smallest_subnormal(dtype)
         if not carried or self.carried is None:
             return own
         return own + self.carried(dtype, operand_rtol)

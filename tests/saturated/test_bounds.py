@@ -421,6 +421,11 @@ def test_certificate_reports_a_ratio_that_is_not_increasing(monkeypatch: pytest.
     assert not certificate.increasing
 
 
+def _inside(context: contextlib.AbstractContextManager[None]) -> None:
+    with context:
+        assert mpmath.iv.prec == 90
+
+
 def test_global_precision_is_never_changed() -> None:
     """Every public function works in local precision contexts, also when it raises."""
     calls = [
@@ -435,12 +440,13 @@ def test_global_precision_is_never_changed() -> None:
         lambda: bounds.scaling_rate(lambda c: mpmath.exp(-c), [1, 2, 3], dps=120),
         lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), lambda: scale_to_saturate([math.nan], 0.1),
         lambda: bounds.scaling_rate(lambda c: mpmath.mpf(0), [1, 2, 3]),
+        lambda: _inside(bounds.interval_bits(90)),
     ]
     assert {name for name in bounds.__all__ if callable(getattr(bounds, name))} - {
         "Certificate", "FormatThreshold", "MapScales", "RateFit"} <= {
         "sigmoid_error", "tanh_error", "softmax_error", "sigmoid_bound", "tanh_bound", "softmax_bound",
         "softmax_constant", "certify_bound", "scale_to_saturate", "scale_to_saturate_map",
-        "format_thresholds", "scaling_rate"}
+        "format_thresholds", "scaling_rate", "interval_bits"}
     old_dps, old_prec = mpmath.mp.dps, mpmath.iv.prec
     mpmath.mp.dps, mpmath.iv.prec = 23, 71
     try:

@@ -17,6 +17,7 @@ from torch import nn
 
 from empirical.batching import (
     TokenizedCorpus,
+    embedding_rows,
     hidden_states,
     make_batches,
     position_limit,
@@ -130,6 +131,14 @@ def test_scaled_forward_is_the_model_at_c_theta() -> None:
     assert torch.equal(scaled_forward(model, 1.0)(x=X), model(X))
 
 
+def test_call_scaled_replaces_only_the_parameters_it_is_given() -> None:
+    # The last layer is linear without bias: doubling its weight alone doubles the output.
+    model = Normed().eval()
+    only_last = {"last.weight": model.last.weight.detach() * 2.0}
+    with torch.no_grad():
+        assert torch.equal(call_scaled(model, only_last, x=X), 2.0 * model(X))
+
+
 def test_scaled_forward_at_infinity_is_the_saturated_limit() -> None:
     # Two bias-free linear maps with a ReLU: 2-homogeneous, so the limit normalized by c² is f(θ).
     model = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False)).eval()
@@ -190,7 +199,7 @@ class WordTokenizer:
 
     def __call__(self, texts: list[str], *, add_special_tokens: bool, verbose: bool,
                  truncation: bool = False, max_length: int | None = None) -> dict[str, Any]:
-        self.calls.append({"truncation": truncation, "max_length": max_length})
+        self.calls.append({"truncation": truncation, "max_length": max_length, "verbose": verbose})
         rows = []
         for text in texts:
             ids = [1000 + len(word) for word in text.split()]
@@ -211,7 +220,9 @@ def test_tokenize_keeps_sentences_at_the_limit_and_truncates_longer_ones() -> No
                                       "truncated to 5")
     assert corpus == TokenizedCorpus(((101, 1003, 1003, 1005, 102),
                                       (101, 1003, 1003, 1005, 102), (101, 1003, 102)), 1, 5)
-    assert tokenizer.calls[-1] == {"truncation": True, "max_length": 5}
+    # Both calls keep the tokenizer quiet: its own over-length message would repeat ours.
+    assert tokenizer.calls == [{"truncation": False, "max_length": None, "verbose": False},
+                               {"truncation": True, "max_length": 5, "verbose": False}]
 
 
 def test_tokenize_uses_the_smaller_of_the_request_and_the_model_limit() -> None:
@@ -229,9 +240,9 @@ def test_tokenize_without_truncation_asks_once_and_warns_not(recwarn: pytest.War
     assert len(tokenizer.calls) == 1 and not recwarn.list
 
 
-@pytest.mark.parametrize("max_length", [0, -5])
-def test_tokenize_rejects_a_non_positive_length(max_length: int) -> None:
-    with pytest.raises(EmpiricalError, match=f"positive number of tokens, got {max_length}$"):
+@pytest.mark.parametrize("max_length", [0, -5, True, 8.0, "8"])
+def test_tokenize_rejects_a_length_that_is_not_a_positive_integer(max_length: Any) -> None:
+    with pytest.raises(EmpiricalError, match=rf"positive number of tokens, got {max_length!r}$"):
         tokenize(WordTokenizer(), ["a"], max_length=max_length, model=nn.Linear(1, 1))
 
 
@@ -240,9 +251,48 @@ def test_tokenize_accepts_a_length_of_one() -> None:
     assert corpus.ids == ((1001,),)
 
 
+def test_tokenize_refuses_a_tokenizer_that_ignores_truncation() -> None:
+    class Untruncating(WordTokenizer):
+        def __call__(self, texts: list[str], **options: Any) -> dict[str, Any]:
+            return super().__call__(texts, **{**options, "truncation": False})
+
+    with pytest.warns(UserWarning), pytest.raises(EmpiricalError) as err:
+        tokenize(Untruncating(), ["a b c d"], max_length=4, model=nn.Linear(1, 1))
+    assert str(err.value) == ("the tokenizer Untruncating did not truncate to 4 tokens; expected a "
+                              "tokenizer that supports truncation=True")
+
+
 def test_tokenize_rejects_a_sentence_without_tokens() -> None:
-    with pytest.raises(EmpiricalError, match="a sentence produced no tokens"):
+    with pytest.raises(EmpiricalError, match=r"^a sentence produced no tokens; expected non-empty "
+                                             r"text in every line$"):
         tokenize(WordTokenizer(special=False), ["a", ""], max_length=8, model=nn.Linear(1, 1))
+
+
+class _Table(nn.Module):
+    """A model whose input embedding table is ``table`` (or that raises like PreTrainedModel's
+    default when ``table`` is NotImplementedError)."""
+
+    def __init__(self, table: Any) -> None:
+        super().__init__()
+        self.table = table
+
+    def get_input_embeddings(self) -> Any:
+        if self.table is NotImplementedError:
+            raise NotImplementedError
+        return self.table
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    (_Table(nn.Embedding(10, 2)), 10),
+    (nn.Linear(1, 1), None),                                  # no get_input_embeddings at all
+    (_Table(NotImplementedError), None),                      # a model without an input table
+    (_Table(nn.Linear(2, 2)), None),                          # a table that is not an embedding
+    (_Table(SimpleNamespace(num_embeddings=10.0)), None),     # a row count that is not an integer
+    (_Table(SimpleNamespace(num_embeddings="10")), None),
+])
+def test_embedding_rows_are_the_integer_row_count_of_the_input_table(model: nn.Module,
+                                                                     expected: int | None) -> None:
+    assert embedding_rows(model) == expected
 
 
 # --- batches ---------------------------------------------------------------------------------------
@@ -273,6 +323,14 @@ def test_one_sentence_per_batch() -> None:
     assert [b.inputs["input_ids"].shape[1] for b in batches] == [1, 1, 2, 3, 4]
 
 
+def test_batches_are_placed_on_the_device_asked_for() -> None:
+    # The "meta" device stands for an accelerator on a CPU-only machine: tensors without storage.
+    model = _with_config(is_encoder_decoder=True)
+    for batch in make_batches(model, WordTokenizer(), CORPUS, batch_size=2, device="meta"):
+        assert {t.device.type for t in batch.inputs.values()} == {"meta"}
+        assert {mask.device.type for _, mask in batch.stacks} == {"meta"}
+
+
 def test_batch_size_below_one_is_an_error() -> None:
     with pytest.raises(EmpiricalError, match="batch_size must be at least 1, got 0"):
         next(make_batches(_with_config(), WordTokenizer(), CORPUS, batch_size=0, device="cpu"))
@@ -289,6 +347,14 @@ def test_pad_id_choice(config: dict[str, Any], tokenizer_pad: int | None, expect
     tokenizer.pad_token_id = tokenizer_pad  # type: ignore[assignment]
     (batch, *_) = make_batches(_with_config(**config), tokenizer, CORPUS, batch_size=5, device="cpu")
     assert batch.inputs["input_ids"][0, 1:].tolist() == [expected] * 3
+
+
+def test_a_tokenizer_without_a_pad_id_pads_with_zero() -> None:
+    class Bare:  # a tokenizer object with no pad_token_id attribute at all
+        pass
+
+    (batch, *_) = make_batches(_with_config(), Bare(), CORPUS, batch_size=5, device="cpu")
+    assert batch.inputs["input_ids"][0].tolist() == [8, 0, 0, 0]
 
 
 @pytest.mark.parametrize(("start", "expected_start"), [(0, 0), (21, 21), (None, 3)])

@@ -8,8 +8,10 @@ the real pretrained and base-size models.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,11 +20,16 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, T5Config, T5Model
 
+from empirical import distributed, similarity
 from empirical.batching import TokenizedCorpus, check_token_ids, make_batches, tokenize
+from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
+from empirical.provenance import model_record, versions
 from empirical.similarity import (
     SimilarityResult,
     _layer_labels,
+    _prepare,
+    _read_fields,
     _token_cosines,
     representation_similarity,
 )
@@ -267,12 +274,13 @@ def test_progress_bar_is_shown_only_when_asked(progress: bool, capsys: pytest.Ca
 
 class SpecialTokenizer:
     """One id per word (1000 + its length), framed by [CLS] = 101 and [SEP] = 102 only when asked
-    (``add_special_tokens``), truncating like a Hugging Face tokenizer; it says it adds 2."""
+    (``add_special_tokens``), truncating like a Hugging Face tokenizer; it says it adds 2 to one
+    sentence and 3 to a pair ([CLS] a [SEP] b [SEP]), as BERT's does."""
 
     pad_token_id = 0
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
-        return 2
+        return 3 if pair else 2
 
     def __call__(self, texts: list[str], add_special_tokens: bool = False, truncation: bool = False,
                  max_length: int | None = None, **_options: Any) -> dict[str, Any]:
@@ -301,7 +309,8 @@ def test_token_ids_outside_the_embedding_table_are_refused_before_the_model_runs
         ids: list[list[int]], bad: int) -> None:
     model = _tiny_bert()  # 1100 rows
     message = (r"^expected token ids from 0 to 1099 \(the model's embedding table has 1100 rows\), "
-               rf"got id {bad};")
+               rf"got id {bad}; the tokenizer does not fit the model: use the model's own tokenizer "
+               r"\(tokenizer=DIR, CLI: --tokenizer DIR\)$")
     with pytest.raises(EmpiricalError, match=message):
         check_token_ids(model, ids)
     with pytest.raises(EmpiricalError, match=message):
@@ -310,3 +319,229 @@ def test_token_ids_outside_the_embedding_table_are_refused_before_the_model_runs
     with pytest.raises(EmpiricalError, match=message):
         list(make_batches(model, WordTokenizer(), corpus, batch_size=2, device="cpu"))
     check_token_ids(model, [[0, 1099], [101]])  # the whole table is allowed
+    with pytest.raises(EmpiricalError, match=message):  # a single id is checked like many
+        check_token_ids(model, torch.tensor([bad]))
+    check_token_ids(model, torch.tensor([], dtype=torch.long))  # nothing to check
+    check_token_ids(model, [])
+
+
+# --- Cosines at the edge of rounding, saved results, inputs and defaults. -------------------------
+
+
+def test_cosines_of_parallel_vectors_whose_norms_round_low_are_exactly_one_and_minus_one() -> None:
+    # |(1, 1, 1)| = √3, and √3·√3 rounds to 2.9999999999999996 in float64: the unclamped quotient
+    # 3 / 2.9999999999999996 is 1.0000000000000002, outside [−1, 1] on both sides.
+    ones = torch.ones(1, 1, 3)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    assert math.sqrt(3) * math.sqrt(3) < 3
+    assert _token_cosines(ones, ones, mask).tolist() == [1.0]
+    assert _token_cosines(ones, -ones, mask).tolist() == [-1.0]
+
+
+@pytest.mark.parametrize("scale", ["inf", None])
+def test_older_files_without_the_exact_limit_flag_read_as_the_limit(scale: str | None) -> None:
+    # Files written before the exact_limit field stored the limit as the scale "inf" or null.
+    data = SimilarityResult(("embeddings",), (0.5,), ("",), math.inf, 1, {"": 1}, 0, 8).to_dict()
+    del data["exact_limit"]
+    data["scale"] = scale
+    assert SimilarityResult.from_dict(data).scale == math.inf
+
+
+def test_the_exact_limit_flag_alone_marks_the_limit() -> None:
+    data = SimilarityResult(("embeddings",), (0.5,), ("",), math.inf, 1, {"": 1}, 0, 8).to_dict()
+    data["scale"] = 1000.0  # the flag is the current marker; the scale field is only the fallback
+    assert SimilarityResult.from_dict(data).scale == math.inf
+    data["exact_limit"] = False
+    assert SimilarityResult.from_dict(data).scale == 1000.0
+
+
+def test_json_is_indented_by_two_and_writes_other_record_values_as_text(tmp_path: Any) -> None:
+    result = SimilarityResult(("embeddings",), (0.5,), ("",), 2.0, 1, {"": 3}, 0, 8,
+                              record={"checkpoint": tmp_path / "model.pt", "dtype": torch.float32})
+    text = result.to_json()
+    assert text.splitlines()[:3] == ["{", '  "schema": "normsat.similarity/1",', '  "scale": 2.0,']
+    data = json.loads(text)
+    assert (data["checkpoint"], data["dtype"]) == (str(tmp_path / "model.pt"), "torch.float32")
+
+
+def test_a_single_string_is_one_sentence() -> None:
+    model = _tiny_bert()
+    one = representation_similarity(model, WordTokenizer(), "a bb ccc", scale=30.0)
+    assert (one.n_sentences, one.n_tokens) == (1, {"": 5})
+    assert one.per_layer == pytest.approx(_by_hand(model, ["a bb ccc"], 30.0), abs=1e-6)
+
+
+def test_items_that_are_not_strings_are_named_by_type() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        representation_similarity(_tiny_bert(), WordTokenizer(), ["a bb", 3, None, 2.5, 4])  # type: ignore[list-item]
+    assert str(err.value) == "expected sentences as strings, got items of type NoneType, float, int"
+
+
+def test_defaults_are_32_sentences_a_batch_512_tokens_and_no_progress_bar(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # T5's positions are relative: no model limit caps max_length, so the default shows.
+    result = representation_similarity(_tiny_t5(), WordTokenizer(), SENTENCES[:2], scale=2.0)
+    assert (result.record["batch_size"], result.max_length) == (32, 512)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_progress_bar_counts_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    representation_similarity(_tiny_bert(), WordTokenizer(), SENTENCES, scale=2.0, batch_size=2,
+                              progress=True)
+    err = capsys.readouterr().err
+    assert "similarity c=2: 100%" in err and "2/2" in err
+    assert re.search(r"(batch/s|s/batch)\]", err)
+
+
+def test_a_single_process_records_one_rank_with_all_the_tokens() -> None:
+    result = representation_similarity(_tiny_bert(), WordTokenizer(), SENTENCES, scale=2.0)
+    assert result.record["distributed"] == {"world_size": 1, "backend": None,
+                                            "tokens_per_rank": [5 + 3 + 7 + 4]}
+
+
+def test_a_model_that_returns_no_hidden_states_is_named() -> None:
+    class NoStates(Overflowing):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    output_hidden_states: bool, return_dict: bool) -> Any:
+            return SimpleNamespace(last_hidden_state=self.embed(input_ids))
+
+    with pytest.raises(EmpiricalError, match=r"^expected the output of NoStates to carry "
+                                             r"'hidden_states'"):
+        representation_similarity(NoStates().eval(), WordTokenizer(), SENTENCES[:1])
+
+
+class NaNPadding(Overflowing):
+    """Like :class:`Overflowing`, but the embeddings are NaN at padding positions (as a fully
+    masked attention row can make them): only real tokens may be blamed."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        e = self.embed(input_ids)
+        padded = e.masked_fill(attention_mask[..., None] == 0, math.nan)
+        return SimpleNamespace(hidden_states=(padded, e * self.w * self.w))
+
+
+def test_non_finite_states_at_padding_positions_are_neither_measured_nor_blamed() -> None:
+    model = NaNPadding().eval()
+    # "a bb ccc" (5 tokens) and "dddd" (3) share a batch: the shorter one has 2 padding positions.
+    fine = representation_similarity(model, WordTokenizer(), SENTENCES[:2], scale=1.0)
+    assert fine.per_layer == pytest.approx([1.0, 1.0], abs=1e-12)
+    with pytest.raises(EmpiricalError) as err:  # layer 1 overflows at real tokens at c·θ
+        representation_similarity(model, WordTokenizer(), SENTENCES[:2], scale=1e15)
+    assert str(err.value).startswith("hidden state 'layer 1' is not finite at c·θ with c=1e+15")
+
+
+class WithLogits(nn.Module):
+    """Hidden states with a limit (e and ReLU(e·W), 1- and 2-homogeneous), beside logits exp(…)
+    that have none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(1100, 4)
+        self.linear = nn.Linear(4, 4, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        e = self.embed(input_ids)
+        h = torch.relu(self.linear(e))
+        return {"hidden_states": (e, h), "logits": torch.exp(h)}
+
+
+def test_the_exact_limit_computes_only_the_hidden_states_it_compares() -> None:
+    # Both states are positively homogeneous, so each normalized limit is the state at θ.
+    result = representation_similarity(WithLogits().eval(), WordTokenizer(), SENTENCES,
+                                       scale=math.inf)
+    assert result.per_layer == pytest.approx([1.0, 1.0], abs=1e-6)
+    assert result.scale == math.inf
+
+
+def test_the_fields_read_are_the_hidden_states_of_every_stack() -> None:
+    corpus = TokenizedCorpus(((101, 1001, 102),), 0, 8)
+    (single,) = make_batches(_tiny_bert(), WordTokenizer(), corpus, batch_size=1, device="cpu")
+    (pair,) = make_batches(_tiny_t5(), WordTokenizer(), corpus, batch_size=1, device="cpu")
+    assert _read_fields([single]) == {"hidden_states"}
+    assert _read_fields([pair]) == {"encoder_hidden_states", "decoder_hidden_states"}
+
+
+# --- Preparing the batches: pad id, device, and the rank's share under torchrun. ------------------
+
+
+def test_batches_are_padded_with_the_tokenizers_pad_id_when_the_model_has_none() -> None:
+    model = _tiny_bert()
+    model.config.pad_token_id = None
+    tokenizer = WordTokenizer()
+    tokenizer.pad_token_id = 7
+    tokens, batches = _prepare(model, tokenizer, SENTENCES, max_length=32, batch_size=4)
+    assert tokens.ids[1] == (101, 1004, 102)
+    ((ids, mask),) = [(b.inputs["input_ids"], b.inputs["attention_mask"]) for b in batches]
+    assert ids[0].tolist() == [101, 1004, 102, 7, 7, 7, 7]  # "dddd", the shortest, comes first
+    assert mask[0].tolist() == [1, 1, 1, 0, 0, 0, 0]
+
+
+def test_batches_are_built_on_the_device_of_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    devices: list[Any] = []
+
+    def recording(*args: Any, device: Any, **kwargs: Any) -> Any:
+        devices.append(device)
+        return make_batches(*args, device=device, **kwargs)
+
+    monkeypatch.setattr(similarity, "make_batches", recording)
+    model = _tiny_bert()
+    _prepare(model, WordTokenizer(), SENTENCES, max_length=32, batch_size=4)
+    assert devices == [next(model.parameters()).device] == [torch.device("cpu")]
+
+
+@pytest.fixture
+def rank_one_of_two(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """This process as rank 1 of 2, whose rank 0 read SENTENCES and measured nothing; returns what
+    rank 1 sent to the corpus check."""
+    sent: list[Any] = []
+
+    def gather(value: Any) -> list[Any]:
+        if isinstance(value, str) or value is None:  # the corpus fingerprint
+            sent.append(value)
+            return [Corpus(tuple(SENTENCES), "rank 0").sha256, value]
+        return [value, value]
+
+    monkeypatch.setattr(distributed, "current", lambda: distributed.World(1, 2, "gloo"))
+    monkeypatch.setattr(distributed, "gather", gather)
+    monkeypatch.setattr(distributed, "reduce_sums", lambda sums: {k: v.double() for k, v in sums.items()})
+    monkeypatch.setattr(distributed, "reduce_counts", dict)
+    return sent
+
+
+def test_a_sharded_preparation_checks_the_corpus_and_keeps_every_second_batch(
+        rank_one_of_two: list[Any]) -> None:
+    # Length-sorted: "dddd" (3 tokens), "jj k" (4), "a bb ccc" (5), "ee f gg hhh iiii" (7).
+    _, mine = _prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1,
+                       sharded=True)
+    assert [b.indices for b in mine] == [(3,), (2,)]
+    assert rank_one_of_two == [Corpus(tuple(SENTENCES), "").sha256]
+    _, every = _prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1)
+    assert [b.indices for b in every] == [(1,), (3,), (0,), (2,)]
+    with pytest.raises(EmpiricalError, match=r"^the ranks disagree on the corpus"):
+        _prepare(_tiny_bert(), WordTokenizer(), SENTENCES[::-1], max_length=32, batch_size=1,
+                 sharded=True)
+
+
+def test_each_rank_measures_only_its_share_of_the_batches(rank_one_of_two: list[Any]) -> None:
+    model = _tiny_bert()
+    mine = representation_similarity(model, WordTokenizer(), SENTENCES, scale=30.0, batch_size=1)
+    # Rank 0 adds nothing here (reduce_sums is this rank's sums), so the result is rank 1's share.
+    assert mine.n_tokens == {"": 4 + 7}
+    assert mine.per_layer == pytest.approx(_by_hand(model, [SENTENCES[3], SENTENCES[2]], 30.0), abs=1e-6)
+
+
+def test_the_record_names_model_corpus_and_versions() -> None:
+    model = _tiny_bert()
+    listed = representation_similarity(model, WordTokenizer(), SENTENCES, scale=2.0).record
+    assert listed["model"] == model_record(model)
+    assert listed["model"]["num_parameters"] == sum(p.numel() for p in model.parameters())
+    assert listed["versions"] == versions() and listed["versions"]["torch"] == torch.__version__
+    assert listed["corpus"] == {"source": "in-memory list", "n_sentences": 4,
+                                "sha256": hashlib.sha256("\n".join(SENTENCES).encode()).hexdigest()}
+    corpus = Corpus(tuple(SENTENCES), "sentences.txt")
+    named = representation_similarity(model, WordTokenizer(), corpus, scale=2.0).record
+    assert named["corpus"] == {"source": "sentences.txt", "n_sentences": 4,
+                               "sha256": listed["corpus"]["sha256"]}

@@ -31,7 +31,8 @@ def test_weakest_of_nothing_is_exact() -> None:
 
 @pytest.mark.parametrize(("value", "text"), [
     (sympy.Integer(3), "3"), (sympy.Integer(-2), "-2"), (sympy.Rational(1, 2), "1/2"),
-    (K + 1, "k + 1"), (2 * K, "2*k"), (sympy.nan, "nan"), (4, "4"),
+    (K + 1, "k + 1"), (2 * K, "2*k"), (sympy.nan, "nan"), (4, "4"), (2.5, "2.5"),
+    (sympy.Float(0.5), "0.500000000000000"),
 ])
 def test_show(value: object, text: str) -> None:
     assert show(value) == text
@@ -206,3 +207,15 @@ def test_branch_by_the_sign_of_a_degree() -> None:
     assert [len(cases) for cases in at.values()] == [1, 1, 1, 1]
     assert [(c.value, c.reason) for (c,) in at.values()] == [
         (sympy.nan, "n"), (0, "z"), (1, "p"), (1, "p")]
+
+
+def test_cases_merged_beside_another_keep_the_union_of_their_conditions() -> None:
+    # Degree 1 for k = 0 and for k > 1, degree 2 for k = 1: the two degree-1 cases merge into one
+    # that holds exactly where either did, not everywhere.
+    d = Degree.piecewise((Degree.exact(1, "a"), sympy.Eq(K, 0)), (Degree.exact(2, "b"), sympy.Eq(K, 1)),
+                         (Degree.exact(1, "c"), K > 1))
+    assert [(c.value, c.reason) for c in d.cases] == [(1, "a"), (2, "b")]
+    one, two = (c.condition for c in d.cases)
+    assert [k for k in range(6) if bool(one.subs(K, k))] == [0, 2, 3, 4, 5]
+    assert [k for k in range(6) if bool(two.subs(K, k))] == [1]
+    assert [d.subs({K: k}).value for k in range(4)] == [1, 2, 1, 1]

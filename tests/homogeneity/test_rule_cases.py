@@ -21,7 +21,15 @@ import torch.nn.functional as F
 
 import homogeneity
 from homogeneity.degree import Degree, Grade, K
-from homogeneity.rules import RULES, register_rule, rule, rule_for, rule_table, rule_table_markdown
+from homogeneity.rules import (
+    RULES,
+    register_rule,
+    rule,
+    rule_for,
+    rule_table,
+    rule_table_markdown,
+    target_name,
+)
 from homogeneity.rules.activations import gelu, log_softmax, scaled_dot_product_attention, softmax
 from homogeneity.rules.common import as_degree, first_undefined, is_zero, product, sum_of
 from homogeneity.rules.elementwise import (
@@ -571,3 +579,12 @@ def test_edge_inputs_match_numerical_scaling(name: str, fn: Callable[..., torch.
     assert (report.degree, report.grade) == (degree, grade), report.weakenings
     (check,) = check_scaling(model, X, report=report)
     assert check.matches, (check.measured, check.changes)
+
+
+def test_target_names_read_as_written_in_code() -> None:
+    assert target_name(torch.ops.aten.add.Tensor) == "aten.add.Tensor"
+    assert target_name(operator.getitem) == "operator.getitem"
+    assert target_name(operator.mul) == "operator.mul"
+    assert target_name("size") == "size"  # a call_method node's target: a method name, no module
+    (row,) = rule_table([operator.getitem])
+    assert row[:2] == ("operator.getitem", "rearrangement")

@@ -186,3 +186,40 @@ def test_hard_attention_over_a_batch_of_heads_is_each_head_on_its_own() -> None:
     # Head 0 scores q·k = [1, 5] (key 1); head 1 scores [4, 1] (key 0).
     assert out.shape == (2, 1, 1)
     assert out.flatten().tolist() == [20.0, 10.0]
+
+
+def test_integer_scores_give_float32_weights_whatever_the_default_dtype() -> None:
+    scores = torch.tensor([[3, 1, 3, 3]])
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        weights = hardmax(scores)
+    finally:
+        torch.set_default_dtype(previous)
+    assert weights.dtype == torch.float32
+    third = torch.tensor(1 / 3, dtype=torch.float32).item()  # 1/3 rounded to float32
+    assert weights.tolist() == [[third, 0.0, third, third]]
+
+
+def test_with_a_rounding_bound_no_tolerance_is_added_unless_asked() -> None:
+    # Exact scores (bound 0) 1 and 1 − 2⁻⁴⁹ differ by less than the default float64 tolerance
+    # (64·eps ≈ 1.4e-14 of the row's scale), which would tie them; the bound alone does not.
+    scores = torch.tensor([1.0, 1.0 - 2.0**-49], dtype=torch.float64)
+    assert tie_set(scores).tolist() == [True, True]
+    assert tie_set(scores, bound=torch.zeros(2, dtype=torch.float64)).tolist() == [True, False]
+    assert tie_set(scores, bound=torch.zeros(2, dtype=torch.float64), rtol=1e-13).tolist() == [True, True]
+
+
+def test_very_negative_integer_scores_beside_a_masked_position_still_have_a_maximum() -> None:
+    # The masked position must stay below every allowed integer score (here −10¹⁸).
+    scores = torch.tensor([[-10**18, -2 * 10**18, 5]])
+    mask = torch.tensor([[True, True, False]])
+    assert tie_set(scores, mask=mask).tolist() == [[True, False, False]]
+
+
+@pytest.mark.parametrize("other", [0.0, -math.inf], ids=["finite-path", "infinite-path"])
+def test_the_tolerance_follows_the_finite_allowed_scores_only(other: float) -> None:
+    # Row scale 1e-3: the tolerance is 64·eps·1e-3 ≈ 1.4e-17 < 1e-3·2⁻⁴⁵ ≈ 2.8e-17, so the two scores
+    # do not tie; a −∞ score (the general path) must not count as a magnitude of 1 or more.
+    scores = torch.tensor([[1e-3, 1e-3 * (1 - 2.0**-45), other]], dtype=torch.float64)
+    assert tie_set(scores).tolist() == [[True, False, False]]

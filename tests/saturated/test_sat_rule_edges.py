@@ -413,3 +413,149 @@ def test_matmul_of_two_expansions_collects_every_pair_of_parts_by_degree() -> No
     assert [degree for _, degree in out.parts] == [3.0, 2.0, 1.0]
     expected = [a @ c, a @ d + b @ c, b @ d]
     assert all(torch.equal(part, e) for (part, _), e in zip(out.parts, expected))
+
+
+# --- contract and einsum_contracts_rows at their edges ----------------------------------------------
+
+
+def test_einsum_contraction_check_keeps_every_weights_index_but_the_tied_one() -> None:
+    # Weights laid out keys first (b, n, key j, query i): contracting j keeps the queries apart only
+    # if i reaches the output.
+    assert einsum_contracts_rows("bnji,bnjd->bnid", 2)
+    assert not einsum_contracts_rows("bnji,bnjd->bnd", 2)  # the queries summed together
+    # With an ellipsis the letters are not the dimensions, even where dim points at a letter.
+    assert not einsum_contracts_rows("...ij,...jd->...id", 4)
+
+
+def test_tied_values_that_agree_within_rounding_leave_the_einsum_product_determined() -> None:
+    # Tokens 0 and 1 tie; their values differ by 1000·2⁻⁵⁰ ≈ 8.9e-13, far below the tolerance
+    # 64·eps·(|v₀| + |v₁|) ≈ 2.8e-11 of float64: the same value up to rounding.
+    weights = _tied_weights(torch.tensor([[True, True, False]]))
+    near = 1000.0 * (1 + 2.0**-50)
+    values = Term(((torch.tensor([[1000.0], [near], [5.0]], dtype=F64), 1.0),))
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=2, rtol=None, mark=False)
+    assert out.lead.tolist() == [[(1000.0 + near) / 2]]
+    assert out.floor == -math.inf
+
+
+def test_a_values_part_below_the_tracked_orders_is_not_read() -> None:
+    # One order tracked: the product is known at c¹ with floor c⁻⁵ (the values' lower part), so
+    # that part's disagreement between the tied tokens 0 and 1 does not matter.
+    weights = _tied_weights(torch.tensor([[True, True, False]]))
+    lead = torch.tensor([[2.0], [2.0], [7.0]], dtype=F64)
+    low = torch.tensor([[1.0], [-3.0], [0.0]], dtype=F64)
+    values = Term(((lead, 1.0), (low, -5.0)))
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=1, rtol=None, mark=False)
+    assert [d for _, d in out.parts] == [1.0] and out.floor == -5.0
+    assert out.lead.tolist() == [[2.0]]
+
+
+def test_an_empty_batch_contracts_to_an_empty_product() -> None:
+    weights = _tied_weights(torch.zeros(0, 3, dtype=torch.bool))
+    values = Term(((torch.ones(3, 2, dtype=F64), 1.0),))
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=2, rtol=None, mark=False)
+    assert out.lead.shape == (0, 2)
+
+
+def _values(lead: list[list[float]], *lower: tuple[list[list[float]], float]) -> Term:
+    """Values known at c¹ (``lead``, one row per key) and optionally at lower degrees."""
+    return Term(((torch.tensor(lead, dtype=F64), 1.0),
+                 *((torch.tensor(v, dtype=F64), d) for v, d in lower)))
+
+
+# Keys 0…4. Row 0 ties keys 2, 3, 4 (values [0, 5], [0, 7], [0, 5]: the middle one differs in
+# column 1, all are 0 in column 0); row 1 ties keys 0 and 1 (equal values [1, 3]); row 2 has one
+# winner.
+TIED_ROWS = torch.tensor([[False, False, True, True, True], [True, True, False, False, False],
+                          [True, False, False, False, False]])
+KEY_VALUES = [[1.0, 3.0], [1.0, 3.0], [0.0, 5.0], [0.0, 7.0], [0.0, 5.0]]
+
+
+@pytest.mark.parametrize("fn", [torch.matmul, _einsum("ij,jd->id")], ids=["matmul", "einsum"])
+def test_a_tied_row_is_undetermined_exactly_where_some_member_carries_another_value(
+        fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    out = contract(fn, _tied_weights(TIED_ROWS), _values(KEY_VALUES), orders=2, rtol=None, mark=True)
+    # Row 0, column 0: three zeros, determined; column 1: 5, 7, 5, not. Rows 1 and 2: [1, 3].
+    assert out.lead[0, 0].item() == 0.0 and math.isnan(out.lead[0, 1].item())
+    assert out.lead[1:].tolist() == [[1.0, 3.0], [1.0, 3.0]]
+    with pytest.raises(NeedsOrders, match=r"different values at output element \[0, 1\]\. "):
+        contract(fn, _tied_weights(TIED_ROWS), _values(KEY_VALUES), orders=2, rtol=None, mark=False)
+
+
+@pytest.mark.parametrize("fn", [torch.matmul, _einsum("bhij,bhjd->bhid")], ids=["matmul", "einsum"])
+def test_tied_rows_are_judged_in_each_batch_entry_and_head(
+        fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    # Batch 1 × 2 heads: head 0 has the rows above, head 1 ties every row over keys 0 and 1.
+    candidates = torch.stack([TIED_ROWS, TIED_ROWS[[1, 1, 1]]])[None]
+    values = _values([[KEY_VALUES, KEY_VALUES[::-1]]])  # head 1's keys 0 and 1: [0, 5], [0, 7]
+    out = contract(fn, _tied_weights(candidates), values, orders=2, rtol=None, mark=True)
+    nan = out.lead.isnan()
+    assert nan[0, 0].tolist() == [[False, True], [False, False], [False, False]]
+    assert nan[0, 1].tolist() == [[False, True]] * 3
+    with pytest.raises(NeedsOrders, match=r"at batch entry 0, query position 0 \(output element "
+                                          r"\[0, 0, 0, 1\]\)"):
+        contract(fn, _tied_weights(candidates), values, orders=2, rtol=None, mark=False)
+
+
+def test_the_place_named_is_the_query_row_not_the_output_column() -> None:
+    candidates = torch.tensor([[[True, False], [True, True]]])  # batch 0, query 1 is tied
+    values = _values([[[5.0, 1.0], [7.0, 1.0]]])  # differing in column 0 only
+    with pytest.raises(NeedsOrders, match=r"batch entry 0, query position 1 \(output element \[0, 1, 0\]\)"):
+        contract(torch.matmul, _tied_weights(candidates), values, orders=2, rtol=None, mark=False)
+
+
+@pytest.mark.parametrize("fn", [torch.matmul, _einsum("ij,jd->id")], ids=["matmul", "einsum"])
+def test_a_lower_part_differing_only_where_the_lead_differs_keeps_the_floor(
+        fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    # The c⁰ part differs between tied keys 2 and 3 in column 1 only, where the lead already does:
+    # those outputs are NaN anyway, and every other output is known to both orders.
+    lower = [[0.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 2.0], [0.0, 1.0]]
+    out = contract(fn, _tied_weights(TIED_ROWS), _values(KEY_VALUES, (lower, 0.0)), orders=2, rtol=None,
+                   mark=True)
+    assert out.floor == -math.inf and [d for _, d in out.parts] == [1.0, 0.0]
+    assert math.isnan(out.lead[0, 1].item()) and out.parts[1][0][1:].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize("fn", [torch.matmul, _einsum("ij,jd->id")], ids=["matmul", "einsum"])
+def test_tied_values_within_rounding_or_within_a_given_rtol_count_as_equal(
+        fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    # Keys 0 and 1 tie. 1000 and 1000·(1 + 2⁻⁵⁰) differ by ≈ 8.9e-13, far below 64·eps·2000 ≈
+    # 2.8e-11; 100 and 101 differ by 1, within rtol = 0.01 of 201 (2.01) but not by default.
+    weights = _tied_weights(torch.tensor([[True, True, False]]))
+    near = 1000.0 * (1 + 2.0**-50)
+    values = _values([[1000.0, 100.0], [near, 101.0], [5.0, 5.0]])
+    default = contract(fn, weights, values, orders=2, rtol=None, mark=True)
+    assert default.lead[0, 0].item() == (1000.0 + near) / 2 and math.isnan(default.lead[0, 1].item())
+    wide = contract(fn, weights, values, orders=2, rtol=0.01, mark=True)
+    assert wide.lead.tolist() == [[(1000.0 + near) / 2, 100.5]]
+
+
+def test_weights_known_to_two_orders_contract_part_by_part_with_their_floor() -> None:
+    # Weights w₀ + w₁/c + O(c⁻²) against values v·c: the product is w₀v·c + w₁v + O(c⁻¹).
+    candidates = torch.tensor([[True, True, False]])
+    w0 = torch.tensor([[0.5, 0.5, 0.0]], dtype=F64)
+    w1 = torch.tensor([[0.25, -0.25, 0.0]], dtype=F64)
+    weights = TiedWeights(((w0, 0.0), (w1, -1.0)), floor=-2.0, candidates=candidates,
+                          count=candidates.sum(-1, keepdim=True), dim=1, reason="a tie")
+    values = _values([[2.0], [2.0], [9.0]])
+    out = contract(_einsum("ij,jd->id"), weights, values, orders=3, rtol=None, mark=False)
+    assert [(p.tolist(), d) for p, d in out.parts] == [([[2.0]], 1.0), ([[0.0]], 0.0)]
+    assert out.floor == -1.0
+
+
+def test_an_einsum_with_the_values_laid_out_features_first_compares_their_columns() -> None:
+    # Values (features d, keys j): keys 0 and 1 carry the columns [1, 4] and [1, 4] (equal), while
+    # the rows (features) differ; the product is determined.
+    weights = _tied_weights(torch.tensor([[True, True, False], [False, False, True]]))
+    values = _values([[1.0, 1.0, 2.0], [4.0, 4.0, 3.0]])
+    out = contract(_einsum("ij,dj->id"), weights, values, orders=2, rtol=None, mark=False)
+    assert out.lead.tolist() == [[1.0, 4.0], [2.0, 3.0]]
+
+
+def test_tied_weights_against_a_batch_of_values_compare_each_batch_entry() -> None:
+    # Weights (rows, keys) shared by a batch of two value matrices: keys 0 and 1 tie; they carry
+    # equal values in batch entry 0 and different ones in entry 1.
+    weights = _tied_weights(torch.tensor([[True, True, False]]))
+    values = _values([[[1.0], [1.0], [3.0]], [[1.0], [2.0], [3.0]]])
+    out = contract(torch.matmul, weights, values, orders=2, rtol=None, mark=True)
+    assert out.lead[0].tolist() == [[1.0]] and math.isnan(out.lead[1, 0, 0].item())

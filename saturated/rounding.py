@@ -11,10 +11,11 @@ produced it, whatever the size of s: for a dot product of length n, with u the u
 :class:`Rounding` carries that bound for one part of a :class:`~saturated.terms.Term`, lazily:
 the magnitude Σ|qᵢ||kᵢ| is only computed where a decision reads it. A later positive or negative
 scaling by a constant, or a sum of two such parts, folds its own rounding into the same form
-(γₙ·m with n one larger, since |ŝ| ≤ m). For products of float64 operands it can also give each
-element as an unevaluated sum of float64 numbers whose exact sum is the exact value up to one
-positive factor shared by all elements (:meth:`Rounding.exact_partials`, from Dekker's exact
-splitting of products), so that :func:`exact_sign` decides with no rounding at all.
+(γₙ·m with n one larger, since |ŝ| ≤ m). For exact values, products of float64 operands and
+sums of those it can also give each element as an unevaluated sum of float64 numbers whose exact
+sum is the exact value times a positive factor (:attr:`Rounding.partials`, from Dekker's exact
+splitting of products; a constant scaling changes the factor), so that :func:`exact_sign` decides
+with no rounding at all.
 
 The bound covers the rounding of the op that produced the coefficient, for the operands as they
 were computed; error the operands already carry is covered by ``operand_rtol`` only if the caller
@@ -95,7 +96,7 @@ class Rounding:
         index: on demand, each element's flat position in the output of the producing op
             (None: exact values are not available).
         partials: for flat positions of the producing op's output, an (N, P) float64 tensor whose
-            rows sum exactly to the elements' exact values times one positive factor.
+            rows sum exactly to the elements' exact values times ``factor`` (positive).
         cheap: an upper bound of ``magnitude`` that costs far less (Cauchy–Schwarz for a matrix
             product), used where this bound only feeds another one.
         carried: the error the operands brought in from their own producing ops (for a product
@@ -111,12 +112,15 @@ class Rounding:
     cheap: Callable[[], Tensor] | None = None
     carried: Carried | None = None
     exact: bool = False
+    factor: float = 1.0
 
     @classmethod
     def of_exact(cls, coef: Tensor, degree: float) -> Rounding:
         """The bound of a value known exactly (a parameter, an input, a constant): no error, but
-        its size counts once it is summed with or scaled into computed values."""
-        return cls(degree, lambda: coef.abs(), 0, exact=True)
+        its size counts once it is summed with or scaled into computed values. Its exact values
+        are its own (every float converts to float64 exactly)."""
+        return cls(degree, lambda: coef.abs(), 0, lambda: torch.arange(coef.numel()).reshape(coef.shape),
+                   lambda at: coef.flatten()[at].double().unsqueeze(-1), exact=True)
 
     def bound(self, dtype: torch.dtype, operand_rtol: float, carried: bool = False,
               cheap: bool = False) -> Tensor:
@@ -140,7 +144,8 @@ class Rounding:
         return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
                         None if index is None else lambda: fn(index()), self.partials,
                         None if cheap is None else _memo(lambda: fn(cheap())),
-                        None if carried is None else lambda t, e: fn(carried(t, e)), self.exact)
+                        None if carried is None else lambda t, e: fn(carried(t, e)), self.exact,
+                        self.factor)
 
     def inexact(self) -> Rounding:
         """The same bound without exact values (after an op that is continuous but not linear,
@@ -167,19 +172,39 @@ class Rounding:
         return Rounding(self.degree, lambda: size * magnitude(), self.length + 1, self.index,
                         flipped if factor != 0 else None,
                         None if cheap is None else lambda: size * cheap(),
-                        None if carried is None else lambda t, e: size * carried(t, e))
+                        None if carried is None else lambda t, e: size * carried(t, e),
+                        factor=self.factor / size if size else 1.0)
 
-    def plus(self, other: Rounding) -> Rounding:
-        """The bound of the sum of two parts of the same degree: magnitudes add, and the sum's
-        rounding (≤ u·(m₁ + m₂)) makes the larger n one larger. Exact values are not kept."""
+    def plus(self, other: Rounding, shape: torch.Size) -> Rounding:
+        """The bound of the sum of two parts of the same degree (of ``shape``): magnitudes add, and
+        the sum's rounding (≤ u·(m₁ + m₂)) makes the larger n one larger. Exact values are kept
+        when both sides have them with the same factor: each element's partials are its two
+        summands' side by side."""
         first, second = self.magnitude, other.magnitude
         cheap_first = self.cheap or first
         cheap_second = other.cheap or second
         carried = [c for c in (self.carried, other.carried) if c is not None]
+        index, partials = _summed_exact_values(self, other, shape)
         return Rounding(self.degree, lambda: first() + second(), max(self.length, other.length) + 1,
-                        cheap=lambda: cheap_first() + cheap_second(),
+                        index, partials, cheap=lambda: cheap_first() + cheap_second(),
                         carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
-                        if carried else None)
+                        if carried else None, factor=self.factor)
+
+
+def _summed_exact_values(x: Rounding, y: Rounding, shape: torch.Size
+                         ) -> tuple[Callable[[], Tensor] | None, Partials | None]:
+    """Positions and partials of x + y for :meth:`Rounding.plus` (None, None when a side has no
+    exact values or the two sides' partials are scaled differently)."""
+    if x.partials is None or y.partials is None or x.index is None or y.index is None \
+            or x.factor != y.factor:
+        return None, None
+    x_partials, y_partials, x_index, y_index = x.partials, y.partials, x.index, y.index
+
+    def partials(at: Tensor) -> Tensor:
+        return torch.cat([x_partials(x_index().expand(shape).flatten()[at]),
+                          y_partials(y_index().expand(shape).flatten()[at])], dim=-1)
+
+    return (lambda: torch.arange(math.prod(shape)).reshape(shape)), partials
 
 
 def _split(a: Tensor) -> tuple[Tensor, Tensor]:

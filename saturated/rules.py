@@ -27,6 +27,7 @@ from saturated.terms import (
     Term,
     add,
     bilinear,
+    computed_degrees,
     exp_series,
     lift,
     make,
@@ -401,7 +402,7 @@ def _select(cond: Any, x: Term, y: Term, s: Settings) -> Term:
     dtypes = [a.dtype for a, _ in (*x.parts, *y.parts) if a.dim()]
     dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
     parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)).to(dtype), d) for d in {*xs, *ys}]
-    selected = make(parts, max(x.floor, y.floor), s.orders)
+    selected = make(parts, max(x.floor, y.floor), s.orders, computed_degrees([x, y], summed=False))
     return selected.with_roundings(_joined_roundings(
         [x, y], lambda pieces: torch.where(cond, pieces[0], pieces[1]), selected.shape))
 
@@ -426,7 +427,7 @@ def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
     degrees = {d for table in tables for d in table}
     parts = [(torch.cat([table.get(d, torch.zeros_like(t.lead)) for t, table in zip(terms, tables)],
                         dim), d) for d in degrees]
-    joined = make(parts, max(t.floor for t in terms), s.orders)
+    joined = make(parts, max(t.floor for t in terms), s.orders, computed_degrees(terms, summed=False))
     return joined.with_roundings(_joined_roundings(terms, lambda pieces: torch.cat(pieces, dim)))
 
 
@@ -460,8 +461,10 @@ def _joined(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor
 
     length = max(bound.length for _, bound in own if bound is not None)
     index, partials = _joined_exact_values(own, join, shape)
+    factor = next((bound.factor for _, bound in own if bound is not None), 1.0)
     return Rounding(degree, lambda: joined(lambda bound: bound.magnitude()), length, index, partials,
-                    cheap=lambda: joined(lambda bound: (bound.cheap or bound.magnitude)()), carried=carried)
+                    cheap=lambda: joined(lambda bound: (bound.cheap or bound.magnitude)()), carried=carried,
+                    factor=factor)
 
 
 def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor],
@@ -473,7 +476,8 @@ def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable
     sources = [bound for _, bound in own if bound is not None]
     fills = [t for t, bound in own if bound is None]
     partials = sources[0].partials if sources else None
-    if partials is None or any(b.partials is not partials or b.index is None for b in sources) or not all(
+    if partials is None or any(b.partials is not partials or b.index is None or b.factor != sources[0].factor
+                               for b in sources) or not all(
             any(d == math.inf and bool((a != 0).all()) for a, d in t.parts) for t in fills):
         return None, None
 
@@ -495,7 +499,7 @@ def _decision_bound(rounding: Rounding, dtype: torch.dtype, s: Settings, cheap: 
     return rounding.bound(dtype, s.operand_rtol, carried=s.carried, cheap=cheap)
 
 
-def _settles_exactly(rounding: Rounding, s: Settings) -> bool:
+def settles_exactly(rounding: Rounding, s: Settings) -> bool:
     """Whether the exact step may settle what ``rounding`` leaves unsure: exact values of the
     operands are known, and (with ``s.carried``) those operands carry no error of their own."""
     return (s.exact_ties and rounding.partials is not None and rounding.index is not None
@@ -524,7 +528,7 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     unsure = (a.abs() <= bound) & (bound > 0)
     if not bool(unsure.any()):
         return sign
-    if _settles_exactly(rounding, s):
+    if settles_exactly(rounding, s):
         assert rounding.index is not None and rounding.partials is not None
         at = rounding.index().expand(a.shape)[unsure]
         exact = torch.tensor(exact_sign(rounding.partials(at)), dtype=a.dtype, device=a.device)
@@ -693,7 +697,7 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
             rounding = x.rounding(d)
             bound = None if rounding is None else _decision_bound(rounding, a.dtype, s)
             candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
-            if rounding is not None and _settles_exactly(rounding, s):
+            if rounding is not None and settles_exactly(rounding, s):
                 candidates = exact_maximal(candidates, dim, rounding)
             elif rounding is not None:
                 settled = False  # a bound with no exact step behind it: maybe near-ties
@@ -846,6 +850,9 @@ def _one_degree_affine(weight: Any, bias: Any, s: Settings) -> tuple[Tensor, Ten
 def _composed_layer_norm(t: Term, dims: list[int], eps: float, orders: int) -> Term:
     """(x − μ)·(σ² + ε)^(−1/2) from the sum, product and power rules, part by part."""
     centered = add(t, scale(reduce(t, dims, True, mean=True), -1.0), orders)
+    # Which rows are constant was decided above (_maybe_constant_rows): a part they cancel is a
+    # known zero, and the next part leads.
+    centered = make(centered.parts, centered.floor, orders).with_roundings(centered.roundings)
     variance = reduce(mul(centered, centered, orders), dims, True, mean=True)
     epsilon = Term(((torch.tensor(eps, dtype=t.lead.dtype), 0.0),))
     return mul(centered, power(add(variance, epsilon, orders), -0.5, orders), orders)

@@ -24,7 +24,8 @@ from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import export_model
 from saturated.errors import SaturationError
 from saturated.interpreter import run_terms
-from saturated.rules import Settings
+from saturated.rounding import Rounding, exact_sign
+from saturated.rules import Settings, settles_exactly
 from saturated.terms import NeedsOrders, Term
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]
@@ -63,18 +64,20 @@ def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tenso
     degree, and whether they hold NaN (outputs a tie left undetermined).
 
     A part whose every coefficient is within its rounding bound of zero (with the error carried
-    in by its operands) may be exactly zero, in which case a lower part leads: that is
-    undetermined in this precision (NeedsOrders).
+    in by its operands), a computed all-zero part included, may be exactly zero or not, which
+    decides whether a lower part leads: that is undetermined in this precision (NeedsOrders).
     """
     for coef, degree in term.parts:
         size = _largest(coef)
-        if size == 0:
-            continue
         rounding = term.rounding(degree)
         if rounding is not None and math.isfinite(size) and bool(
                 (coef.abs() <= rounding.bound(coef.dtype, settings.operand_rtol, carried=True)).all()):
-            raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
-                              f"{degree:g}")
+            if not _exactly_zero(coef, rounding, settings):
+                raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
+                                  f"{degree:g}")
+            continue
+        if size == 0:
+            continue  # a known zero (or one with no bound to judge it by)
         if not math.isfinite(degree):
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
         has_nan = math.isnan(size)
@@ -86,6 +89,21 @@ def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tenso
     if term.floor == -math.inf:
         return term.lead, -math.inf, False
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+# The most elements of an output part the exact step sums one by one to tell a zero part.
+_EXACT_OUTPUT_LIMIT = 4096
+
+
+def _exactly_zero(coef: torch.Tensor, rounding: Rounding, settings: Settings) -> bool:
+    """Whether an output part within rounding of zero is exactly zero, from the exact values of
+    its operands (float64 with ``exact_ties``, for parts of a few thousand elements at most),
+    when those operands carry no error in from earlier ops (outputs count it, see above)."""
+    if coef.numel() > _EXACT_OUTPUT_LIMIT or not settles_exactly(rounding, replace(settings, carried=True)):
+        return False
+    assert rounding.index is not None and rounding.partials is not None
+    at = rounding.index().expand(coef.shape).flatten()
+    return not any(exact_sign(rounding.partials(at)))
 
 
 def _normalize_all(outputs: list[Any], settings: Settings) -> tuple[list[Normalized], list[int]]:

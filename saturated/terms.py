@@ -12,7 +12,7 @@ the masking constants models add to attention scores: ±∞ in the limit, whatev
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -22,8 +22,8 @@ from saturated.errors import SaturationError
 from saturated.rounding import Rounding, product_rounding
 
 __all__ = [
-    "NeedsOrders", "Term", "add", "bilinear", "exp_series", "lift", "make", "may_hold_nan", "mul", "power",
-    "reduce", "scale",
+    "NeedsOrders", "Term", "add", "bilinear", "computed_degrees", "exp_series", "lift", "make",
+    "may_hold_nan", "mul", "power", "reduce", "scale",
 ]
 
 Part = tuple[Tensor, float]
@@ -111,12 +111,15 @@ def _broadcast(shapes: list[torch.Size]) -> torch.Size:
     return torch.Size(out)
 
 
-def make(parts: Iterable[Part], floor: float, orders: int) -> Term:
+def make(parts: Iterable[Part], floor: float, orders: int,
+         computed: Collection[float] = ()) -> Term:
     """A term from parts in any order: equal degrees merged, parts at or below ``floor`` dropped.
 
-    With ``orders > 1`` all-zero parts are dropped (they are known to be zero); at most ``orders``
-    finite-degree parts are kept, and the first one cut off raises the floor. A value with no part
-    left is a zero part of degree ``floor`` (−∞: exactly zero).
+    With ``orders > 1`` all-zero leading parts are dropped as known zeros, except at the degrees
+    in ``computed``: there a zero is what rounding left of a sum or product and may hide a nonzero
+    exact value, so it stays for the rules to decide against its rounding bound. At most
+    ``orders`` finite-degree parts are kept, and the first one cut off raises the floor. A value
+    with no part left is a zero part of degree ``floor`` (−∞: exactly zero).
 
     >>> make([(torch.tensor([1.0]), 1.0), (torch.tensor([2.0]), 3.0)], -math.inf, 1)
     Term(parts=((tensor([2.]), 3.0),), floor=1.0)
@@ -132,7 +135,8 @@ def make(parts: Iterable[Part], floor: float, orders: int) -> Term:
     for deg in sorted(merged, reverse=True):
         coef = merged[deg]
         # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
-        if not kept and (orders > 1 or not math.isfinite(deg)) and not bool(coef.any()):
+        if not kept and (orders > 1 or not math.isfinite(deg)) and deg not in computed \
+                and not bool(coef.any()):
             continue
         if math.isfinite(deg):
             if finite == orders:
@@ -175,19 +179,33 @@ def scale(x: Term, factor: float | Tensor) -> Term:
     return Term(tuple((a * factor, d) for a, d in x.parts), x.floor, roundings)
 
 
-def _summed_roundings(x: Term, y: Term) -> list[Rounding | None]:
-    """The bounds of x + y, part by part: a part from one side keeps its bound; parts of equal
-    degree on both sides combine theirs (unknown if either is)."""
+def _summed_roundings(x: Term, y: Term, shape: torch.Size) -> list[Rounding | None]:
+    """The bounds of x + y (of ``shape``), part by part: a part from one side keeps its bound;
+    parts of equal degree on both sides combine theirs (unknown if either is)."""
     out: list[Rounding | None] = []
     ys = {d for _, d in y.parts}
     xs = {d for _, d in x.parts}
     for degree in xs | ys:
         first, second = x.rounding(degree), y.rounding(degree)
         if degree in xs and degree in ys:
-            out.append(first.plus(second) if first is not None and second is not None else None)
+            out.append(first.plus(second, shape) if first is not None and second is not None else None)
         else:
             out.append(first if degree in xs else second)
     return out
+
+
+def computed_degrees(terms: Sequence[Term], summed: bool) -> set[float]:
+    """The degrees at which an all-zero part of a value made from ``terms`` may be rounding's
+    zero, not a known one (see :func:`make`): where a part carries a bound of computed values (a
+    zero computed earlier stays unsure), and, for a sum (``summed``), where parts of several terms
+    meet unless all are exact (then fl(a + b) = 0 only if a = −b exactly)."""
+    held: dict[float, list[Rounding | None]] = {}
+    for term in terms:
+        for _, degree in term.parts:
+            held.setdefault(degree, []).append(term.rounding(degree))
+    return {degree for degree, bounds in held.items()
+            if any(r is not None and not r.exact for r in bounds)
+            or (summed and len(bounds) > 1 and any(r is None for r in bounds))}
 
 
 def add(x: Term, y: Term, orders: int) -> Term:
@@ -196,10 +214,10 @@ def add(x: Term, y: Term, orders: int) -> Term:
     >>> add(Term(((torch.tensor([1.0]), 2.0),)), Term(((torch.tensor([5.0]), 1.0),)), 1)
     Term(parts=((tensor([1.]), 2.0),), floor=1.0)
     """
-    total = make((*x.parts, *y.parts), max(x.floor, y.floor), orders)
+    total = make((*x.parts, *y.parts), max(x.floor, y.floor), orders, computed_degrees([x, y], summed=True))
     if not (x.roundings or y.roundings):
         return total
-    return total.with_roundings(_summed_roundings(x, y))
+    return total.with_roundings(_summed_roundings(x, y, total.shape))
 
 
 def _product_floor(x: Term, y: Term) -> float:
@@ -208,6 +226,12 @@ def _product_floor(x: Term, y: Term) -> float:
     if any(not b < math.inf for b in bounds):
         raise SaturationError("a masking constant (±∞) multiplies a value known only approximately")
     return max(bounds, default=-math.inf)
+
+
+def _computed_products(x: Term, y: Term, chosen: list[tuple[int, int, float]]) -> set[float]:
+    """The degrees at which a zero product may be rounding's (products can cancel or underflow
+    to 0): those with a pair of parts neither of which is all zero."""
+    return {deg for i, j, deg in chosen if bool(x.parts[i][0].any()) and bool(y.parts[j][0].any())}
 
 
 def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: int,
@@ -234,10 +258,12 @@ def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: i
         return make([(fn(x.lead, y.lead) * 0, floor)], floor, orders)
     if any(not (math.isfinite(x.parts[i][1]) or math.isfinite(y.parts[j][1])) for i, j, _ in chosen):
         raise SaturationError("two masking constants (±∞) multiply each other")
+    n = length if length is not None else _contraction(fn, x.lead)
+    computed = _computed_products(x, y, chosen) if n is not None and orders > 1 else set()
     if stack_left and len(y.parts) == 1 and len(chosen) > 1:
         # One call on the stacked parts of x: the same arithmetic, far fewer kernel launches.
         products = fn(torch.stack([x.parts[i][0] for i, _, _ in chosen]), y.lead).unbind(0)
-        result = make(zip(products, (deg for *_, deg in chosen)), floor, orders)
+        result = make(zip(products, (deg for *_, deg in chosen)), floor, orders, computed)
     elif fn is torch.matmul and len(chosen) > 1:
         # Σ_{i,j: dᵢ+eⱼ=n} xᵢ yⱼ is one matmul of the parts concatenated along the contraction.
         groups: dict[float, list[tuple[int, int]]] = {}
@@ -245,10 +271,10 @@ def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: i
             groups.setdefault(deg, []).append((i, j))
         result = make([(torch.cat([x.parts[i][0] for i, _ in pairs], -1)
                         @ torch.cat([y.parts[j][0] for _, j in pairs], -2), deg)
-                       for deg, pairs in groups.items()], floor, orders)
+                       for deg, pairs in groups.items()], floor, orders, computed)
     else:
-        result = make([(fn(x.parts[i][0], y.parts[j][0]), deg) for i, j, deg in chosen], floor, orders)
-    n = length if length is not None else _contraction(fn, x.lead)
+        result = make([(fn(x.parts[i][0], y.parts[j][0]), deg) for i, j, deg in chosen], floor, orders,
+                      computed)
     if n is None:
         return result
     return result.with_roundings(

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from saturated.functional import default_rtol
-from saturated.terms import NeedsOrders, Term, bilinear, make
+from saturated.terms import NeedsOrders, Term, bilinear, computed_degrees, make
 
 __all__ = ["TIE_HINT", "TiedWeights", "contract", "einsum_contracts_rows", "untie", "with_nan"]
 
@@ -123,7 +123,10 @@ def contract(fn: Callable[[Tensor, Tensor], Tensor], weights: TiedWeights, value
             raise NeedsOrders(f"{weights.reason}, and the tied positions carry different values "
                               f"at {_first_place(undetermined)}. {TIE_HINT}")
         product = with_nan(product, undetermined)
-    return product if floor == product.floor else make(product.parts, floor, orders)
+    if floor == product.floor:
+        return product
+    return make(product.parts, floor, orders, computed_degrees([product], summed=False)).with_roundings(
+        product.roundings)
 
 
 def _first_place(undetermined: Tensor) -> str:

@@ -57,10 +57,18 @@ class EinsumHead(DotHead):
 
 
 class SummedHead(DotHead):
-    """The same scores computed twice and added: a sum keeps a bound but not the exact values."""
+    """The same scores computed twice and added: the sum's exact values are its summands'."""
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         return super().scores(x) + super().scores(x)
+
+
+class RescaledSumHead(DotHead):
+    """s + 3·s: the scaled summand's exact values are known only up to the factor 3 (a product by
+    3 rounds), so the sum keeps a bound but no exact values."""
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        return super().scores(x) + 3.0 * super().scores(x)
 
 
 class MaskedHead(DotHead):
@@ -96,8 +104,8 @@ def exact_scores(query: list[float], keys: list[list[float]]) -> list[Fraction]:
     return [sum((Fraction(q) * Fraction(k) for q, k in zip(query, key)), Fraction(0)) for key in keys]
 
 
-@pytest.mark.parametrize("head_class", [DotHead, EinsumHead, MaskedHead, WhereHead, CatHead],
-                         ids=["matmul", "einsum", "masked_fill", "where", "cat"])
+@pytest.mark.parametrize("head_class", [DotHead, EinsumHead, MaskedHead, WhereHead, CatHead, SummedHead],
+                         ids=["matmul", "einsum", "masked_fill", "where", "cat", "sum"])
 @pytest.mark.parametrize(("case", "dtype"), [(FLOAT32_CASE, torch.float32), (FLOAT64_CASE, torch.float64)],
                          ids=["float32", "float64"])
 def test_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list[list[float]]],
@@ -123,8 +131,8 @@ def test_a_near_tie_no_exact_step_can_settle_is_undetermined_not_averaged() -> N
     query, keys = FLOAT64_CASE
     x = tokens(keys, torch.float64)
     with pytest.raises(SaturationError, match=r"within the rounding bound of torch\.float64"):
-        saturate(SummedHead(query, 2).double(), x)
-    nan = saturate(SummedHead(query, 2).double(), x, settings=Settings(ties="nan"))(x)
+        saturate(RescaledSumHead(query, 2).double(), x)
+    nan = saturate(RescaledSumHead(query, 2).double(), x, settings=Settings(ties="nan"))(x)
     assert torch.isnan(nan.value).all()
 
 

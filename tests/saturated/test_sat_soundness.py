@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import saturate
 
@@ -127,3 +128,44 @@ def test_carried_errors_certify_a_chain_of_cancellation() -> None:
     model = Chain().eval()
     out = saturate(model, x, settings=Settings(carried=True))(x)
     assert out.value.tolist() == [[-1.0, 1.0]] and out.refined == (0,)
+
+
+class CancelledToZero(nn.Module):
+    """tanh((k·a + b) − k·a + x) with a = 2³⁰, b = 2⁻³⁰: the growing part is k·a + b − k·a = b > 0
+    exactly, but k·a + b rounds to k·a in float32 and float64 alike, so it is computed as 0."""
+
+    def __init__(self, k: float, route: str = "sum") -> None:
+        super().__init__()
+        self.k, self.route = k, route
+        self.a = nn.Parameter(torch.tensor([2.0**30]))
+        self.b = nn.Parameter(torch.tensor([2.0**-30]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        growing = (self.k * self.a + self.b) - self.k * self.a
+        if self.route == "where":  # the computed 0 passes through a selection...
+            growing = torch.where(x > 0, 2 * growing, growing)
+        elif self.route == "cat":  # ...or a concatenation and a split
+            growing = torch.cat([growing, growing]).chunk(2)[0]
+        return torch.tanh(growing + x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_growing_part_computed_as_zero_is_not_a_known_zero(dtype: torch.dtype) -> None:
+    # The sum's exact values are its summands': their exact sum b > 0 decides tanh → +1, where a
+    # computed 0 taken as a known zero would let x = −1 lead (tanh(−1) ≈ −0.76).
+    net, x = CancelledToZero(1.0).to(dtype), torch.tensor([-1.0], dtype=dtype)
+    with torch.no_grad():
+        assert float((net.a + net.b) - net.a) == 0.0, "premise: the growing part computes as 0"
+    assert saturate(net, x)(x).value.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("route", ["sum", "where", "cat"])
+def test_a_computed_zero_no_exact_step_can_settle_is_undetermined(route: str) -> None:
+    # 3·a is known exactly only up to the factor 3, so the sum has no exact values: the computed 0
+    # is within rounding of zero and its sign undetermined, in float64 too, whatever it passes
+    # through on the way.
+    net, x = CancelledToZero(3.0, route), torch.tensor([-1.0])
+    with pytest.raises(SaturationError, match="within rounding of zero"):
+        saturate(net, x)
+    out = saturate(net, x, settings=Settings(ties="nan"))(x)
+    assert torch.isnan(out.value).all()

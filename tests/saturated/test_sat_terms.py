@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -10,7 +11,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from saturated.errors import SaturationError
-from saturated.terms import NeedsOrders, Term, add, exp_series, lift, make, mul, power, reduce
+from saturated.rounding import Rounding, exact_sign
+from saturated.terms import (
+    NeedsOrders,
+    Term,
+    add,
+    computed_degrees,
+    exp_series,
+    lift,
+    make,
+    mul,
+    power,
+    reduce,
+)
 
 C = 1e3
 
@@ -90,3 +103,57 @@ def test_reduce_sums_part_by_part() -> None:
     x = Term(((torch.tensor([[1.0, 3.0]]), 2.0), (torch.tensor([[1.0, 1.0]]), 0.0)))
     out = reduce(x, [1], False, mean=False)
     assert [(a.tolist(), d) for a, d in out.parts] == [([4.0], 2.0), ([2.0], 0.0)]
+
+
+ZERO, ONE = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("orders", "computed", "degrees"), [
+    (2, (), [1.0]),        # more orders: a zero lead is a known zero, the next part leads
+    (2, (2.0,), [2.0, 1.0]),  # unless it is a computed zero, kept for the rules to judge
+    (1, (), [2.0]),        # the leading order keeps its zeros either way
+])
+def test_make_drops_a_zero_lead_only_where_it_is_known(orders: int, computed: tuple[float, ...],
+                                                        degrees: list[float]) -> None:
+    term = make([(ZERO, 2.0), (ONE, 1.0)], -math.inf, orders, computed)
+    assert [d for _, d in term.parts] == degrees
+
+
+def _rounded(degree: float, exact: bool | None) -> Term:
+    """A part of ``degree`` with an exact bound, a computed one (False) or none (None)."""
+    if exact is None:
+        return Term(((ONE, degree),))
+    bound = Rounding.of_exact(ONE, degree) if exact else Rounding(degree, lambda: ONE, 2)
+    return Term(((ONE, degree),), roundings=(bound,))
+
+
+@pytest.mark.parametrize(("left", "right", "summed", "expected"), [
+    (True, True, True, set()),      # fl(a + b) = 0 only if a = −b: a sum of exact parts is exact
+    (True, False, True, {1.0}),     # a computed summand: its zero may be rounding's
+    (None, True, True, {1.0}),      # no bound to tell
+    (None, None, False, set()),     # a selection of parts without bounds keeps what they were
+    (False, None, False, {1.0}),    # a selection passing a computed part on
+    (True, True, False, set()),
+])
+def test_computed_degrees_are_where_a_zero_may_be_rounding(left: bool | None, right: bool | None,
+                                                         summed: bool, expected: set[float]) -> None:
+    assert computed_degrees([_rounded(1.0, left), _rounded(1.0, right)], summed) == expected
+    # A part on one side only is unsure exactly when it carries a computed bound.
+    assert computed_degrees([_rounded(1.0, left), _rounded(0.0, True)], summed) == (
+        {1.0} if left is False else set())
+
+
+def test_a_sum_keeps_its_summands_exact_values_when_they_share_a_factor() -> None:
+    x = torch.tensor([[0.1, 0.2], [1e16, 1.0]], dtype=torch.float64)
+    y = torch.tensor([[-0.3], [-1e16]], dtype=torch.float64)
+    first = Rounding.of_exact(x[:, :1], 1.0).plus(Rounding.of_exact(x[:, 1:], 1.0), torch.Size([2, 1]))
+    total = first.plus(Rounding.of_exact(y, 1.0), torch.Size([2, 1]))
+    assert total.index is not None and total.partials is not None
+    rows = total.partials(total.index().flatten())
+    exact = [sum(map(Fraction, row), Fraction(0)) for row in torch.cat([x, y], -1).tolist()]
+    assert exact_sign(rows) == [(e > 0) - (e < 0) for e in exact] == [1, 1]
+    # −2·y is known only up to its factor 2: its sum with x has no exact values.
+    halved = Rounding.of_exact(y, 1.0).scaled(-2.0)
+    assert halved.factor == 0.5 and halved.partials is not None
+    assert exact_sign(halved.partials(torch.tensor([0]))) == [1]  # −2·(−0.3) > 0
+    assert Rounding.of_exact(x[:, :1], 1.0).plus(halved, torch.Size([2, 1])).partials is None

@@ -219,3 +219,19 @@ def test_cases_merged_beside_another_keep_the_union_of_their_conditions() -> Non
     assert [k for k in range(6) if bool(one.subs(K, k))] == [0, 2, 3, 4, 5]
     assert [k for k in range(6) if bool(two.subs(K, k))] == [1]
     assert [d.subs({K: k}).value for k in range(4)] == [1, 2, 1, 1]
+
+
+def test_the_default_reason_is_empty() -> None:
+    assert Degree.of(3, ASYM).cases == (Case(sympy.Integer(3), ASYM, "", sympy.true),)
+
+
+def test_lift_joins_the_input_case_condition_with_the_conditions_the_rule_adds() -> None:
+    # x = k for k > 0 and 0 for k = 0; the rule splits again by the sign of x − 2.
+    x = Degree.piecewise((Degree.exact(K), K > 0), (Degree.exact(0), sympy.Eq(K, 0)))
+
+    def by_sign(d: Degree) -> Degree:
+        return branch(d.value - 2, Degree.exact(10, "z"), Degree.exact(20, "p"), Degree.exact(30, "n"))
+
+    out = lift(by_sign, x)
+    assert [out.subs({K: k}).value for k in range(6)] == [30, 30, 10, 20, 20, 20]
+    assert all(out.subs({K: k}).single for k in range(6))

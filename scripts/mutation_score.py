@@ -120,6 +120,159 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_may_hold_nan__mutmut_1":
         "`is_floating_point() and isnan(sum)` → `or`: for an integer tensor isnan of its sum is "
         "False, the same answer",
+    "empirical.similarity.x__token_cosines__mutmut_6":
+        "a.norm(dim=+1) instead of dim=-1: a is a[mask], always 2-D (tokens × hidden), where "
+        "dimension 1 is the last",
+    "empirical.similarity.x__token_cosines__mutmut_19":
+        "(a * b).sum(+1) instead of sum(-1): a and b are masked to 2-D (tokens × hidden), where "
+        "dimension 1 is the last",
+    "empirical.similarity.x__prepare__mutmut_52":
+        "Corpus(texts, '') → Corpus(texts, 'XXXX'), built only to take .sha256, which hashes the "
+        "sentences alone (the source label is not part of the fingerprint)",
+    "empirical.similarity.x_representation_similarity__mutmut_178":
+        "Corpus(texts, '') → Corpus(texts, None) for the record's sha256, which hashes the "
+        "sentences alone (the source label is not part of the fingerprint)",
+    "empirical.similarity.x_representation_similarity__mutmut_182":
+        "Corpus(texts, '') → Corpus(texts, 'XXXX') for the record's sha256, which hashes the "
+        "sentences alone (the source label is not part of the fingerprint)",
+    "empirical.similarity.xǁSimilarityResultǁto_json__mutmut_5":
+        "json.dumps(allow_nan=False) → allow_nan=None: the encoder only tests `if not allow_nan`, "
+        "so NaN and infinity are refused the same way",
+    "empirical.similarity.xǁSimilarityResultǁfrom_dict__mutmut_37":
+        "an older file's scale 'inf' no longer matched by name: float('inf') reads it as infinity "
+        "all the same",
+    "empirical.similarity.xǁSimilarityResultǁfrom_dict__mutmut_38":
+        "an older file's scale 'inf' compared with 'INF': float('inf') reads it as infinity all "
+        "the same",
+    "empirical.similarity.x_representation_similarity__mutmut_64":
+        "the model passed to _forward for the scaled pass is None: it is read only to name the model "
+        "in the error for a forward that rejects output_hidden_states, and the plain pass, with the "
+        "same forward and the same options, runs first and raises that error",
+    "empirical.similarity.x_representation_similarity__mutmut_79":
+        "the model passed to hidden_states for the scaled output is None: it is read only to name "
+        "the model when hidden states are missing; the scaled pass (functional_call of the same "
+        "forward, or its limit with the same output fields) lacks them only if the plain output, "
+        "checked first, does",
+    "empirical.batching.x__special_tokens__mutmut_12":
+        "num_special_tokens_to_add(pair=None) instead of pair=False: Hugging Face tokenizers test "
+        "`if pair`, so None and False ask for one sentence alike",
+    "empirical.batching.x_position_limit__mutmut_11":
+        "getattr(config, 'model_type', None) instead of '': the offsets table has neither key, so "
+        "both give the offset 0",
+    "empirical.batching.x_position_limit__mutmut_24":
+        "getattr(config, 'model_type', 'XXXX') instead of '': the offsets table has neither key, so "
+        "both give the offset 0",
+    "empirical.batching.x_position_limit__mutmut_19":
+        "getattr(model, 'config') without a default: position_limit has returned None before this "
+        "line for a model without config (configured_positions reads the limit from the config)",
+    "empirical.batching.x_make_batches__mutmut_24":
+        "getattr(config, 'is_encoder_decoder', None) instead of False: the value goes through "
+        "bool(), which is False for both",
+    "empirical.batching.x_make_batches__mutmut_52":
+        "torch.full(..., pad, dtype=None) instead of dtype=torch.long: _pad_id returns an int, and "
+        "torch.full infers int64 (torch.long) from an integer fill value",
+    "empirical.batching.x_make_batches__mutmut_55":
+        "torch.full(..., pad) without dtype=torch.long: _pad_id returns an int, and torch.full "
+        "infers int64 (torch.long) from an integer fill value",
+    "saturated.ties.x__disagreement__mutmut_2":
+        "rank = cumsum / candidates instead of cumsum * candidates: outside the tie set the quotient "
+        "is inf or NaN, which equals no member number, as 0 does; inside it is the same count, "
+        "exact in float32 for any row shorter than 2²⁴ positions",
+    "saturated.ties.x__disagreement__mutmut_15":
+        "`degree <= floor: break` → `degree < floor`: a values part exactly at the product's floor "
+        "is also compared; the leading part is always above that floor, and a lower part that "
+        "differs makes the floor max(floor, degree) = floor, the same",
+    "saturated.ties.x__disagreement__mutmut_20":
+        "the 0-dim `differs` accumulator made on the CPU instead of coef's device: a 0-dim CPU tensor "
+        "combines with a tensor on any device, and the result of the first `|` is on coef's device",
+    "saturated.ties.x__disagreement__mutmut_23":
+        "the 0-dim `differs` accumulator made on the default device instead of coef's: a 0-dim CPU "
+        "tensor combines with a tensor on any device, and the result of the first `|` is on coef's",
+    "homogeneity.degree.x__add_single__mutmut_26":
+        "compare() skipped (order = None): the three cases Eq(a, b), a > b and a < b are built "
+        "instead; sympy evaluates each relation by the same sign test of a − b that compare uses, so "
+        "where compare decides, two conditions are false and dropped and the third is true: the same "
+        "single unconditional case",
+    "homogeneity.degree.x__feasible__mutmut_6":
+        "getattr(condition, 'free_symbols', None) instead of set(): every condition reaching "
+        "_feasible is a sympy Boolean (built by sympy.And, Eq, Or or relations, or sympy.true), and "
+        "every sympy object has free_symbols, so the default is never used",
+    "homogeneity.degree.x__feasible__mutmut_9":
+        "getattr(condition, 'free_symbols') without a default: every condition reaching _feasible "
+        "is a sympy Boolean, and every sympy object has free_symbols",
+    "homogeneity.degree.x_show__mutmut_1":
+        "the integer shortcut of show() never taken (`and False`): it only skips sympy's "
+        "printer, and str(sympy.Integer(n)) is the same text as str(n)",
+    "homogeneity.degree.x_show__mutmut_5":
+        "the integer shortcut of show() never taken (reads is_Integer of None): it only skips "
+        "sympy's printer, and str(sympy.Integer(n)) is the same text as str(n)",
+    "homogeneity.degree.x_show__mutmut_7":
+        "the integer shortcut of show() with default None instead of False (both falsy): it only "
+        "skips sympy's printer, and str(sympy.Integer(n)) is the same text as str(n)",
+    "homogeneity.degree.x_show__mutmut_11":
+        "the integer shortcut of show() never taken (reads a misspelt attribute): it only skips "
+        "sympy's printer, and str(sympy.Integer(n)) is the same text as str(n)",
+    "homogeneity.degree.x_show__mutmut_13":
+        "the integer shortcut of show() never taken (reads IS_INTEGER): it only skips sympy's "
+        "printer, and str(sympy.Integer(n)) is the same text as str(n)",
+    "homogeneity.degree.xǁDegreeǁnone__mutmut_1":
+        "Degree.none passes None instead of sympy.nan as the value: Degree.of replaces the value of "
+        "every `none` grade by sympy.nan",
+    "homogeneity.degree.xǁGradeǁweaker__mutmut_3":
+        "`self.rank >= other.rank` → `>`: for equal ranks it returns `other` instead of `self`, the "
+        "same enum member",
+    "saturated.functional.x__check_mask__mutmut_16":
+        "fits = None instead of False for a mask that does not broadcast: `if not fits` raises "
+        "the same error",
+    "saturated.functional.x_tie_set__mutmut_7":
+        "finite = None: every row takes the general path (torch.where over allowed positions, the "
+        "tolerance scaled by the largest finite allowed |score|), which gives the same sets for "
+        "finite scores; the finite path is a faster form of it",
+    "saturated.functional.x_tie_set__mutmut_70":
+        "the upper sentinel of integer scores 2**62 → 2*62: it only fills low_side, which the "
+        "general (non-finite or integer) path never reads",
+    "saturated.ties.x__matmul_disagreement__mutmut_9":
+        "rows with count ≥ 1 instead of > 1 also gathered: a single winner is its own first "
+        "member, and a value never differs from itself (|a − a| = 0 is not > tol·2|a|; NaN and "
+        "±inf compare false)",
+    "saturated.ties.x__matmul_disagreement__mutmut_22":
+        "argmax(+1) instead of argmax(-1) on members, always 2-D (tied rows × positions)",
+    "saturated.ties.x__matmul_disagreement__mutmut_42":
+        "values parts at exactly the product's floor also compared: they come last, so the "
+        "others stay aligned with values.parts, and a difference there makes the floor "
+        "max(floor, degree) = floor, the same",
+    "saturated.ties.x__matmul_disagreement__mutmut_61":
+        "undetermined.shape[+1] instead of [-1]: undetermined is 2-D (tie pairs × value columns)",
+    "saturated.ties.x_contract__mutmut_10":
+        "bilinear(stack_left=None) instead of the caller's stack_left: stack_left only batches the "
+        "pairs of parts into one call of fn; without it the same products are taken pair by pair",
+    "saturated.ties.x_contract__mutmut_15":
+        "bilinear without stack_left (False) instead of the caller's: stack_left only batches the "
+        "pairs of parts into one call of fn; without it the same products are taken pair by pair",
+    "saturated.ties.x_contract__mutmut_26":
+        "the matmul fast path not taken for any call (gatherable = None): _disagreement checks "
+        "the same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.ties.x_contract__mutmut_28":
+        "the matmul fast path not taken for 2-D values (3 <= values.dim()): _disagreement "
+        "checks the same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.ties.x_contract__mutmut_29":
+        "the matmul fast path not taken for 2-D values (2 < values.dim()): _disagreement checks "
+        "the same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.ties.x_contract__mutmut_30":
+        "the matmul fast path not taken for values with as many dimensions as the weights: "
+        "_disagreement checks the same swaps on the whole product, giving the same outputs more "
+        "slowly",
+    "saturated.ties.x_contract__mutmut_31":
+        "the matmul fast path not taken for any matmul call (dim != last: the matmul rule calls "
+        "contract only for weights tied along their last dimension): _disagreement checks the "
+        "same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.ties.x_contract__mutmut_33":
+        "the matmul fast path not taken for any matmul call (dim == ndim - 2: the matmul rule "
+        "calls contract only for weights tied along their last dimension): _disagreement checks "
+        "the same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.functional.x_step__mutmut_7":
+        "`x > 0` → `x >= 0`: step raises on any entry equal to 0 before this line, and NaN compares "
+        "false both ways",
     "homogeneity.degree.x__covers_everything__mutmut_2":
         "`return True` → `return False` for a condition that is already `true`: _build then returns "
         "the same single case unchanged instead of a copy with condition `true`, an equal Degree",

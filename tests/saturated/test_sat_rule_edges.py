@@ -16,11 +16,14 @@ import torch
 from torch import nn
 
 from saturated.errors import SaturationError
+from saturated.rounding import Rounding
 from saturated.rules import (
     RULES,
     TIE_AWARE,
     Settings,
+    _caster,
     _einsum_length,
+    _maybe_constant_rows,
     _rule,
     _structural,
     register_rule,
@@ -94,6 +97,90 @@ def test_split_keeps_every_part_and_the_floor_in_each_piece() -> None:
         assert [d for _, d in piece.parts] == [2.0, 1.0]
         assert torch.equal(piece.parts[0][0], x.lead[:, 2 * i:2 * i + 2])
         assert torch.equal(piece.parts[1][0], -x.lead[:, 2 * i:2 * i + 2])
+
+
+def test_split_pieces_keep_their_elements_rounding_bounds() -> None:
+    x = _two_orders()
+    magnitude = torch.arange(1.0, 9.0, dtype=F64).reshape(2, 4)
+    x = Term(x.parts, x.floor, (Rounding(2.0, lambda: magnitude, 3),))
+    # The split built inside the test, so that what the factory builds is what is tested.
+    for pieces in (_structural(aten.split.Tensor)(Settings(), x, 2, 1),
+                   _structural(aten.chunk.default)(Settings(), x, 2, dim=1)):
+        for i, piece in enumerate(pieces):
+            bound = piece.rounding(2.0)
+            assert bound is not None and bound.length == 3 and piece.rounding(1.0) is None
+            assert torch.equal(bound.magnitude(), magnitude[:, 2 * i:2 * i + 2])
+
+
+def test_shape_ops_pass_keyword_arguments_and_map_bounds() -> None:
+    magnitude = torch.arange(1.0, 7.0, dtype=F64).reshape(2, 3)
+    x = Term(((magnitude.neg(), 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 2),))
+    out = _structural(aten.transpose.int)(Settings(), x, dim0=0, dim1=1)
+    assert torch.equal(out.lead, -magnitude.T)
+    bound = out.rounding(1.0)
+    assert bound is not None and torch.equal(bound.magnitude(), magnitude.T)
+
+
+def test_a_cast_acts_on_every_part_and_has_no_limit_as_an_integer() -> None:
+    cast = _caster(aten._to_copy.default)  # built inside the test, like the registered rule
+    out = cast(Settings(), _two_orders(), dtype=torch.float32)
+    assert [(a.dtype, d) for a, d in out.parts] == [(torch.float32, 2.0), (torch.float32, 1.0)]
+    assert out.floor == 0.0 and torch.equal(out.lead, _two_orders().lead.float())
+    with pytest.raises(SaturationError, match=r"cast of a c-dependent value to torch\.int64"):
+        cast(Settings(), _two_orders(), dtype=torch.int64)
+
+
+@pytest.mark.parametrize(("dim", "keepdim", "shape"), [(None, False, ()), (1, True, (2, 1)),
+                                                        ([0, 1], False, ())])
+def test_sum_and_mean_reduce_every_part_over_the_dimensions_given(
+        dim: int | list[int] | None, keepdim: bool, shape: tuple[int, ...]) -> None:
+    x = _two_orders()
+    dims = [0, 1] if dim is None else [dim] if isinstance(dim, int) else dim
+    total = RULES[aten.sum.dim_IntList](Settings(), x, dim, keepdim)
+    mean = RULES[aten.mean.dim](Settings(), x, dim, keepdim)
+    count = math.prod(x.shape[d] for d in dims)
+    for (a, d), (s, ds), (m, dm) in zip(x.parts, total.parts, mean.parts):
+        expected = a.sum(dim=dims, keepdim=keepdim)
+        assert d == ds == dm and s.shape == m.shape == shape
+        assert torch.equal(s, expected) and torch.allclose(m, expected / count, rtol=1e-15)
+
+
+def _rows(lead: torch.Tensor, magnitude: float | None, degree: float = 1.0) -> Term:
+    """A part whose rounding bound is γ₁·``magnitude`` (about 1.1·10⁻¹⁶ of it in float64)."""
+    rounding = () if magnitude is None else (Rounding(degree, lambda: torch.full_like(lead, magnitude), 1),)
+    return Term(((lead, degree),), roundings=rounding)
+
+
+# Three rows of three per batch entry: exactly constant, unequal by 10⁻⁹ (within twice a bound
+# of 1.1·10⁻⁸, so it may be constant), unequal by 1 (beyond it).
+ROWS = torch.tensor([[[1.0, 1.0, 1.0], [1.0, 1.0 + 1e-9, 1.0], [1.0, 2.0, 1.0]]] * 2, dtype=F64)
+
+
+def test_layer_norm_rows_that_may_be_constant_are_the_ones_unequal_within_their_bound() -> None:
+    unsure = _maybe_constant_rows(_rows(ROWS, 1e8), [-1], Settings())
+    assert unsure is not None and unsure.shape == (2, 3, 1)
+    assert unsure[..., 0].tolist() == [[False, True, False]] * 2
+    # Over the last two dimensions each batch entry is one row, unequal by 1: beyond a bound of
+    # 1.1·10⁻⁸, within one of 11.
+    assert _maybe_constant_rows(_rows(ROWS, 1e8), [-2, -1], Settings()) is None
+    unsure = _maybe_constant_rows(_rows(ROWS, 1e17), [-2, -1], Settings())
+    assert unsure is not None and unsure.tolist() == [[[True]], [[True]]]
+
+
+@pytest.mark.parametrize(("magnitude", "degree"), [(None, 1.0), (1e8, 0.0), (1e8, math.inf)])
+def test_layer_norm_rows_need_a_bound_and_a_growing_part_to_be_unsure(magnitude: float | None,
+                                                                       degree: float) -> None:
+    assert _maybe_constant_rows(_rows(ROWS, magnitude, degree), [-1], Settings()) is None
+
+
+def test_a_power_names_how_many_elements_are_zero_at_every_tracked_order() -> None:
+    lead, lower = torch.tensor([1.0, 0.0, 0.0], dtype=F64), torch.tensor([0.0, 0.0, 3.0], dtype=F64)
+    x = Term(((lead, 2.0), (lower, 1.0)), floor=0.0)
+    with pytest.raises(NeedsOrders, match=r"at 1 elements"):
+        power(x, -0.5, 2)
+    x = Term(((torch.tensor([1.0, 0.0, 0.0], dtype=F64), 2.0),), floor=0.0)
+    with pytest.raises(NeedsOrders, match=r"at 2 elements"):
+        power(x, -0.5, 2)
 
 
 def test_shape_op_on_an_exact_value_lifts_it_to_degree_zero() -> None:
@@ -569,3 +656,14 @@ def test_tied_weights_against_a_batch_of_values_compare_each_batch_entry() -> No
     values = _values([[[1.0], [1.0], [3.0]], [[1.0], [2.0], [3.0]]])
     out = contract(torch.matmul, weights, values, orders=2, rtol=None, mark=True)
     assert out.lead[0].tolist() == [[1.0]] and math.isnan(out.lead[1, 0, 0].item())
+
+
+def test_a_tied_product_computed_as_zero_keeps_its_lead_when_a_lower_part_lowers_the_floor() -> None:
+    # Tied keys 0 and 1 carry 0 at c¹ (key 2, with weight 0, carries 5): the product's lead is
+    # a computed zero, which rounding may have left, so it stays (with its bound) for the rules
+    # to judge; the keys' c⁰ parts 1 and 2 differ, so the product is known down to c⁰ only.
+    weights = _tied_weights(torch.tensor([[True, True, False]]))
+    values = _values([[0.0], [0.0], [5.0]], ([[1.0], [2.0], [0.0]], 0.0))
+    out = contract(torch.matmul, weights, values, orders=2, rtol=None, mark=False)
+    assert [(p.tolist(), d) for p, d in out.parts] == [([[0.0]], 1.0)] and out.floor == 0.0
+    assert [r.degree for r in out.roundings] == [1.0]

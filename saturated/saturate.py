@@ -70,12 +70,13 @@ def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tenso
     for coef, degree in term.parts:
         size = _largest(coef)
         rounding = term.rounding(degree)
-        if rounding is not None and math.isfinite(size) and bool(
-                (coef.abs() <= rounding.bound(coef.dtype, settings.operand_rtol, carried=True)).all()):
-            if not _exactly_zero(coef, rounding, settings):
-                raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
-                                  f"{degree:g}")
-            continue
+        bound = None if rounding is None or not math.isfinite(size) else \
+            rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
+        if rounding is not None and bound is not None and bool((coef.abs() <= bound).all()):
+            if (size == 0 and not bool(bound.any())) or _exactly_zero(coef, rounding, settings):
+                continue  # zero with no error, or exactly zero
+            raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
+                              f"{degree:g}")
         if size == 0:
             continue  # a known zero (or one with no bound to judge it by)
         if not math.isfinite(degree):

@@ -8,6 +8,7 @@ checked on this machine's arithmetic first.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -169,3 +170,30 @@ def test_a_computed_zero_no_exact_step_can_settle_is_undetermined(route: str) ->
         saturate(net, x)
     out = saturate(net, x, settings=Settings(ties="nan"))(x)
     assert torch.isnan(out.value).all()
+
+
+class ZeroAndCancelled(nn.Module):
+    """Outputs (z, w·x − w·x) with z a parameter that is all zero: an exact zero, and a zero that
+    only the exact values of the products show to be exact."""
+
+    def __init__(self, cancelled: bool = True) -> None:
+        super().__init__()
+        self.cancelled = cancelled
+        self.z = nn.Parameter(torch.zeros(2))
+        self.w = nn.Parameter(torch.tensor([2.0, -3.0]))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if not self.cancelled:
+            return (self.z.clone(),)
+        return self.z.clone(), self.w * x - self.w * x
+
+
+def test_an_output_that_is_zero_without_error_is_not_recomputed_and_an_exact_zero_is_settled() -> None:
+    x = torch.tensor([[0.1, 0.7]])
+    alone = saturate(ZeroAndCancelled(cancelled=False), x)(x)
+    assert alone.refined == () and alone.degrees == (-math.inf,) and alone.value[0].tolist() == [0.0, 0.0]
+    # w·x − w·x computes as 0 within a bound of its rounding: float32 cannot tell, and in float64
+    # the exact step shows it is 0 (no part below either).
+    out = saturate(ZeroAndCancelled(), x)(x)
+    assert out.refined == (0,) and out.degrees == (-math.inf, -math.inf)
+    assert out.value[1].tolist() == [[0.0, 0.0]]

@@ -22,8 +22,10 @@ from saturated.rules import (
     TIE_AWARE,
     Settings,
     _caster,
+    _composed_layer_norm,
     _einsum_length,
     _maybe_constant_rows,
+    _one_degree_affine,
     _rule,
     _structural,
     register_rule,
@@ -171,6 +173,51 @@ def test_layer_norm_rows_that_may_be_constant_are_the_ones_unequal_within_their_
 def test_layer_norm_rows_need_a_bound_and_a_growing_part_to_be_unsure(magnitude: float | None,
                                                                        degree: float) -> None:
     assert _maybe_constant_rows(_rows(ROWS, magnitude, degree), [-1], Settings()) is None
+
+
+def test_composed_layer_norm_expands_epsilon_below_the_normalized_lead() -> None:
+    # LN(A·c) = n_A·(1 + ε/(σ²c²))^(−1/2) = n_A − n_A·ε/(2σ²)·c⁻² + …, per row of A.
+    a = torch.tensor([[1.0, 2.0, 4.0], [0.0, 3.0, -3.0]], dtype=F64)
+    variance = a.var(dim=-1, unbiased=False, keepdim=True)
+    normalized = (a - a.mean(dim=-1, keepdim=True)) / variance.sqrt()
+    out = _composed_layer_norm(Term(((a, 1.0),)), [-1], 0.1, 3)
+    (lead, d0), (second, d1) = out.parts[:2]
+    assert (d0, d1) == (0.0, -2.0)
+    assert torch.allclose(lead, normalized, rtol=1e-14, atol=0)
+    assert torch.allclose(second, -normalized * 0.1 / (2 * variance), rtol=1e-14, atol=1e-300)
+
+
+def test_layer_norm_affine_is_fused_only_for_a_weight_and_bias_known_exactly_at_one_degree() -> None:
+    s = Settings()
+    gamma, beta = torch.tensor([2.0, 3.0], dtype=F64), torch.tensor([0.5, -1.0], dtype=F64)
+    weight, bias = Term(((gamma, 1.0),)), Term(((beta, 1.0),))
+    fused = _one_degree_affine(weight, bias, s)
+    assert fused is not None and fused[2] == 1.0
+    assert torch.equal(fused[0], gamma) and fused[1] is not None and torch.equal(fused[1], beta)
+    alone = _one_degree_affine(weight, None, s)
+    assert alone is not None and torch.equal(alone[0], gamma) and alone[1] is None and alone[2] == 1.0
+    not_fused = [
+        (gamma, bias),                                         # an exact weight (degree 0)
+        (Term(((gamma, 1.0), (gamma, 0.0))), bias),            # a weight with two parts
+        (Term(((gamma, 1.0),), floor=0.0), bias),              # a weight known only to a floor
+        (weight, beta),                                        # an exact bias: another degree
+        (weight, Term(((beta, 1.0), (beta, 0.0)))),            # a bias with two parts
+        (weight, Term(((beta, 1.0),), floor=0.0)),             # a bias known only to a floor
+        (weight, Term(((beta, 2.0),))),                        # a bias of another degree
+    ]
+    for w, b in not_fused:
+        assert _one_degree_affine(w, b, s) is None
+
+
+def test_gelu_of_one_growing_part_is_its_relu_without_deciding_signs_and_of_a_fixed_one_its_value() -> None:
+    # One part of degree 1 with no rounding bound: relu of it, continuous in the coefficient, so
+    # no sign needs certifying; a part of degree 0 is a fixed value: GELU of it.
+    lead = torch.tensor([-1.0, 1e-300, 2.0], dtype=F64)
+    out = RULES[aten.gelu.default](Settings(), Term(((lead, 1.0),)))
+    assert out.parts[0][1] == 1.0 and out.lead.tolist() == [0.0, 1e-300, 2.0]
+    fixed = torch.tensor([-0.5, 0.5], dtype=F64)
+    out = RULES[aten.gelu.default](Settings(), Term(((fixed, 0.0),)))
+    assert out.parts[0][1] == 0.0 and torch.equal(out.lead, torch.nn.functional.gelu(fixed))
 
 
 def test_a_power_names_how_many_elements_are_zero_at_every_tracked_order() -> None:

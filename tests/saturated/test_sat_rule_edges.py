@@ -220,6 +220,21 @@ def test_gelu_of_one_growing_part_is_its_relu_without_deciding_signs_and_of_a_fi
     assert out.parts[0][1] == 0.0 and torch.equal(out.lead, torch.nn.functional.gelu(fixed))
 
 
+@pytest.mark.parametrize("op", [aten.gelu.default, aten.silu.default], ids=["gelu", "silu"])
+def test_gelu_and_silu_mark_a_sign_rounding_hides_with_more_than_one_part(op: object) -> None:
+    # Two parts, so which one leads each element is a decision: element 0's lead 10⁻²⁰ is within
+    # its bound γ₁·1 ≈ 1.1·10⁻¹⁶ of zero, element 1's lead is not.
+    lead = torch.tensor([1e-20, 1.0], dtype=F64)
+    x = Term(((lead, 1.0), (torch.tensor([0.3, 0.3], dtype=F64), 0.0)),
+             roundings=(Rounding(1.0, lambda: torch.ones(2, dtype=F64), 1),))
+    name = str(op).split(".")[-2]
+    with pytest.raises(NeedsOrders, match=rf"input of {name} is within rounding of zero"):
+        RULES[op](Settings(exact_ties=False), x)
+    out = RULES[op](Settings(exact_ties=False, ties="nan"), x)
+    assert [bool(torch.isnan(a[0])) for a, _ in out.parts] == [True] * len(out.parts)
+    assert out.lead[1].item() == 1.0 and not any(bool(torch.isnan(a[1])) for a, _ in out.parts)
+
+
 def test_a_power_names_how_many_elements_are_zero_at_every_tracked_order() -> None:
     lead, lower = torch.tensor([1.0, 0.0, 0.0], dtype=F64), torch.tensor([0.0, 0.0, 3.0], dtype=F64)
     x = Term(((lead, 2.0), (lower, 1.0)), floor=0.0)

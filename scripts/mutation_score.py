@@ -270,6 +270,12 @@ EQUIVALENT: dict[str, str] = {
         "the matmul fast path not taken for any matmul call (dim == ndim - 2: the matmul rule "
         "calls contract only for weights tied along their last dimension): _disagreement checks "
         "the same swaps on the whole product, giving the same outputs more slowly",
+    "saturated.ties.x_contract__mutmut_80":
+        "computed_degrees([product], summed=None) instead of summed=False: `summed` only matters "
+        "where parts of several terms meet, and here there is one term",
+    "saturated.ties.x_contract__mutmut_83":
+        "computed_degrees([product], summed=True) instead of summed=False: `summed` only matters "
+        "where parts of several terms meet, and here there is one term",
     "saturated.functional.x_step__mutmut_7":
         "`x > 0` → `x >= 0`: step raises on any entry equal to 0 before this line, and NaN compares "
         "false both ways",

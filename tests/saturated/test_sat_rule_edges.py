@@ -729,3 +729,50 @@ def test_a_tied_product_computed_as_zero_keeps_its_lead_when_a_lower_part_lowers
     out = contract(torch.matmul, weights, values, orders=2, rtol=None, mark=False)
     assert [(p.tolist(), d) for p, d in out.parts] == [([[0.0]], 1.0)] and out.floor == 0.0
     assert [r.degree for r in out.roundings] == [1.0]
+
+
+def test_einsum_length_reads_spaces_broadcasts_and_letters_of_one_operand() -> None:
+    a, b = torch.Size([2, 3, 4]), torch.Size([2, 4, 5])
+    assert _einsum_length("b i j, b j k -> b i k", a, b) == 4
+    assert _einsum_length("bij,bjk->bik", a, torch.Size([2, 1, 5])) == 4  # j broadcast from 1
+    assert _einsum_length("bij,bjk->bik", torch.Size([2, 3, 1]), torch.Size([2, 1, 5])) == 1
+    assert _einsum_length("bi,bjk->bik", torch.Size([2, 3]), b) == 4  # j summed, in b alone
+
+
+def test_where_needs_an_exact_condition_and_keeps_the_tensors_dtype() -> None:
+    x = Term(((torch.ones(3), 1.0),))
+    cond = torch.tensor([True, False, True])
+    with pytest.raises(SaturationError, match=r"^a condition that depends on the parameters; expected an "
+                                              r"exact mask$"):
+        RULES[aten.where.self](Settings(), x, x, x)
+    # A float32 term beside a number lifted to a 0-d float64 tensor stays float32; beside a
+    # float64 tensor it is promoted; two numbers keep their own dtype.
+    beside_number = RULES[aten.where.self](Settings(), cond, x, torch.tensor(0.5, dtype=F64))
+    assert beside_number.lead.dtype == torch.float32
+    promoted = RULES[aten.where.self](Settings(), cond, x, torch.zeros(3, dtype=F64))
+    assert all(a.dtype == F64 for a, _ in promoted.parts)
+    scalar = Term(((torch.tensor(2.0), 1.0),))
+    assert RULES[aten.where.self](Settings(), torch.tensor(True), scalar, torch.tensor(0.5)).lead.dtype == \
+        torch.float32
+
+
+def test_where_drops_a_zero_part_only_where_it_is_known() -> None:
+    # Two orders: an all-zero leading part without a bound is a known zero (the next part leads);
+    # with a bound of computed values it stays, for the decisions to judge.
+    zero, one, cond = torch.zeros(2, dtype=F64), torch.ones(2, dtype=F64), torch.tensor([True, False])
+    known = Term(((zero, 1.0), (one, 0.0)))
+    assert [d for _, d in RULES[aten.where.self](Settings(orders=2), cond, known, known).parts] == [0.0]
+    computed = Term(known.parts, roundings=(Rounding(1.0, lambda: one, 2),))
+    kept = RULES[aten.where.self](Settings(orders=2), cond, computed, known)
+    assert [d for _, d in kept.parts] == [1.0, 0.0]
+
+
+def test_relu_of_two_parts_reads_the_second_where_the_first_is_an_exact_zero() -> None:
+    lead, lower = torch.tensor([0.0, -1.0, 2.0], dtype=F64), torch.tensor([0.5, 0.5, -0.5], dtype=F64)
+    x = Term(((lead, 2.0), (lower, 1.0)),
+             roundings=(Rounding.of_exact(lead, 2.0), Rounding(1.0, lambda: torch.ones(3, dtype=F64), 1)))
+    out = RULES[aten.relu.default](Settings(), x)
+    assert [a.tolist() for a, _ in out.parts] == [[0.0, 0.0, 2.0], [0.5, 0.0, -0.5]]
+    # One part without a bound: relu needs no sign decision and has no bound to keep.
+    single = RULES[aten.relu.default](Settings(), Term(((lower, 1.0),)))
+    assert single.lead.tolist() == [0.5, 0.5, 0.0] and single.roundings == ()

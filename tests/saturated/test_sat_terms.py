@@ -23,6 +23,7 @@ from saturated.terms import (
     mul,
     power,
     reduce,
+    scale,
 )
 
 C = 1e3
@@ -157,3 +158,33 @@ def test_a_sum_keeps_its_summands_exact_values_when_they_share_a_factor() -> Non
     assert halved.factor == 0.5 and halved.partials is not None
     assert exact_sign(halved.partials(torch.tensor([0]))) == [1]  # −2·(−0.3) > 0
     assert Rounding.of_exact(x[:, :1], 1.0).plus(halved, torch.Size([2, 1])).partials is None
+
+
+def test_a_scaling_by_a_tensor_drops_the_rounding_bounds_and_by_a_number_scales_them() -> None:
+    x = Term(((ONE, 1.0),), roundings=(Rounding(1.0, lambda: ONE, 2),))
+    assert scale(x, torch.tensor([2.0, 3.0], dtype=torch.float64)).roundings == ()
+    bound = scale(x, -2.0).rounding(1.0)
+    assert bound is not None and bound.length == 3 and bound.magnitude().tolist() == [2.0, 2.0]
+
+
+def test_a_zeroth_power_is_one_even_where_nothing_is_known() -> None:
+    x = Term(((torch.tensor([0.0, -2.0], dtype=torch.float64), 1.0),), floor=0.0)
+    out = power(x, 0.0, 2)
+    assert out.parts[0][1] == 0.0 and out.lead.tolist() == [1.0, 1.0]
+
+
+def test_a_power_of_a_masking_constant_is_refused() -> None:
+    with pytest.raises(SaturationError, match=r"^a power of a masking constant \(±∞\)$"):
+        power(lift(torch.tensor([-1e30, -1e30]), 1e9), -1.0, 2)
+
+
+@pytest.mark.parametrize(("mean", "keepdim"), [(False, True), (True, False)])
+def test_a_sum_or_mean_sums_the_rounding_bounds_over_the_same_dimensions(mean: bool, keepdim: bool) -> None:
+    magnitude = torch.arange(1.0, 7.0, dtype=torch.float64).reshape(2, 3)
+    x = Term(((magnitude, 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 2),))
+    out = reduce(x, [1], keepdim, mean)
+    bound = out.rounding(1.0)
+    expected = magnitude.sum(dim=1, keepdim=keepdim) / (3 if mean else 1)
+    assert bound is not None and bound.length == 2 + 2 + (1 if mean else 0)
+    assert bound.magnitude().shape == expected.shape
+    assert torch.allclose(bound.magnitude(), expected, rtol=1e-15)

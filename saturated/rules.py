@@ -404,7 +404,7 @@ def _select(cond: Any, x: Term, y: Term, s: Settings) -> Term:
     parts = [(torch.where(cond, xs.get(d, 0.0), ys.get(d, 0.0)).to(dtype), d) for d in {*xs, *ys}]
     selected = make(parts, max(x.floor, y.floor), s.orders, computed_degrees([x, y], summed=False))
     return selected.with_roundings(_joined_roundings(
-        [x, y], lambda pieces: torch.where(cond, pieces[0], pieces[1]), selected.shape))
+        [x, y], lambda pieces: torch.where(cond, pieces[0], pieces[1])))
 
 
 @_rule(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
@@ -431,8 +431,7 @@ def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
     return joined.with_roundings(_joined_roundings(terms, lambda pieces: torch.cat(pieces, dim)))
 
 
-def _joined_roundings(terms: Sequence[Term], join: Callable[[list[Tensor]], Tensor],
-                      shape: torch.Size | None = None) -> list[Rounding | None]:
+def _joined_roundings(terms: Sequence[Term], join: Callable[[list[Tensor]], Tensor]) -> list[Rounding | None]:
     """The bounds of a value whose elements are taken from ``terms`` (``join`` puts their
     per-element tensors together, as the op did the coefficients): per degree, each element keeps
     its own bound, and a term without that part contributes exact zeros. Unknown if any term has
@@ -443,32 +442,31 @@ def _joined_roundings(terms: Sequence[Term], join: Callable[[list[Tensor]], Tens
         if any(bound is None and any(d == degree for _, d in t.parts) for t, bound in own):
             out.append(None)
         else:
-            out.append(_joined(own, join, shape, degree))
+            out.append(_joined(own, join, degree))
     return out
 
 
 def _joined(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor],
-            shape: torch.Size | None, degree: float) -> Rounding:
+            degree: float) -> Rounding:
     """One degree's bound for :func:`_joined_roundings`."""
     def joined(pick: Callable[[Rounding], Tensor | None]) -> Tensor:
         pieces = [None if bound is None else pick(bound) for _, bound in own]
-        value = join([torch.zeros(t.shape, dtype=t.lead.dtype, device=t.lead.device)
-                      if piece is None else piece.expand(t.shape) for (t, _), piece in zip(own, pieces)])
-        return value if shape is None else value.expand(shape)
+        return join([torch.zeros(t.shape, dtype=t.lead.dtype, device=t.lead.device)
+                     if piece is None else piece.expand(t.shape) for (t, _), piece in zip(own, pieces)])
 
     def carried(dtype: torch.dtype, rtol: float) -> Tensor:
         return joined(lambda bound: None if bound.carried is None else bound.carried(dtype, rtol))
 
     length = max(bound.length for _, bound in own if bound is not None)
-    index, partials = _joined_exact_values(own, join, shape)
+    index, partials = _joined_exact_values(own, join)
     factor = next((bound.factor for _, bound in own if bound is not None), 1.0)
     return Rounding(degree, lambda: joined(lambda bound: bound.magnitude()), length, index, partials,
                     cheap=lambda: joined(lambda bound: (bound.cheap or bound.magnitude)()), carried=carried,
                     factor=factor)
 
 
-def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor],
-                         shape: torch.Size | None) -> tuple[Callable[[], Tensor] | None, Any]:
+def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor]], Tensor]
+                         ) -> tuple[Callable[[], Tensor] | None, Any]:
     """The exact values of a selection or concatenation whose computed elements all come from one
     op's output (pieces of the same scores, or scores beside a ``masked_fill`` with −∞): that op's
     exact values, read at each element's place in its output. Filled elements must be masking
@@ -485,8 +483,7 @@ def _joined_exact_values(own: list[tuple[Term, Rounding | None]], join: Callable
         pieces = [torch.zeros(t.shape, dtype=torch.long, device=t.lead.device) if bound is None
                   else bound.index().expand(t.shape)  # type: ignore[misc]
                   for t, bound in own]
-        value = join(pieces)
-        return value if shape is None else value.expand(shape)
+        return join(pieces)
 
     return index, partials
 

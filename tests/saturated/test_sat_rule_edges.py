@@ -776,3 +776,50 @@ def test_relu_of_two_parts_reads_the_second_where_the_first_is_an_exact_zero() -
     # One part without a bound: relu needs no sign decision and has no bound to keep.
     single = RULES[aten.relu.default](Settings(), Term(((lower, 1.0),)))
     assert single.lead.tolist() == [0.5, 0.5, 0.0] and single.roundings == ()
+
+
+def _source(magnitude: list[float], index: list[int], partials: object, **kwargs: object) -> Term:
+    """A degree-1 part whose bound has the given magnitude and positions in one op's output."""
+    m, i = torch.tensor(magnitude, dtype=F64), torch.tensor(index)
+    bound = Rounding(1.0, lambda: m, 2, lambda: i, partials, **kwargs)  # type: ignore[arg-type]
+    return Term(((torch.ones(3, dtype=F64), 1.0),), roundings=(bound,))
+
+
+def test_a_selection_keeps_each_elements_bound_carried_error_and_exact_values() -> None:
+    def partials(at: torch.Tensor) -> torch.Tensor:
+        return at.to(F64).unsqueeze(-1)
+
+    x = _source([1.0, 2.0, 3.0], [0, 1, 2], partials, factor=0.5,
+                cheap=lambda: torch.full((3,), 10.0, dtype=F64),
+                carried=lambda dtype, rtol: torch.full((3,), 1.0 + rtol, dtype=dtype))
+    y = _source([4.0, 5.0, 6.0], [3, 4, 5], partials, factor=0.5)
+    cond = torch.tensor([[True, False, True], [False, True, False]])
+    out = RULES[aten.where.self](Settings(), cond, x, y)
+    bound = out.rounding(1.0)
+    assert bound is not None and bound.length == 2 and bound.factor == 0.5 and bound.partials is partials
+    assert bound.magnitude().tolist() == [[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]]
+    assert bound.cheap is not None and bound.cheap().tolist() == [[10.0, 5.0, 10.0], [4.0, 10.0, 6.0]]
+    assert bound.carried is not None
+    assert bound.carried(F64, 0.25).tolist() == [[1.25, 0.0, 1.25], [0.0, 1.25, 0.0]]
+    assert bound.index is not None and bound.index().tolist() == [[0, 4, 2], [3, 1, 5]]
+    # With ties decided per element against it, the bound needs the selected shape everywhere.
+    assert bound.magnitude().shape == bound.carried(F64, 0.0).shape == out.shape
+
+
+def test_a_selection_has_exact_values_only_from_one_ops_output_with_one_factor_beside_masks() -> None:
+    def partials(at: torch.Tensor) -> torch.Tensor:
+        return at.to(F64).unsqueeze(-1)
+
+    cond = torch.tensor([True, False, True])
+    same = _source([1.0] * 3, [0, 1, 2], partials)
+    rescaled = _source([1.0] * 3, [0, 1, 2], partials, factor=2.0)
+    other = _source([1.0] * 3, [0, 1, 2], lambda at: at.to(F64).unsqueeze(-1))
+    unplaced = Term(same.parts,
+                    roundings=(Rounding(1.0, lambda: torch.ones(3, dtype=F64), 2, None, partials),))
+    mask = lift(torch.full((3,), -1e30, dtype=F64), 1e9)
+    masked = RULES[aten.where.self](Settings(), cond, same, mask).rounding(1.0)
+    assert masked is not None and masked.partials is partials and masked.index is not None
+    assert masked.index().tolist() == [0, 0, 2]
+    for y in (rescaled, other, unplaced, lift(torch.full((3,), 7.0, dtype=F64), 1e9)):
+        bound = RULES[aten.where.self](Settings(), cond, same, y).rounding(1.0)
+        assert bound is not None and bound.partials is None and bound.index is None

@@ -28,6 +28,7 @@ from saturated.rules import (
     _one_degree_affine,
     _rule,
     _structural,
+    part_sign,
     register_rule,
 )
 from saturated.saturate import saturate
@@ -823,3 +824,42 @@ def test_a_selection_has_exact_values_only_from_one_ops_output_with_one_factor_b
     for y in (rescaled, other, unplaced, lift(torch.full((3,), 7.0, dtype=F64), 1e9)):
         bound = RULES[aten.where.self](Settings(), cond, same, y).rounding(1.0)
         assert bound is not None and bound.partials is None and bound.index is None
+
+
+def _exact(*parts: tuple[list[float], float], floor: float = -math.inf) -> Term:
+    """A term of exactly known parts (each with a zero rounding bound)."""
+    tensors = [(torch.tensor(a, dtype=F64), d) for a, d in parts]
+    return Term(tuple(tensors), floor, tuple(Rounding.of_exact(a, d) for a, d in tensors if math.isfinite(d)))
+
+
+def test_tanh_takes_each_elements_first_nonzero_growing_part_and_the_fixed_value_otherwise() -> None:
+    # Element 0 grows at c², element 1 at c¹ (with sign −), element 2 does not grow: tanh(0.3).
+    x = _exact(([1.0, 0.0, 0.0], 2.0), ([5.0, -1.0, 0.0], 1.0), ([0.1, 0.2, 0.3], 0.0), floor=-1.0)
+    out = RULES[aten.tanh.default](Settings(), x)
+    assert out.lead.tolist() == [1.0, -1.0, math.tanh(0.3)]
+    assert out.floor == -1.0  # the fixed element's limit is known up to the unknown c⁻¹ part
+    grown = RULES[aten.tanh.default](Settings(), _exact(([1.0, -2.0], 1.0), ([0.5, 0.5], 0.0), floor=0.0))
+    assert grown.lead.tolist() == [1.0, -1.0] and grown.floor == -math.inf  # e^(−Θ(c)) below all
+    with pytest.raises(NeedsOrders, match=r"^2 elements have no known growing part and an unknown part "
+                                          r"of order c\^0$"):
+        RULES[aten.tanh.default](Settings(), _exact(([1.0, 0.0, 0.0], 1.0), ([0.5] * 3, 0.0), floor=0.0))
+
+
+def test_signs_of_fixed_parts_and_masks_need_no_bound_and_growing_parts_do() -> None:
+    fixed = Term(((torch.tensor([0.0, 0.0], dtype=F64), 1.0), (torch.tensor([-0.5, 0.5], dtype=F64), 0.0)),
+                 roundings=(Rounding.of_exact(torch.zeros(2, dtype=F64), 1.0),))
+    assert RULES[aten.tanh.default](Settings(), fixed).lead.tolist() == [math.tanh(-0.5), math.tanh(0.5)]
+    masked = lift(torch.tensor([-1e30, 2.0], dtype=F64), 1e9)
+    assert RULES[aten.relu.default](Settings(), masked).parts[1][0].tolist() == [0.0, 2.0]
+    unbounded = Term(((torch.tensor([1.0, -1.0], dtype=F64), 1.0),))
+    assert torch.isnan(part_sign(unbounded, 0, Settings())).all()
+
+
+def test_a_coefficient_equal_to_its_bound_is_unsure_and_an_exact_zero_is_zero() -> None:
+    rounding = Rounding(1.0, lambda: torch.ones(2, dtype=F64), 3)
+    bound = rounding.bound(F64, 0.0)
+    at_bound = Term(((bound * torch.tensor([1.0, -1.0], dtype=F64), 1.0),), roundings=(rounding,))
+    assert torch.isnan(part_sign(at_bound, 0, Settings(exact_ties=False))).all()
+    zero = torch.tensor([0.0, 2.0], dtype=F64)
+    exact_zero = Term(((zero, 1.0),), roundings=(Rounding(1.0, lambda: zero.abs(), 0),))
+    assert part_sign(exact_zero, 0, Settings(exact_ties=False)).tolist() == [0.0, 1.0]

@@ -27,6 +27,7 @@ from saturated.rules import (
     _maybe_constant_rows,
     _one_degree_affine,
     _rule,
+    _shared_weights,
     _structural,
     part_sign,
     register_rule,
@@ -863,3 +864,24 @@ def test_a_coefficient_equal_to_its_bound_is_unsure_and_an_exact_zero_is_zero() 
     zero = torch.tensor([0.0, 2.0], dtype=F64)
     exact_zero = Term(((zero, 1.0),), roundings=(Rounding(1.0, lambda: zero.abs(), 0),))
     assert part_sign(exact_zero, 0, Settings(exact_ties=False)).tolist() == [0.0, 1.0]
+
+
+def test_tied_candidates_share_the_weight_by_the_softmax_of_their_bounded_parts_as_a_series() -> None:
+    # Rows of scores s₀ + s₁/c (two rows, three positions, a leading batch dimension so that the
+    # row dimension is not dimension 1): softmax over each row's candidates, expanded in 1/c.
+    s0 = torch.tensor([[[0.5, 0.5, 9.0], [0.0, 1.0, 2.0]]], dtype=F64)
+    s1 = torch.tensor([[[1.0, -1.0, 4.0], [2.0, 0.0, -2.0]]], dtype=F64)
+    candidates = torch.tensor([[[True, True, False], [True, True, True]]])
+    out = _shared_weights(Term(((s0, 0.0), (s1, -1.0)), floor=-4.0), candidates, 4)
+    assert out.parts[0][1] == 0.0 and out.floor >= -5.0
+    c = 1e3
+    expected = torch.softmax(torch.where(candidates, s0 + s1 / c, -math.inf), dim=-1)
+    total = sum(a * c**d for a, d in out.parts)
+    assert torch.allclose(total, expected, rtol=0, atol=1e-11)
+    # What the scores leave unknown (c⁻²) bounds what the weights can know, whatever the orders.
+    assert _shared_weights(Term(((s0, 0.0), (s1, -1.0)), floor=-2.0), candidates, 8).floor == -2.0
+    # Without a fixed part, the vanishing one alone splits the weight.
+    only = _shared_weights(Term(((s1, -1.0),), floor=-4.0), candidates, 4)
+    total = sum(a * c**d for a, d in only.parts)
+    expected = torch.softmax(torch.where(candidates, s1 / c, -math.inf), dim=-1)
+    assert torch.allclose(total, expected, rtol=0, atol=1e-11)

@@ -282,6 +282,67 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.degree.x__covers_everything__mutmut_2":
         "`return True` → `return False` for a condition that is already `true`: _build then returns "
         "the same single case unchanged instead of a copy with condition `true`, an equal Degree",
+    "saturated.rules.x__unexpanded__mutmut_9":
+        "size >= 1: narrowing a dimension of size 1 to its first index leaves it as it is",
+    "saturated.rules.x__unexpanded__mutmut_10":
+        "size > 2: a broadcast dimension of size 2 stays expanded, the same values once more",
+    "saturated.rules.x__unexpanded__mutmut_18":
+        "narrow at index 1 instead of 0 along a stride-0 dimension: every index holds the same values",
+    "saturated.rules.x__relu_like__mutmut_53":
+        "x.floor dropped from max(error, x.floor): error already includes x.floor",
+    "saturated.rules.x__relu_like__mutmut_55":
+        "x.floor dropped from max(error, x.floor): error already includes x.floor",
+    "saturated.rules.x__leading_sign__mutmut_14":
+        "the loop also rereads part 0 where its sign is 0, which leaves it 0",
+    "saturated.rules.x__regimes__mutmut_42":
+        "`new | (found != 0)` marks as growing elements whose sign an earlier part found; parts "
+        "come by decreasing degree, so that part grew and they are growing already",
+    "saturated.rules.x__regimes__mutmut_47":
+        "the loop goes on while some sign is known instead of while some is 0: it only fills "
+        "signs that are still 0, so going on changes nothing",
+    "saturated.rules.x__regimes__mutmut_48":
+        "the loop goes on while some sign is +1 instead of while some is 0: it only fills signs "
+        "that are still 0, so going on changes nothing",
+    "saturated.rules.x__shared_weights__mutmut_40":
+        "the vanishing parts of non-candidates are 1 instead of 0: they multiply those positions' "
+        "scores exp(−∞) = 0",
+    "saturated.rules.x__shared_weights__mutmut_53":
+        "the scores at degree 1 instead of 0: the numerators and their row sum shift by the same "
+        "degree, which the division cancels",
+    "saturated.rules.x__shared_weights__mutmut_73":
+        "reduce(mean=None) instead of mean=False: both are false",
+    "saturated.rules.x_part_sign__mutmut_42":
+        "the internal assert weakened from `and` to `or`: settles_exactly has checked both",
+    "saturated.terms.x__power_by_lead__mutmut_4":
+        "torch.full without dtype=torch.long: an integer fill value gives int64 already",
+    "saturated.terms.x__power_by_lead__mutmut_8":
+        "torch.full without dtype=torch.long: an integer fill value gives int64 already",
+    "saturated.terms.x__power_by_lead__mutmut_44":
+        "non-members get 1 in every part instead of 1 in the lead only: their expansion stays "
+        "finite and is dropped by the torch.where that follows",
+    "saturated.terms.x__power_by_lead__mutmut_45":
+        "non-members get lead 2 instead of 1: their expansion stays finite and is dropped by the "
+        "torch.where that follows",
+    "saturated.terms.x__power_by_lead__mutmut_48":
+        "non-members get 1 in every part instead of 1 in the lead only: their expansion stays "
+        "finite and is dropped by the torch.where that follows",
+    "saturated.terms.x_power__mutmut_39":
+        "`a0 <= 0` instead of `a0 < 0`: leads with a zero were sent to _power_by_lead above",
+    "saturated.terms.x__series__mutmut_10":
+        "one / coefficient(0) instead of one * coefficient(0): coefficient(0) is 1 for the "
+        "exponential and every binomial series",
+    "saturated.terms.x__series__mutmut_18":
+        "`or` instead of `and`: with a non-finite degree the loop runs once, and the product's "
+        "degree −∞ is at or below the floor, so it breaks before adding anything",
+    "saturated.terms.x__series__mutmut_22":
+        "coefficient(n + 2) instead of coefficient(n + 1): no series here has a zero coefficient "
+        "(power() expands only negative and fractional exponents, exp none)",
+    "saturated.terms.x_mul__mutmut_5":
+        "bilinear(torch.mul, ..., stack_left=None): like False, the pairs of parts are multiplied "
+        "one by one instead of in one call, the same products",
+    "saturated.terms.x_mul__mutmut_10":
+        "bilinear(torch.mul, ...) without stack_left: like False, the pairs of parts are "
+        "multiplied one by one instead of in one call, the same products",
 }
 
 

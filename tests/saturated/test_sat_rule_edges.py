@@ -885,3 +885,26 @@ def test_tied_candidates_share_the_weight_by_the_softmax_of_their_bounded_parts_
     total = sum(a * c**d for a, d in only.parts)
     expected = torch.softmax(torch.where(candidates, s1 / c, -math.inf), dim=-1)
     assert torch.allclose(total, expected, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("factor", [3.0, torch.tensor(3.0, dtype=F64)], ids=["number", "0-d tensor"])
+def test_a_product_by_a_constant_scales_the_bound_and_alpha_scales_the_summand(factor: object) -> None:
+    magnitude = torch.tensor([5.0, 7.0], dtype=F64)
+    x = Term(((torch.tensor([1.0, -1.0], dtype=F64), 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 2),))
+    for out in (RULES[aten.mul.Tensor](Settings(), x, factor), RULES[aten.mul.Tensor](Settings(), factor, x)):
+        bound = out.rounding(1.0)
+        assert out.lead.tolist() == [3.0, -3.0]
+        assert bound is not None and bound.length == 3 and bound.magnitude().tolist() == [15.0, 21.0]
+    y = Term(((torch.tensor([2.0, 2.0], dtype=F64), 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 2),))
+    assert RULES[aten.add.Tensor](Settings(), x, y, alpha=2).lead.tolist() == [5.0, 3.0]
+    plain = RULES[aten.add.Tensor](Settings(), x, y).rounding(1.0)
+    assert plain is not None and plain.length == 3  # alpha = 1 adds no rounding of its own
+
+
+def test_a_tie_the_leading_order_cannot_break_names_itself_and_keeps_degree_zero_weights() -> None:
+    scores = Term(((torch.tensor([[1.0, 1.0, 0.0]], dtype=F64), 1.0),), floor=0.0,
+                  roundings=(Rounding.of_exact(torch.tensor([[1.0, 1.0, 0.0]], dtype=F64), 1.0),))
+    tied = RULES[aten._softmax.default](Settings(), scores, -1, False)
+    assert isinstance(tied, TiedWeights) and tied.parts[0][1] == 0.0
+    assert tied.reason.startswith("hard attention tie: positions share the maximal score")
+    assert tied.lead.tolist() == [[0.5, 0.5, 0.0]]

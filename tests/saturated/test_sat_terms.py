@@ -188,3 +188,25 @@ def test_a_sum_or_mean_sums_the_rounding_bounds_over_the_same_dimensions(mean: b
     assert bound is not None and bound.length == 2 + 2 + (1 if mean else 0)
     assert bound.magnitude().shape == expected.shape
     assert torch.allclose(bound.magnitude(), expected, rtol=1e-15)
+
+
+def test_a_sum_keeps_a_zero_part_where_parts_without_bounds_meet_and_each_sides_bounds() -> None:
+    # Two orders, no bounds at all: the degree-1 parts cancel to 0, which no bound can vouch for.
+    total = add(Term(((ONE, 1.0), (ONE, 0.0))), Term(((-ONE, 1.0), (ONE, 0.0))), 2)
+    assert [d for _, d in total.parts] == [1.0, 0.0] and total.parts[0][0].tolist() == [0.0, 0.0]
+    # One side with a bound, the other with none at another degree: each part keeps its own.
+    first, second = Rounding(1.0, lambda: ONE, 2), Rounding(0.0, lambda: ONE, 3)
+    total = add(Term(((ONE, 1.0),), roundings=(first,)), Term(((ONE, 0.0),), roundings=(second,)), 2)
+    assert total.rounding(1.0) is first and total.rounding(0.0) is second
+    alone = add(Term(((ONE, 1.0),), roundings=(first,)), Term(((ONE, 0.0),)), 2)
+    assert alone.rounding(1.0) is first and alone.rounding(0.0) is None
+
+
+def test_a_product_that_underflows_to_zero_is_kept_as_a_computed_zero() -> None:
+    tiny = torch.tensor([1e-200, 0.0], dtype=torch.float64)
+    product = mul(Term(((tiny, 1.0), (ONE, 0.0))), Term(((tiny, 1.0),)), 2)
+    assert product.parts[0][0].tolist() == [0.0, 0.0]  # 10⁻⁴⁰⁰ underflows
+    assert [d for _, d in product.parts] == [2.0, 1.0]
+    # A factor that is all zero makes a known zero, dropped when more orders are tracked.
+    known = mul(Term(((ZERO, 1.0), (ONE, 0.0))), Term(((tiny, 1.0),)), 2)
+    assert [d for _, d in known.parts] == [1.0]

@@ -135,7 +135,7 @@ def make(parts: Iterable[Part], floor: float, orders: int,
     for deg in sorted(merged, reverse=True):
         coef = merged[deg]
         # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
-        if not kept and (orders > 1 or not math.isfinite(deg)) and deg not in computed \
+        if not kept and (not math.isfinite(deg) or (orders > 1 and deg not in computed)) \
                 and not bool(coef.any()):
             continue
         if math.isfinite(deg):

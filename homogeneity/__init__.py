@@ -17,6 +17,9 @@ from homogeneity.analysis import (
     select_parameters,
 )
 from homogeneity.builder import GraphBuilder, Value
+from homogeneity.certificate import Certificate
+from homogeneity.certify import certify
+from homogeneity.checker import CertificateCheck, check_certificate
 from homogeneity.degree import Case, Degree, Grade, K, add_degrees
 from homogeneity.depth import DegreeMap, L, block_degree_map, stack_degree
 from homogeneity.errors import HomogeneityError
@@ -28,6 +31,8 @@ __all__ = [
     "META_KEY",
     "RULES",
     "Case",
+    "Certificate",
+    "CertificateCheck",
     "Degree",
     "DegreeInterpreter",
     "DegreeMap",
@@ -44,6 +49,8 @@ __all__ = [
     "analyze",
     "analyze_program",
     "block_degree_map",
+    "certify",
+    "check_certificate",
     "export_model",
     "export_ready",
     "node_module_path",

@@ -26,6 +26,7 @@ __all__ = [
     "normalize_module_path",
     "parameter_names",
     "positional",
+    "target_name",
 ]
 
 
@@ -297,3 +298,15 @@ def normalize_module_path(path: str) -> str:
         if path.startswith(prefix):
             path = path[len(prefix):]
     return path.replace("[", ".").replace("]", "").replace("'", "").strip(".")
+
+
+def target_name(target: Any) -> str:
+    """The readable name of a graph target: ``aten.add.Tensor``, ``operator.getitem``.
+
+    >>> import operator
+    >>> target_name(torch.ops.aten.add.Tensor), target_name(operator.getitem)
+    ('aten.add.Tensor', 'operator.getitem')
+    """
+    if getattr(target, "__module__", None) == "_operator":
+        return f"operator.{target.__name__}"
+    return str(target)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from homogeneity.degree import Degree
+from homogeneity.tracing import target_name
 
 __all__ = ["RULES", "Rule", "register_rule", "rule", "rule_for", "rule_table", "target_name"]
 
@@ -19,18 +20,6 @@ Rule = Callable[..., Degree]
 
 RULES: dict[Any, Rule] = {}
 """Every registered rule, keyed by op (an ATen overload such as ``torch.ops.aten.add.Tensor``)."""
-
-
-def target_name(target: Any) -> str:
-    """The readable name of a graph target: ``aten.add.Tensor``, ``operator.getitem``.
-
-    >>> import operator, torch
-    >>> target_name(torch.ops.aten.add.Tensor), target_name(operator.getitem)
-    ('aten.add.Tensor', 'operator.getitem')
-    """
-    if getattr(target, "__module__", None) == "_operator":
-        return f"operator.{target.__name__}"
-    return str(target)
 
 
 def register_rule(target: Any, fn: Rule) -> Rule:
@@ -46,9 +35,10 @@ def register_rule(target: Any, fn: Rule) -> Rule:
     >>> def silu(x: Degree) -> Degree:
     ...     '''SiLU(z) = z·σ(z): approximately ReLU, so degree k (approximate) for k > 0.'''
     ...     return x
+    >>> built_in = RULES[torch.ops.aten.silu.default]
     >>> register_rule(torch.ops.aten.silu.default, silu) is silu
     True
-    >>> del RULES[torch.ops.aten.silu.default]
+    >>> _ = register_rule(torch.ops.aten.silu.default, built_in)   # put the built-in rule back
     """
     if not callable(fn):
         raise TypeError(f"a rule must be callable, got {type(fn).__name__}")

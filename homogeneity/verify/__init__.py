@@ -1,7 +1,9 @@
-"""Checks that a derived degree is right: numerically, by Euler's identity, and formally."""
+"""Checks that a derived degree is right: numerically, by Euler's identity, formally, and each
+rule against its proved lemma."""
 
 from homogeneity.verify.euler import EulerCheck, check_euler
 from homogeneity.verify.formal import SYMBOLIC_OPS, FormalProof, prove
+from homogeneity.verify.lemmas import LemmaResult, check_lemmas, lemma_rows
 from homogeneity.verify.scaling import (
     DEFAULT_SCALES,
     ScalingCheck,
@@ -15,10 +17,13 @@ __all__ = [
     "SYMBOLIC_OPS",
     "EulerCheck",
     "FormalProof",
+    "LemmaResult",
     "ScalingCheck",
     "check_euler",
+    "check_lemmas",
     "check_scaling",
     "classify_decay",
+    "lemma_rows",
     "prove",
     "scaled_outputs",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ import torch.utils._pytree as pytree
 from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import target_name
 
-__all__ = ["SCHEMA", "Certificate", "Step", "graph_hash", "node_inputs", "node_target"]
+__all__ = ["SCHEMA", "Certificate", "Step", "applied_to", "graph_hash", "node_inputs", "node_target"]
 
 SCHEMA = "normsat.certificate/1"
 """The format version; a certificate of another version is refused, not guessed at."""
@@ -132,6 +133,15 @@ def node_inputs(node: torch.fx.Node) -> tuple[str, ...]:
     """The names of the nodes ``node`` reads, in argument order (repeats kept)."""
     leaves = pytree.tree_leaves((node.args, node.kwargs))
     return tuple(leaf.name for leaf in leaves if isinstance(leaf, torch.fx.Node))
+
+
+def applied_to(node: torch.fx.Node, values: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The node's ``(args, kwargs)`` with each input node replaced by its value in ``values``."""
+    def value(leaf: Any) -> Any:
+        return values[leaf.name] if isinstance(leaf, torch.fx.Node) else leaf
+
+    args, kwargs = pytree.tree_map(value, (tuple(node.args), dict(node.kwargs)))
+    return args, kwargs
 
 
 def _literal(value: Any) -> str:

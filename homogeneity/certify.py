@@ -13,7 +13,7 @@ import torch.fx
 from torch import nn
 
 from homogeneity.analysis import META_KEY, analyze_program, output_names, select_parameters
-from homogeneity.certificate import Certificate, Step, graph_hash, node_inputs, node_target
+from homogeneity.certificate import Certificate, Step, applied_to, graph_hash, node_inputs, node_target
 from homogeneity.degree import Degree, Grade
 from homogeneity.errors import HomogeneityError
 from homogeneity.lemmas import Deg, case_unproved, lemma_for
@@ -97,7 +97,7 @@ def _step(node: torch.fx.Node, degree: Deg, degrees: dict[str, Deg]) -> Step:
     lemma = lemma_for(node.target)
     if lemma is None:
         return Step(node.name, target, inputs, None, None, (), fmt(degree.value), str(degree.grade))
-    args, kwargs = torch.fx.node.map_arg((node.args, dict(node.kwargs)), lambda n: degrees[n.name])
+    args, kwargs = applied_to(node, degrees)
     claim = lemma.law(*args, **kwargs)
     proved = case_unproved(lemma, claim.case) is None
     return Step(node.name, target, inputs, lemma.name if proved else None, claim.case,

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from homogeneity.certificate import Certificate, Step, graph_hash, node_inputs, node_target
+from homogeneity.certificate import Certificate, Step, applied_to, graph_hash, node_inputs, node_target
 from homogeneity.degree import Grade
 from homogeneity.errors import HomogeneityError
 from homogeneity.lemmas import Deg, case_unproved, lemma_for
@@ -87,7 +87,7 @@ def _check_op(step: Step, node: torch.fx.Node, degrees: dict[str, Deg]) -> str |
         return (f"node {node.name} ({step.target}): no proved lemma covers it" if lemma is None else
                 f"node {node.name} ({step.target}): cites lemma {step.lemma!r}, the op's lemma is "
                 f"{lemma.name!r}")
-    args, kwargs = torch.fx.node.map_arg((node.args, dict(node.kwargs)), lambda n: degrees[n.name])
+    args, kwargs = applied_to(node, degrees)
     claim = lemma.law(*args, **kwargs)
     unproved = case_unproved(lemma, claim.case)
     if unproved:

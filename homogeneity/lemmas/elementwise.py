@@ -87,7 +87,9 @@ def _power_lemma(name: str, target: Any, exponent: Fraction | None) -> Lemma:
             exponent.numerator, exponent.denominator)
         return exact_identity((T * Z) ** p, p, Z ** p)
 
-    build = (lambda x: ((x, 2), {})) if exponent is None else (lambda x: ((x,), {}))
+    def build(x: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return ((x, 2), {}) if exponent is None else ((x,), {})
+
     return Lemma(name, "(cᵏz)ᵖ = c^(pk)·zᵖ for z > 0: degree p·k, the input's grade", (target,), law,
                  (LemmaCase("power", "(cᵏz)ᵖ = c^(pk)·zᵖ", proof),),
                  (Sample(1, build),))

@@ -13,7 +13,18 @@ from contextlib import contextmanager
 from importlib import metadata
 
 from empirical import distributed
-from empirical.commands import degree, grid, heads, norms, projection, report, similarity, train
+from empirical.commands import (
+    check,
+    degree,
+    grid,
+    heads,
+    lemmas,
+    norms,
+    projection,
+    report,
+    similarity,
+    train,
+)
 from empirical.errors import EmpiricalError
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
@@ -25,7 +36,7 @@ DEBUG_VARIABLE = "NORMSAT_DEBUG"
 
 _USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
 
-COMMANDS = (similarity, degree, report, norms, projection, train, grid, heads)
+COMMANDS = (similarity, degree, check, lemmas, report, norms, projection, train, grid, heads)
 
 # Terminal escape sequences (CSI such as colours, and OSC such as hyperlinks) that dependencies put
 # in their messages: noise in a log file, and they can hide the message on some terminals.

@@ -14,18 +14,21 @@ from empirical.commands.common import (
     add_device_options,
     add_model_option,
     add_output_options,
+    check_output,
     check_outputs,
     load_args_model,
     model_spec,
     parse_dtype,
     positive_int,
     write_json,
+    write_text,
 )
 from empirical.errors import EmpiricalError
 from empirical.factories import is_factory, make
 from empirical.models import check_device
 from empirical.provenance import model_record, versions
 from homogeneity.analysis import analyze
+from homogeneity.certify import certify
 from homogeneity.report import HomogeneityReport
 
 __all__ = ["SENTENCES", "model_inputs", "numeric_degrees", "register", "resolve_model", "run"]
@@ -55,6 +58,9 @@ def register(subparsers: Any) -> None:
     add_device_options(parser, dtype_default=None,
                        dtype_help="float32; a factory's model keeps its own")
     add_output_options(parser, json_help="write the full report as JSON to this path")
+    parser.add_argument("--certificate", default=None, metavar="PATH",
+                        help="write the derivation as a certificate (JSON) that normsat check "
+                        "re-checks without the rule table")
     parser.set_defaults(func=run)
 
 
@@ -139,10 +145,19 @@ def report_json(report: HomogeneityReport, model: nn.Module, name: str,
 
 def run(args: argparse.Namespace) -> int:
     check_outputs(args)
+    if args.certificate:
+        check_output(args.certificate, suffixes=(".json",), what="--certificate")
     model, example_args, example_kwargs = resolve_model(args)
     with torch.no_grad():
         report = analyze(model, *example_args, params=args.params, **example_kwargs)
+        certificate = certify(model, *example_args, params=args.params, **example_kwargs) \
+            if args.certificate else None
     print(report.table(depth=args.depth))
+    if certificate is not None:
+        state = "complete" if certificate.complete else f"INCOMPLETE (no proved lemma for " \
+            f"{', '.join(certificate.missing)})"
+        print(f"\ncertificate ({len(certificate.steps)} steps, {state}): "
+              f"{write_text(certificate.to_json(), args.certificate)}")
     if args.json:
         inputs = {**_inputs_record(example_args, example_kwargs), "params": args.params,
                   "sentences": None if is_factory(model_spec(args)) else list(SENTENCES)}

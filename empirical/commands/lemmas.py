@@ -1,0 +1,43 @@
+"""``normsat lemmas``: every rule target's lemma, proved with sympy and checked against its rule."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from empirical.commands.common import add_output_options, check_outputs, write_json
+from empirical.provenance import versions
+from homogeneity.verify import check_lemmas, lemma_rows
+
+__all__ = ["register", "run"]
+
+SCHEMA = "normsat.lemmas/1"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "lemmas",
+        help="prove the lemma behind every degree rule and check each registered rule against it",
+        description="For every op in the rule table, prove its lemma with sympy (the degree and "
+        "grade the op gives for each sign of the input degree) and check that the registered rule "
+        "gives what the lemma proves. Prints one row per op; exit code 1 if any is unproved.",
+    )
+    add_output_options(parser, json_help="write every target's result as JSON to this path")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_outputs(args)
+    results = check_lemmas()
+    rows = lemma_rows(results)
+    width = max(len(target) for target, _, _ in rows)
+    for target, statement, verdict in rows:
+        print(f"{target:<{width}}  {verdict if verdict != 'proved' else 'proved  '}  {statement}")
+    unproved = sum(not r.proved for r in results.values())
+    print(f"\n{len(results) - unproved} of {len(results)} targets proved"
+          + (f"; {unproved} UNPROVED" if unproved else ""))
+    if args.json:
+        data = {"schema": SCHEMA, "results": [r.to_dict() for r in results.values()],
+                "versions": versions()}
+        print(f"JSON: {write_json(data, args.json)}")
+    return 1 if unproved else 0

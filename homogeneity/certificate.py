@@ -33,7 +33,8 @@ class Step:
     """One node: what it computes from which nodes, by which lemma and case, with what result.
 
     ``degree`` is the exact fraction as text (``"1"``, ``"-1/2"``), ``None`` for no degree.
-    Graph inputs (parameters, buffers, user inputs) are steps with ``target`` ``"placeholder"``.
+    Graph inputs (parameters, buffers, user inputs; ``target`` ``"placeholder"``) and attributes
+    (``"get_attr"``) are leaves, with lemma ``"leaf"``.
     """
 
     node: str
@@ -68,7 +69,7 @@ class Certificate:
     @property
     def missing(self) -> list[str]:
         """The ops of the nodes no proved lemma covers (sorted, each once)."""
-        return sorted({s.target for s in self.steps if s.target != "placeholder" and s.lemma is None})
+        return sorted({s.target for s in self.steps if s.lemma is None})
 
     @property
     def complete(self) -> bool:

@@ -46,7 +46,7 @@ def _concrete(node: torch.fx.Node, degree: Degree) -> Deg:
 def _leaf(node: torch.fx.Node, degree: Deg, param_of: dict[str, str], scaled: set[str]) -> Step:
     name = param_of.get(node.name)
     case = ("scaled parameter" if name in scaled else "fixed parameter") if name else "constant input"
-    return Step(node.name, "placeholder", (), "leaf", case, (name or node.name,), fmt(degree.value),
+    return Step(node.name, node_target(node), (), "leaf", case, (name or node.name,), fmt(degree.value),
                 str(degree.grade))
 
 

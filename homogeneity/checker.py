@@ -60,8 +60,8 @@ def _same_graph(certificate: Certificate, nodes: list[torch.fx.Node]) -> str | N
         if index >= len(certificate.steps):
             return f"node {node.name} ({node_target(node)}) of the graph is not in the certificate"
         step = certificate.steps[index]
-        wiring = () if node.op == "placeholder" else node_inputs(node)
-        target = "placeholder" if node.op == "placeholder" else node_target(node)
+        wiring = node_inputs(node) if node.op == "call_function" else ()
+        target = node_target(node)
         if (step.node, step.target, step.inputs) != (node.name, target, wiring):
             return (f"node {index}: the certificate has {step.node} = {step.target}"
                     f"({', '.join(step.inputs)}), the graph has {node.name} = {target}"

@@ -21,7 +21,7 @@ import time
 import timeit
 from collections.abc import Callable
 
-from empirical.models import load_model
+from empirical.models.loading import load_model
 from homogeneity import analyze, certify, check_certificate
 from homogeneity.verify import check_lemmas
 

@@ -19,7 +19,7 @@ import timeit
 
 import torch
 
-from empirical.models import load_model
+from empirical.models.loading import load_model
 from homogeneity import analyze_program, export_model
 
 

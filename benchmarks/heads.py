@@ -6,7 +6,7 @@ Over ``--sentences`` sentences of the default corpus in batches of 16, float32, 
 * plain: ``model(**batch, output_attentions=True)`` over every batch (the baseline);
 * limit: the exact saturated network over the same batches, once (its cost is the one
   ``benchmarks/saturate.py`` tracks; ``--ties`` as in ``normsat heads``);
-* atlas: :func:`empirical.heads.measure_heads` replaying those limit outputs, without the paper's
+* atlas: :func:`empirical.measure.heads.measure_heads` replaying those limit outputs, without the paper's
   approximation: its whole time is the cost beyond the limit, compared with the baseline;
 * paper's approximation: the extra forward pass at 1000·θ, timed apart.
 
@@ -27,11 +27,11 @@ from functools import partial
 import torch
 from timing import best_of
 
-from empirical.corpus import load_corpus
-from empirical.heads import HeadBatch, measure_heads
-from empirical.models import load_model
-from empirical.scaling import scaled_forward
-from empirical.similarity import _prepare
+from empirical.measure.heads import HeadBatch, measure_heads
+from empirical.measure.scaling import scaled_forward
+from empirical.measure.similarity import _prepare
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.bounds import scale_to_saturate_map
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel, SaturatedOutput

@@ -26,9 +26,9 @@ def _peak_mib() -> float:
 def _one(name: str, random_init: bool, measurement: str) -> dict[str, float]:
     import torch
 
-    from empirical.corpus import load_corpus
-    from empirical.models import load_model
-    from empirical.similarity import representation_similarity
+    from empirical.measure.similarity import representation_similarity
+    from empirical.models.corpus import load_corpus
+    from empirical.models.loading import load_model
 
     torch.set_num_threads(1)
     model, tokenizer = load_model(name, random_init=random_init)

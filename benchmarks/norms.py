@@ -3,7 +3,7 @@
 Two measurements, each against a baseline run in the same invocation:
 
 1. Tracking overhead: training steps (forward, backward, AdamW step) of the ``normsat train``
-   model (GPT-2 style, :func:`empirical.training.build_model`) on CPU, with and without
+   model (GPT-2 style, :func:`empirical.training.runs.build_model`) on CPU, with and without
    ``NormTracker.after_backward`` / ``after_step`` on every step. Target: ratio ≤ 1.05.
 2. Checkpoint scanning: ``scan_checkpoints`` over a run of safetensors checkpoints (page cache
    warm) against reading the same files: ``read_state_dict`` and a sum of every tensor (safetensors
@@ -31,9 +31,10 @@ import safetensors.torch
 import torch
 from timing import best_of
 
-from empirical.checkpoints import read_state_dict, scan_checkpoints
-from empirical.norms import NormTracker
-from empirical.training import TrainConfig, build_model
+from empirical.models.formats import read_state_dict
+from empirical.training.checkpoints import scan_checkpoints
+from empirical.training.norms import NormTracker
+from empirical.training.runs import TrainConfig, build_model
 
 
 def _rss_kib(field: str) -> int:

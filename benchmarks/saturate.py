@@ -30,9 +30,9 @@ from dataclasses import replace
 import torch
 from timing import best_of
 
-from empirical.batching import make_batches, tokenize
-from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.models.batching import make_batches, tokenize
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.interpreter import run_terms
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel

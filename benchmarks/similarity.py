@@ -2,7 +2,7 @@
 
 Three measurements on the same 100 sentences, in one process:
 
-- paper's method (:mod:`empirical.reference`): one sentence at a time, every parameter scaled
+- paper's method (:mod:`empirical.measure.reference`): one sentence at a time, every parameter scaled
   in place and restored, two forward passes per sentence, on a private copy of the model;
 - normsat: ``representation_similarity`` (length-sorted batches, scaled copies through
   ``functional_call``);
@@ -24,11 +24,11 @@ import math
 import torch
 from timing import best_of
 
-from empirical.batching import make_batches, tokenize
-from empirical.corpus import load_corpus
-from empirical.models import load_model
-from empirical.reference import one_at_a_time_similarity
-from empirical.similarity import representation_similarity
+from empirical.measure.reference import one_at_a_time_similarity
+from empirical.measure.similarity import representation_similarity
+from empirical.models.batching import make_batches, tokenize
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 
 SCALE = 1000.0
 

@@ -43,9 +43,9 @@ _NO_TESTS = {5, 33}
 
 EQUIVALENT: dict[str, str] = {
     # mutant name → why it cannot change behaviour. Keep each reason specific.
-    "empirical.scaling.x_check_scale__mutmut_6":
+    "empirical.measure.scaling.x_check_scale__mutmut_6":
         "`value > 0` → `value >= 0` after math.isinf(value): an infinite value is never 0",
-    "empirical.scaling.x_check_scale__mutmut_7":
+    "empirical.measure.scaling.x_check_scale__mutmut_7":
         "`value > 0` → `value > 1` after math.isinf(value): +inf exceeds both, -inf neither",
     "homogeneity.rules.normalization.x__affine__mutmut_2":
         "the weight branch taken for weight=None too: product with None (a degree-0 constant) "
@@ -66,19 +66,19 @@ EQUIVALENT: dict[str, str] = {
         "changes the `what` label of the β sum; _affine replaces every case's reason afterwards",
     "homogeneity.rules.normalization.x__affine__mutmut_24":
         "changes the `what` label of the β sum; _affine replaces every case's reason afterwards",
-    "empirical.batching.x__decoder_start_id__mutmut_11":
+    "empirical.models.batching.x__decoder_start_id__mutmut_11":
         "getattr(model, 'config', None) → getattr(model, 'config'): only called for models whose "
         "config says is_encoder_decoder, so the config exists",
-    "empirical.scaling.x_call_scaled__mutmut_4":
+    "empirical.measure.scaling.x_call_scaled__mutmut_4":
         "functional_call(args=()) → args=None: None is functional_call's own default for no "
         "positional arguments",
-    "empirical.scaling.x_call_scaled__mutmut_6":
+    "empirical.measure.scaling.x_call_scaled__mutmut_6":
         "functional_call(strict=False) → strict=None: torch only tests `if strict:`",
-    "empirical.scaling.x_call_scaled__mutmut_9":
+    "empirical.measure.scaling.x_call_scaled__mutmut_9":
         "args=() dropped: functional_call's default (None) means no positional arguments",
-    "empirical.scaling.x_call_scaled__mutmut_11":
+    "empirical.measure.scaling.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
-    "empirical.similarity.x__prepare__mutmut_48":
+    "empirical.measure.similarity.x__prepare__mutmut_48":
         "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "saturated.ties.x__disagreement__mutmut_33":
@@ -106,11 +106,11 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_mul__mutmut_11":
         "bilinear(torch.mul, ..., stack_left=False): stack_left only batches the pairs of parts into "
         "one torch.mul call; without it the same elementwise products are taken pair by pair",
-    "empirical.batching.x_hidden_states__mutmut_9":
+    "empirical.models.batching.x_hidden_states__mutmut_9":
         "`states is None and isinstance(output, dict)` → `or`: also re-reads the field with "
         ".get() when the attribute was found; a Hugging Face ModelOutput keeps attribute and key "
         "in sync and a plain dict has no such attribute, so the states read are the same",
-    "empirical.similarity.x__token_cosines__mutmut_9":
+    "empirical.measure.similarity.x__token_cosines__mutmut_9":
         "b.norm(dim=+1) instead of dim=-1: b is b[mask], always 2-D (tokens × hidden), where "
         "dimension 1 is the last",
     "saturated.rules.x__hard_attention__mutmut_75":
@@ -120,58 +120,58 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_may_hold_nan__mutmut_1":
         "`is_floating_point() and isnan(sum)` → `or`: for an integer tensor isnan of its sum is "
         "False, the same answer",
-    "empirical.similarity.x__token_cosines__mutmut_6":
+    "empirical.measure.similarity.x__token_cosines__mutmut_6":
         "a.norm(dim=+1) instead of dim=-1: a is a[mask], always 2-D (tokens × hidden), where "
         "dimension 1 is the last",
-    "empirical.similarity.x__token_cosines__mutmut_19":
+    "empirical.measure.similarity.x__token_cosines__mutmut_19":
         "(a * b).sum(+1) instead of sum(-1): a and b are masked to 2-D (tokens × hidden), where "
         "dimension 1 is the last",
-    "empirical.similarity.x__prepare__mutmut_52":
+    "empirical.measure.similarity.x__prepare__mutmut_52":
         "Corpus(texts, '') → Corpus(texts, 'XXXX'), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.similarity.x_representation_similarity__mutmut_178":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_178":
         "Corpus(texts, '') → Corpus(texts, None) for the record's sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.similarity.x_representation_similarity__mutmut_182":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_182":
         "Corpus(texts, '') → Corpus(texts, 'XXXX') for the record's sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.similarity.xǁSimilarityResultǁto_json__mutmut_5":
+    "empirical.measure.similarity.xǁSimilarityResultǁto_json__mutmut_5":
         "json.dumps(allow_nan=False) → allow_nan=None: the encoder only tests `if not allow_nan`, "
         "so NaN and infinity are refused the same way",
-    "empirical.similarity.xǁSimilarityResultǁfrom_dict__mutmut_37":
+    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_37":
         "an older file's scale 'inf' no longer matched by name: float('inf') reads it as infinity "
         "all the same",
-    "empirical.similarity.xǁSimilarityResultǁfrom_dict__mutmut_38":
+    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_38":
         "an older file's scale 'inf' compared with 'INF': float('inf') reads it as infinity all "
         "the same",
-    "empirical.similarity.x_representation_similarity__mutmut_64":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_64":
         "the model passed to _forward for the scaled pass is None: it is read only to name the model "
         "in the error for a forward that rejects output_hidden_states, and the plain pass, with the "
         "same forward and the same options, runs first and raises that error",
-    "empirical.similarity.x_representation_similarity__mutmut_79":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_79":
         "the model passed to hidden_states for the scaled output is None: it is read only to name "
         "the model when hidden states are missing; the scaled pass (functional_call of the same "
         "forward, or its limit with the same output fields) lacks them only if the plain output, "
         "checked first, does",
-    "empirical.batching.x__special_tokens__mutmut_12":
+    "empirical.models.batching.x__special_tokens__mutmut_12":
         "num_special_tokens_to_add(pair=None) instead of pair=False: Hugging Face tokenizers test "
         "`if pair`, so None and False ask for one sentence alike",
-    "empirical.batching.x_position_limit__mutmut_11":
+    "empirical.models.batching.x_position_limit__mutmut_11":
         "getattr(config, 'model_type', None) instead of '': the offsets table has neither key, so "
         "both give the offset 0",
-    "empirical.batching.x_position_limit__mutmut_24":
+    "empirical.models.batching.x_position_limit__mutmut_24":
         "getattr(config, 'model_type', 'XXXX') instead of '': the offsets table has neither key, so "
         "both give the offset 0",
-    "empirical.batching.x_position_limit__mutmut_19":
+    "empirical.models.batching.x_position_limit__mutmut_19":
         "getattr(model, 'config') without a default: position_limit has returned None before this "
         "line for a model without config (configured_positions reads the limit from the config)",
-    "empirical.batching.x_make_batches__mutmut_24":
+    "empirical.models.batching.x_make_batches__mutmut_24":
         "getattr(config, 'is_encoder_decoder', None) instead of False: the value goes through "
         "bool(), which is False for both",
-    "empirical.batching.x_make_batches__mutmut_52":
+    "empirical.models.batching.x_make_batches__mutmut_52":
         "torch.full(..., pad, dtype=None) instead of dtype=torch.long: _pad_id returns an int, and "
         "torch.full infers int64 (torch.long) from an integer fill value",
-    "empirical.batching.x_make_batches__mutmut_55":
+    "empirical.models.batching.x_make_batches__mutmut_55":
         "torch.full(..., pad) without dtype=torch.long: _pad_id returns an int, and torch.full "
         "infers int64 (torch.long) from an integer fill value",
     "saturated.ties.x__disagreement__mutmut_2":

@@ -17,7 +17,7 @@ import transformers
 from hypothesis import HealthCheck, settings
 from torch import nn
 
-from empirical.models import load_model
+from empirical.models.loading import load_model
 
 # The fast profile draws the same examples on every run (CI must not pass or fail by chance);
 # the thorough one explores new ones each time.

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from empirical import claims
-from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated import previous_token_head
 from saturated.modules import positional
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from empirical.commands.common import write_json
-from empirical.corpus import load_corpus
-from empirical.models import load_model
-from empirical.plotting import plot_similarity
-from empirical.provenance import versions
-from empirical.similarity import representation_similarity
+from empirical.cli.commands.common import write_json
+from empirical.measure.plotting import plot_similarity
+from empirical.measure.similarity import representation_similarity
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
+from empirical.models.provenance import versions
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = [("minilm", False), ("minilm", True), ("bert", True), ("roberta", True), ("t5", True),

@@ -8,9 +8,9 @@ when it does not hold, so that under ``@given`` hypothesis reports the simplest 
 - :func:`assert_matches`: a saturated reference network agrees with a model, layer by layer.
 
 Bad input (a model in training mode, a scale below 1) raises :class:`~empirical.errors.EmpiricalError`.
-The strategies and the hypothesis profile come from :mod:`empirical.strategies`, re-exported here.
+The strategies and the hypothesis profile come from :mod:`empirical.claims.strategies`, re-exported here.
 
->>> from empirical.models import load_model
+>>> from empirical.models.loading import load_model
 >>> model, tokenizer = load_model("minilm", num_layers=1)
 >>> ids = tokenizer("The cat sat.")["input_ids"]
 >>> assert_saturated(model, ids, scale=1e5, eps=1e-3)
@@ -31,11 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from empirical.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
-from empirical.errors import EmpiricalError
-from empirical.scaling import check_scale
-from empirical.similarity import _forward, _layer_labels, _token_cosines
-from empirical.strategies import (
+from empirical.claims.strategies import (
     PROFILE,
     profile,
     register_profile,
@@ -44,6 +40,10 @@ from empirical.strategies import (
     special_tokens,
     token_sequences,
 )
+from empirical.errors import EmpiricalError
+from empirical.measure.scaling import check_scale
+from empirical.measure.similarity import _forward, _layer_labels, _token_cosines
+from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
 from homogeneity import Degree, Grade, HomogeneityReport, analyze
 from homogeneity.errors import HomogeneityError
 from homogeneity.verify import check_scaling
@@ -110,7 +110,7 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
     """Model keyword inputs and real-token masks for token ids (one sequence or several) or for a
     mapping of keyword tensors, on the model's device.
 
-    Token ids go through :func:`empirical.batching.make_batches`, so encoder–decoder models get
+    Token ids go through :func:`empirical.models.batching.make_batches`, so encoder–decoder models get
     their decoder inputs the same way as in every corpus measurement.
 
     Raises:
@@ -170,7 +170,7 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
     """Claim: at c·θ every hidden state is within ``eps`` of the exact limit's.
 
     Per hidden state h (embeddings first), the gap is 1 − cos(h(x; c·θ), s-h(x; θ)) averaged over
-    the real tokens, the measure of :func:`empirical.saturation.limit_convergence`; the limit is
+    the real tokens, the measure of :func:`empirical.measure.saturation.limit_convergence`; the limit is
     :func:`saturated.saturate`'s, exact.
 
     Args:

@@ -5,7 +5,7 @@ shortest sequence of the smallest ordinary token ids, :func:`sentences` toward t
 sentence of the corpus, :func:`scales` toward c = 1.
 
 >>> from hypothesis import given
->>> from empirical.models import load_model
+>>> from empirical.models.loading import load_model
 >>> _, tokenizer = load_model("minilm", num_layers=1)
 >>> @given(token_sequences(tokenizer, max_len=6), scales())
 ... def test(ids, c):
@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from empirical.batching import embedding_rows
 from empirical.errors import EmpiricalError
+from empirical.models.batching import embedding_rows
 
 __all__ = ["PROFILE", "profile", "register_profile", "scales", "sentences", "special_tokens",
            "token_sequences"]
@@ -101,7 +101,7 @@ def token_sequences(tokenizer: Any, min_len: int = 1, max_len: int = 32, *,
         EmpiricalError: ``max_len`` leaves no room for the special tokens, ``min_len > max_len``,
             or the bound excludes the special tokens or every ordinary token.
 
-    >>> from empirical.models import load_model
+    >>> from empirical.models.loading import load_model
     >>> _, tokenizer = load_model("minilm", num_layers=1)
     >>> token_sequences(tokenizer, vocab_size=50)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -138,7 +138,7 @@ def token_sequences(tokenizer: Any, min_len: int = 1, max_len: int = 32, *,
 
 
 def sentences(corpus: Iterable[str]) -> st.SearchStrategy[str]:
-    """Sentences drawn from ``corpus`` (a list or an :class:`~empirical.corpus.Corpus`),
+    """Sentences drawn from ``corpus`` (a list or an :class:`~empirical.models.corpus.Corpus`),
     shrinking toward the shortest.
 
     Raises:

@@ -11,15 +11,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from empirical.factories import is_factory
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.cli.sections.degree import degree_section
+from empirical.cli.sections.heads import heads_section
+from empirical.cli.sections.limit import limit_section
+from empirical.cli.sections.similarity import similarity_section
+from empirical.cli.sections.training import training_section
+from empirical.models.factories import is_factory
+from empirical.models.provenance import versions
 from empirical.outputs import write_json, write_text
-from empirical.provenance import versions
-from empirical.sections.context import ReportContext, Section
-from empirical.sections.degree import degree_section
-from empirical.sections.heads import heads_section
-from empirical.sections.limit import limit_section
-from empirical.sections.similarity import similarity_section
-from empirical.sections.training import training_section
 
 __all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
 

@@ -21,9 +21,9 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.models.provenance import model_record
 from empirical.outputs import atomic_path
-from empirical.provenance import model_record
-from empirical.scaling import call_scaled, check_scale, scaled_parameters
 from saturated.errors import SaturationError
 from saturated.saturate import saturate
 

@@ -39,12 +39,12 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from empirical import distributed
-from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
+from empirical.measure.scaling import scaled_forward
+from empirical.measure.similarity import _prepare
+from empirical.models.corpus import Corpus
+from empirical.models.provenance import model_record, versions
 from empirical.outputs import atomic_path
-from empirical.provenance import model_record, versions
-from empirical.scaling import scaled_forward
-from empirical.similarity import _prepare
 from homogeneity.tracing import export_ready
 from saturated.bounds import interval_bits, scale_to_saturate_map
 from saturated.errors import SaturationError
@@ -648,10 +648,10 @@ def head_atlas(
 ) -> HeadAtlas:
     """The head atlas of a Hugging Face model on a corpus (see :func:`measure_heads`).
 
-    Sentences are tokenized and batched by :mod:`empirical.batching`. Encoder–decoder models are
+    Sentences are tokenized and batched by :mod:`empirical.models.batching`. Encoder–decoder models are
     not supported (their cross-attention has no single stack of heads).
 
-    >>> from empirical.models import load_model
+    >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=1)
     >>> atlas = head_atlas(model, tokenizer, ["The cat sat on the mat."], paper=False)
     >>> atlas.layers, atlas.n_heads, sorted(atlas.counts())

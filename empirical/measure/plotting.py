@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from empirical.measure.similarity import SimilarityResult
 from empirical.outputs import atomic_path
-from empirical.similarity import SimilarityResult
 
 __all__ = ["PLOT_SUFFIXES", "plot_similarity"]
 

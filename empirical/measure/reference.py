@@ -2,7 +2,7 @@
 
 One sentence at a time, on a private copy of the model whose parameters are multiplied by c in
 place and restored after each sentence, two forward passes per sentence. It shares no code with
-:func:`empirical.similarity.representation_similarity` beyond the tokenizer, which makes it an
+:func:`empirical.measure.similarity.representation_similarity` beyond the tokenizer, which makes it an
 independent check of the batched implementation and the baseline of ``benchmarks/similarity.py``.
 """
 
@@ -28,7 +28,7 @@ def one_at_a_time_similarity(
 
     Only single-stack models (encoders, decoder-only, XLNet); the caller's model is not modified.
 
-    >>> from empirical.models import load_model
+    >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("bert", random_init=True, num_layers=1)
     >>> [round(v, 6) for v in one_at_a_time_similarity(model, tokenizer, ["A short test."], scale=1.0)]
     [1.0, 1.0]

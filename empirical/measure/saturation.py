@@ -17,11 +17,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from empirical import distributed
-from empirical.batching import hidden_states
-from empirical.corpus import Corpus
 from empirical.errors import EmpiricalError
-from empirical.scaling import check_scale, scaled_forward
-from empirical.similarity import _forward, _layer_labels, _prepare, _read_fields, _token_cosines
+from empirical.measure.scaling import check_scale, scaled_forward
+from empirical.measure.similarity import _forward, _layer_labels, _prepare, _read_fields, _token_cosines
+from empirical.models.batching import hidden_states
+from empirical.models.corpus import Corpus
 
 __all__ = ["Convergence", "limit_convergence"]
 
@@ -83,7 +83,7 @@ def limit_convergence(
     Raises:
         EmpiricalError: empty input, a bad scale, or a limit that is not determined.
 
-    >>> from empirical.models import load_model
+    >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=1)
     >>> result = limit_convergence(model, tokenizer, ["A short sentence."], scales=(1.0, 1e4))
     >>> result.layers, result.to_limit[1e4][1] > 0.99
@@ -112,7 +112,7 @@ def limit_convergence(
                     for a, b in zip(hidden_states(grown, stack, model), hidden_states(target, stack, model))
                 ])
                 sums[c] = sums.get(c, torch.zeros_like(cosines)) + cosines
-            # Every stack of a batch has the same real tokens (see empirical.batching).
+            # Every stack of a batch has the same real tokens (see empirical.models.batching).
             count += int(batch.stacks[0][1].sum())
     ranks = distributed.provenance(count)
     sums, count = distributed.reduce_sums(sums), distributed.reduce_counts({"": count})[""]

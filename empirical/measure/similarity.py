@@ -19,7 +19,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from empirical import distributed
-from empirical.batching import (
+from empirical.errors import EmpiricalError
+from empirical.measure.scaling import check_scale, scaled_forward
+from empirical.models.batching import (
     Batch,
     TokenizedCorpus,
     hidden_state_field,
@@ -27,11 +29,9 @@ from empirical.batching import (
     make_batches,
     tokenize,
 )
-from empirical.corpus import Corpus
-from empirical.errors import EmpiricalError
+from empirical.models.corpus import Corpus
+from empirical.models.provenance import model_record, versions
 from empirical.outputs import write_text
-from empirical.provenance import model_record, versions
-from empirical.scaling import check_scale, scaled_forward
 
 __all__ = ["SimilarityResult", "representation_similarity"]
 
@@ -227,7 +227,7 @@ def representation_similarity(
         model: a Hugging Face transformer (encoder, decoder-only, XLNet or encoder–decoder) in
             eval mode; it is never modified.
         tokenizer: its tokenizer.
-        sentences: the input texts (a list or a :class:`~empirical.corpus.Corpus`); a single
+        sentences: the input texts (a list or a :class:`~empirical.models.corpus.Corpus`); a single
             string is one sentence.
         scale: the factor c ≥ 1 applied to every parameter; ``float("inf")`` compares each layer
             with the exact saturated network (:func:`saturated.saturate`).
@@ -242,7 +242,7 @@ def representation_similarity(
         EmpiricalError: empty input, a scale that is not a c ≥ 1 or ∞, a model without hidden
             states, hidden states that overflow, or (c = ∞) a limit that is not determined.
 
-    >>> from empirical.models import load_model
+    >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=2)
     >>> result = representation_similarity(model, tokenizer, ["The cat sat on the mat."])
     >>> result.layers

@@ -2,24 +2,41 @@
 
 Formats: ``model.safetensors``, sharded safetensors (``model.safetensors.index.json``),
 ``pytorch_model.bin`` and its sharded index, all read by
-:func:`empirical.checkpoints.read_state_dict` (``torch.load(weights_only=True)`` for pickles).
+:func:`read_state_dict` (``torch.load(weights_only=True)`` for pickles).
 Checkpoints of task models (``BertForMaskedLM``: keys under ``bert.``) load into the bare model by
 dropping the base model's prefix; the task head's keys are left out. Every parameter must receive a
 value: a model that would keep random weights is refused.
+
+State dicts readable by :func:`read_state_dict` and :func:`iter_state_dict`:
+
+- a ``.safetensors`` file;
+- a ``.bin`` / ``.pt`` / ``.pth`` (or any other) file saved with ``torch.save``, read with
+  ``torch.load(weights_only=True)`` only: a pickle that needs code to load is refused, normsat
+  never unpickles code. A dict wrapping the weights under ``state_dict`` or ``model`` (as many
+  training scripts save them) is unwrapped;
+- a Hugging Face model folder: ``model.safetensors``, sharded safetensors with
+  ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index (the files named by
+  :func:`weight_files`).
 """
 
 from __future__ import annotations
 
 import json
+import pickle
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["WEIGHT_FILES", "LoadedWeights", "load_weights", "read_weights", "weight_files"]
+__all__ = ["WEIGHT_FILES", "LoadedWeights", "iter_state_dict", "load_weights", "read_state_dict",
+           "read_weights", "weight_files"]
 
 WEIGHT_FILES = (
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -75,11 +92,100 @@ def weight_files(folder: Path) -> tuple[Path, ...]:
     )
 
 
+_WRAPPERS = ("state_dict", "model")  # keys under which training scripts nest the weights
+
+
+def _files(path: Path) -> tuple[Path, ...]:
+    if path.is_dir():
+        return weight_files(path)
+    if not path.is_file():
+        raise EmpiricalError(f"expected a checkpoint file or a model folder, got {path}, which does "
+                             "not exist")
+    return (path,)
+
+
+def _iter_safetensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            for name in handle.keys():  # noqa: SIM118  (safe_open handles are not iterable)
+                yield name, handle.get_tensor(name)
+    except (SafetensorError, OSError) as err:
+        raise EmpiricalError(f"expected {path} to be a safetensors file, but it cannot be read: "
+                             f"{err}") from err
+
+
+def _tensors(loaded: Any, path: Path) -> Mapping[str, torch.Tensor]:
+    """The name → tensor mapping in what ``torch.load`` returned, unwrapping one level of nesting."""
+    if isinstance(loaded, Mapping):
+        for key in _WRAPPERS:
+            if isinstance(loaded.get(key), Mapping):
+                loaded = loaded[key]
+                break
+    if not isinstance(loaded, Mapping):
+        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), got "
+                             f"{type(loaded).__name__}")
+    wrong = [str(name) for name, value in loaded.items() if not isinstance(value, torch.Tensor)]
+    if wrong:
+        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), but "
+                             f"{', '.join(wrong[:5])} {'is' if len(wrong) == 1 else 'are'} not tensors")
+    return loaded
+
+
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        # torch's message spans a dozen lines with terminal escape codes and advises loading with
+        # weights_only=False; keep only what it refused (a class or function to import).
+        refused = _REFUSED_GLOBAL.search(str(err))
+        what = f" (it refers to {refused.group(1)})" if refused else ""
+        raise EmpiricalError(
+            f"normsat will not unpickle code: {path} is a pickle that needs code to load{what}, "
+            f"which torch.load(weights_only=True) refuses; save a state dict "
+            f"(torch.save(model.state_dict(), ...)) or safetensors instead"
+        ) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as err:
+        raise EmpiricalError(f"expected {path} to be a checkpoint saved with torch.save or "
+                             f"safetensors, but it cannot be read: {err}") from err
+    return _tensors(loaded, path)
+
+
+def iter_state_dict(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(name, tensor)`` of a checkpoint file or model folder, on the CPU.
+
+    Safetensors are read one tensor at a time; a ``torch.save`` file is read whole (pickles cannot
+    be read in parts); a sharded checkpoint one shard at a time. So a consumer that keeps only
+    what it needs holds at most one pickle file in memory.
+
+    Raises:
+        EmpiricalError: a missing path, a folder without weights, an unreadable file, a pickle
+            that would run code, or a file holding something other than tensors.
+    """
+    for file in _files(Path(path)):
+        if file.suffix == ".safetensors":
+            yield from _iter_safetensors(file)
+        else:
+            yield from _load_pickle(file).items()
+
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint file or model folder (see the module docstring for formats).
+
+    >>> import tempfile, torch, safetensors.torch
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> safetensors.torch.save_file({"w": torch.ones(2, 3)}, folder / "model.safetensors")
+    >>> {name: tuple(t.shape) for name, t in read_state_dict(folder).items()}
+    {'w': (2, 3)}
+    """
+    return dict(iter_state_dict(path))
+
+
+
 def read_weights(folder: str | Path) -> tuple[dict[str, torch.Tensor], tuple[Path, ...]]:
     """Every tensor of the folder's checkpoint, and the files it came from."""
-    # Imported here: empirical.checkpoints (one reader for every checkpoint) imports this module.
-    from empirical.checkpoints import read_state_dict
-
     files = weight_files(Path(folder))
     return read_state_dict(folder), files
 

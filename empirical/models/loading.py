@@ -3,7 +3,7 @@ folders in every common format, the local Hugging Face cache, and ``module.path:
 
 Nothing here reads the network: configurations and tokenizers load with ``local_files_only=True``
 and ``trust_remote_code=False``, weights from safetensors or ``torch.load(weights_only=True)``
-(:mod:`empirical.formats`), and the cache is only looked up, never filled.
+(:mod:`empirical.models.formats`), and the cache is only looked up, never filled.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import transformers
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.factories import is_factory, make
-from empirical.formats import load_weights, read_weights
+from empirical.models.factories import is_factory, make
+from empirical.models.formats import load_weights, read_weights
 
 __all__ = ["DTYPES", "MODEL_NAMES", "check_device", "load_model", "load_tokenizer", "minilm_path",
            "parse_dtype", "quiet_dependencies"]
@@ -342,7 +342,7 @@ def load_model(
             ``"bert"``, ``"roberta"``, ``"t5"``, ``"xlnet"``, ``"gpt2"`` (base-size configurations,
             random-init only), a local Hugging Face model directory (safetensors, sharded
             safetensors or ``pytorch_model.bin``), a repo id ``org/name`` already in the local
-            Hugging Face cache, or ``module.path:Factory`` (see :mod:`empirical.factories`).
+            Hugging Face cache, or ``module.path:Factory`` (see :mod:`empirical.models.factories`).
         random_init: same architecture, fresh weights drawn with ``seed`` (the global torch random
             state is left untouched).
         seed: seed of the random initialization.

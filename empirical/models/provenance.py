@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from empirical.formats import LoadedWeights
+from empirical.models.formats import LoadedWeights
 
 __all__ = ["model_record", "versions"]
 
@@ -30,7 +30,7 @@ def model_record(model: nn.Module) -> dict[str, Any]:
     (for models loaded from a folder) the weight files read and the checkpoint keys left out."""
     first = next(model.parameters(), None)
     config = getattr(model, "config", None)
-    weights = getattr(model, "normsat_weights", None)  # set by empirical.models.load_model
+    weights = getattr(model, "normsat_weights", None)  # set by empirical.models.loading.load_model
     return {
         "class": f"{type(model).__module__}.{type(model).__qualname__}",
         "num_parameters": sum(p.numel() for p in model.parameters()),

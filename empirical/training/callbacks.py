@@ -1,4 +1,4 @@
-"""A Hugging Face ``Trainer`` callback that records norms with :class:`empirical.norms.NormTracker`."""
+"""A Hugging Face ``Trainer`` callback recording norms with :class:`~empirical.training.norms.NormTracker`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from empirical.errors import EmpiricalError
-from empirical.norms import NormTracker
+from empirical.training.norms import NormTracker
 
 __all__ = ["NormCallback"]
 

@@ -1,131 +1,27 @@
-"""Checkpoints on disk: reading state dicts safely, and scanning a training run's norms offline.
+"""Scanning a training run's checkpoints offline: their steps, order and norms.
 
-Readable formats (:func:`read_state_dict`, :func:`iter_state_dict`):
-
-- a ``.safetensors`` file;
-- a ``.bin`` / ``.pt`` / ``.pth`` (or any other) file saved with ``torch.save``, read with
-  ``torch.load(weights_only=True)`` only: a pickle that needs code to load is refused, normsat
-  never unpickles code. A dict wrapping the weights under ``state_dict`` or ``model`` (as many
-  training scripts save them) is unwrapped;
-- a Hugging Face model folder: ``model.safetensors``, sharded safetensors with
-  ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index (the files named by
-  :func:`empirical.formats.weight_files`).
-
-:func:`scan_checkpoints` runs a :class:`~empirical.norms.NormTracker` over a run's checkpoints in
+:func:`scan_checkpoints` runs a :class:`~empirical.training.norms.NormTracker` over a run's checkpoints in
 step order with at most two of them in memory: the previous one (for the cosine) and the current.
+Each checkpoint is read by :func:`empirical.models.formats.read_state_dict` (every readable format is
+listed there).
 """
 
 from __future__ import annotations
 
 import math
-import pickle
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 from tqdm.auto import tqdm
 
 from empirical.errors import EmpiricalError
-from empirical.formats import weight_files
-from empirical.norms import NormTracker
+from empirical.models.formats import read_state_dict
+from empirical.training.norms import NormTracker
 
-__all__ = ["iter_state_dict", "order_checkpoints", "read_state_dict", "scan_checkpoints",
-           "step_from_name"]
-
-_WRAPPERS = ("state_dict", "model")  # keys under which training scripts nest the weights
-
-
-def _files(path: Path) -> tuple[Path, ...]:
-    if path.is_dir():
-        return weight_files(path)
-    if not path.is_file():
-        raise EmpiricalError(f"expected a checkpoint file or a model folder, got {path}, which does "
-                             "not exist")
-    return (path,)
-
-
-def _iter_safetensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    try:
-        with safe_open(str(path), framework="pt", device="cpu") as handle:
-            for name in handle.keys():  # noqa: SIM118  (safe_open handles are not iterable)
-                yield name, handle.get_tensor(name)
-    except (SafetensorError, OSError) as err:
-        raise EmpiricalError(f"expected {path} to be a safetensors file, but it cannot be read: "
-                             f"{err}") from err
-
-
-def _tensors(loaded: Any, path: Path) -> Mapping[str, torch.Tensor]:
-    """The name → tensor mapping in what ``torch.load`` returned, unwrapping one level of nesting."""
-    if isinstance(loaded, Mapping):
-        for key in _WRAPPERS:
-            if isinstance(loaded.get(key), Mapping):
-                loaded = loaded[key]
-                break
-    if not isinstance(loaded, Mapping):
-        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), got "
-                             f"{type(loaded).__name__}")
-    wrong = [str(name) for name, value in loaded.items() if not isinstance(value, torch.Tensor)]
-    if wrong:
-        raise EmpiricalError(f"expected {path} to hold a state dict (name → tensor), but "
-                             f"{', '.join(wrong[:5])} {'is' if len(wrong) == 1 else 'are'} not tensors")
-    return loaded
-
-
-_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
-
-
-def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        # torch's message spans a dozen lines with terminal escape codes and advises loading with
-        # weights_only=False; keep only what it refused (a class or function to import).
-        refused = _REFUSED_GLOBAL.search(str(err))
-        what = f" (it refers to {refused.group(1)})" if refused else ""
-        raise EmpiricalError(
-            f"normsat will not unpickle code: {path} is a pickle that needs code to load{what}, "
-            f"which torch.load(weights_only=True) refuses; save a state dict "
-            f"(torch.save(model.state_dict(), ...)) or safetensors instead"
-        ) from None
-    except (RuntimeError, OSError, EOFError, ValueError) as err:
-        raise EmpiricalError(f"expected {path} to be a checkpoint saved with torch.save or "
-                             f"safetensors, but it cannot be read: {err}") from err
-    return _tensors(loaded, path)
-
-
-def iter_state_dict(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(name, tensor)`` of a checkpoint file or model folder, on the CPU.
-
-    Safetensors are read one tensor at a time; a ``torch.save`` file is read whole (pickles cannot
-    be read in parts); a sharded checkpoint one shard at a time. So a consumer that keeps only
-    what it needs holds at most one pickle file in memory.
-
-    Raises:
-        EmpiricalError: a missing path, a folder without weights, an unreadable file, a pickle
-            that would run code, or a file holding something other than tensors.
-    """
-    for file in _files(Path(path)):
-        if file.suffix == ".safetensors":
-            yield from _iter_safetensors(file)
-        else:
-            yield from _load_pickle(file).items()
-
-
-def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a checkpoint file or model folder (see the module docstring for formats).
-
-    >>> import tempfile, torch, safetensors.torch
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> safetensors.torch.save_file({"w": torch.ones(2, 3)}, folder / "model.safetensors")
-    >>> {name: tuple(t.shape) for name, t in read_state_dict(folder).items()}
-    {'w': (2, 3)}
-    """
-    return dict(iter_state_dict(path))
-
+__all__ = ["order_checkpoints", "scan_checkpoints", "step_from_name"]
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 # Hugging Face weight file names (whole or sharded): their numbers are shard indices, not steps,

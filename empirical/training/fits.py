@@ -346,7 +346,7 @@ def fit_norm_growth(
     """Fit every law that the number of points allows, choose the best, and rank the layers.
 
     The one growth document of ``normsat norms``, ``normsat train`` and :meth:`NormTracker.plot
-    <empirical.norms.NormTracker.plot>`. A law with k parameters needs k + 1 points (one degree of
+    <empirical.training.norms.NormTracker.plot>`. A law with k parameters needs k + 1 points (one degree of
     freedom for the noise); laws with fewer are listed under ``skipped`` with the reason, never
     dropped silently.
 
@@ -381,7 +381,7 @@ def fit_norm_growth(
 def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: int = 200
                  ) -> tuple[str, list[float], list[float]] | None:
     """``(label, steps, norms)`` of the best law of a growth document from ``first`` to ``last``
-    (the ``fitted`` curve of :func:`empirical.norms.plot_records`); ``None`` without a fit."""
+    (the ``fitted`` curve of :func:`empirical.training.norms.plot_records`); ``None`` without a fit."""
     best = next((fit for fit in growth["fits"] if fit["law"] == growth["best"]), None)
     if best is None:
         return None

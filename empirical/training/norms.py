@@ -35,9 +35,9 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.fits import fit_norm_growth, growth_curve
+from empirical.models.provenance import model_record, versions
 from empirical.outputs import write_text
-from empirical.provenance import model_record, versions
+from empirical.training.fits import fit_norm_growth, growth_curve
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -426,7 +426,7 @@ class NormTracker:
 
     def plot(self, path: str | Path, *, title: str = "") -> Path:
         """Plot total norm (with the best growth law drawn over it, once there are enough records
-        to fit one: :func:`empirical.fits.fit_norm_growth`), per-layer norms and per-layer
+        to fit one: :func:`empirical.training.fits.fit_norm_growth`), per-layer norms and per-layer
         consecutive cosine to a PNG."""
         if not self.records:
             raise EmpiricalError("plot expected at least one record, got none")

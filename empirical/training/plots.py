@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from empirical.errors import EmpiricalError
-from empirical.fits import growth_curve
-from empirical.norms import plot_records
+from empirical.training.fits import growth_curve
+from empirical.training.norms import plot_records
 
 __all__ = ["plot_grid", "plot_norm_comparison", "plot_norms", "plot_saturation"]
 

@@ -1,6 +1,6 @@
 """The gradient projection θᵀ∇L as the norm grows at fixed accuracy (paper Section 4.2, Figure 1).
 
-For each transformer sublayer variant (:mod:`empirical.components`) the loss is a random affine
+For each transformer sublayer variant (:mod:`empirical.measure.components`) the loss is a random affine
 layer (fixed, not part of θ) followed by softmax cross-entropy (mean over tokens). For each scale
 c the paper's four steps are:
 
@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.models.provenance import model_record
 from empirical.outputs import atomic_path
-from empirical.provenance import model_record
-from empirical.scaling import call_scaled, check_scale, scaled_parameters
 
 __all__ = [
     "Projection",
@@ -244,14 +244,14 @@ def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor,
 
     Args:
         components: modules taking one tensor ``hidden_states`` of shape (..., hidden) and returning
-            one of the same shape (e.g. :func:`empirical.components.build_components`).
+            one of the same shape (e.g. :func:`empirical.measure.components.build_components`).
         inputs: their input; every position of every sequence is a sample.
         scales: increasing factors c ≥ 1.
         accuracies: fractions a in [0, 1] of samples labelled with their prediction.
         classes: outputs of the random affine layer.
         seed: seeds the affine layer, which samples are wrong, and their wrong labels.
 
-    >>> from empirical.components import build_components, random_inputs
+    >>> from empirical.measure.components import build_components, random_inputs
     >>> parts = build_components(["feed-forward (no biases)"])
     >>> curves = projection_curves(parts, random_inputs(4, 5), scales=[1, 2, 4], accuracies=[1.0, 0.6])
     >>> all(v < 0 for v in curves.projections["feed-forward (no biases)"][1.0])

@@ -10,7 +10,7 @@ Three causal transformer LMs, random-init, trained on the built-in corpus:
   on queries and keys, and on the logits. :func:`confirm_scale_invariant` checks with
   :func:`homogeneity.analyze` that its logits are exactly 0-homogeneous before any training.
 
-While training, a :class:`~empirical.norms.NormTracker` records every step (norm, θᵀ∇L, θᵀδ) and
+While training, a :class:`~empirical.training.norms.NormTracker` records every step (norm, θᵀ∇L, θᵀδ) and
 a second one the log-spaced evaluation steps (the paper's consecutive-checkpoint cosines). At
 those steps the model is evaluated on held-out sentences (loss, perplexity, next-token accuracy,
 and per-layer similarity to its saturated version at c = 1000 and c = ∞) and saved as safetensors.
@@ -35,14 +35,14 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers.modeling_outputs import CausalLMOutput
 
-from empirical.corpus import Corpus, load_corpus
 from empirical.errors import EmpiricalError
-from empirical.fits import fit_norm_growth
-from empirical.models import minilm_path
-from empirical.norms import NormTracker
+from empirical.measure.similarity import representation_similarity
+from empirical.models.corpus import Corpus, load_corpus
+from empirical.models.loading import minilm_path
+from empirical.models.provenance import model_record, versions
 from empirical.outputs import check_output_dir, write_json
-from empirical.provenance import model_record, versions
-from empirical.similarity import representation_similarity
+from empirical.training.fits import fit_norm_growth
+from empirical.training.norms import NormTracker
 from homogeneity import Grade, HomogeneityError, HomogeneityReport, analyze
 
 __all__ = [
@@ -449,7 +449,7 @@ class TrainResult:
             paper's consecutive-checkpoint cosine, Figure 3).
         evaluations: held-out measurements at the evaluation steps.
         fits: the growth document of the norm against the step
-            (:func:`empirical.fits.fit_norm_growth`: ``fits``, ``best``, ``best_by_aic``, ``n``,
+            (:func:`empirical.training.fits.fit_norm_growth`: ``fits``, ``best``, ``best_by_aic``, ``n``,
             ``skipped``, ``layer_growth``), spread at the top level of :meth:`to_dict` as in
             ``normsat norms`` JSON.
         model: the model record (class, parameter count, configuration).

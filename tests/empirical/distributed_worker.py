@@ -17,12 +17,12 @@ import torch
 import transformers
 
 from empirical import distributed
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
-from empirical.heads import head_atlas
-from empirical.models import minilm_path
-from empirical.saturation import limit_convergence
-from empirical.similarity import representation_similarity
+from empirical.measure.heads import head_atlas
+from empirical.measure.saturation import limit_convergence
+from empirical.measure.similarity import representation_similarity
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import minilm_path
 
 SENTENCES = list(load_corpus(n=7))
 BATCH_SIZE = 2  # 4 length-sorted batches: two per rank

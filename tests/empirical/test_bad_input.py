@@ -17,8 +17,8 @@ from torch import nn
 
 from empirical.cli import main
 from empirical.errors import EmpiricalError
-from empirical.models import load_model
-from empirical.similarity import representation_similarity
+from empirical.measure.similarity import representation_similarity
+from empirical.models.loading import load_model
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -88,7 +88,7 @@ def test_output_paths_are_checked_before_the_computation(
     def no_measurement(*_: Any, **__: Any) -> None:
         raise AssertionError("the model was loaded before the output path was checked")
 
-    monkeypatch.setattr("empirical.commands.common.load_model", no_measurement)
+    monkeypatch.setattr("empirical.cli.commands.common.load_model", no_measurement)
     code, err = run_cli(fast(tiny_bert_dir, option, str(tmp_path / name)), capsys)
     assert code == 2 and expected in err, err
 
@@ -232,7 +232,7 @@ def test_python_api_tokenizer_that_does_not_fit_the_embeddings(
 
 def test_a_factory_that_raises_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from empirical.factories import make
+    from empirical.models.factories import make
 
     (tmp_path / "raising_factories.py").write_text(
         "def boom():\n    raise ValueError('user code failed')\n")

@@ -10,16 +10,16 @@ import safetensors.torch
 import torch
 import transformers
 
-import empirical.checkpoints as checkpoints
-from empirical.checkpoints import (
+import empirical.training.checkpoints as checkpoints
+from empirical.cli import main
+from empirical.errors import EmpiricalError
+from empirical.models.formats import read_state_dict
+from empirical.training.checkpoints import (
     order_checkpoints,
-    read_state_dict,
     scan_checkpoints,
     step_from_name,
 )
-from empirical.cli import main
-from empirical.errors import EmpiricalError
-from empirical.norms import NormTracker
+from empirical.training.norms import NormTracker
 
 
 def tiny_gpt2(width: int = 16, seed: int = 0) -> transformers.GPT2LMHeadModel:

@@ -11,7 +11,7 @@ from torch import nn
 
 from empirical import claims
 from empirical.errors import EmpiricalError
-from empirical.models import load_model
+from empirical.models.loading import load_model
 from saturated import HardAttention, previous_token_head
 from saturated.modules import positional
 

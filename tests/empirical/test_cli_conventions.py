@@ -13,15 +13,15 @@ import matplotlib
 import pytest
 
 from empirical.cli import main
-from empirical.plotting import plot_similarity
-from empirical.sections.similarity import similarity_section
-from empirical.similarity import SimilarityResult
+from empirical.cli.sections.similarity import similarity_section
+from empirical.measure.plotting import plot_similarity
+from empirical.measure.similarity import SimilarityResult
 
 
 def _factory_module(folder: Path, name: str, config_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An importable module ``name`` whose ``make()`` builds a random-init BERT from ``config_dir``."""
     (folder / f"{name}.py").write_text(
-        "import transformers\nfrom empirical.models import load_tokenizer, minilm_path\n"
+        "import transformers\nfrom empirical.models.loading import load_tokenizer, minilm_path\n"
         f"def make():\n    config = transformers.BertConfig.from_pretrained({str(config_dir)!r})\n"
         "    return transformers.BertModel(config), load_tokenizer(minilm_path())\n")
     monkeypatch.syspath_prepend(str(folder))
@@ -67,7 +67,7 @@ def test_a_bug_is_exit_code_one_with_one_line(tiny_bert_dir: Path, capsys: pytes
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("empirical.commands.similarity.representation_similarity", broken)
+    monkeypatch.setattr("empirical.cli.commands.similarity.representation_similarity", broken)
     assert main(["similarity", "--model", str(tiny_bert_dir), "--sentences", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("normsat similarity: internal error: ZeroDivisionError: division by zero")
@@ -101,7 +101,7 @@ def test_degree_json_records_its_inputs(tiny_bert_dir: Path, tmp_path: Path) -> 
 def test_report_takes_the_similarity_options(tiny_bert_dir: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # The options reach the shared context; the similarity section alone shows it (and is quick).
-    monkeypatch.setattr("empirical.report.SECTIONS", [similarity_section])
+    monkeypatch.setattr("empirical.cli.report.SECTIONS", [similarity_section])
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The norm grows during training.\nAttention saturates.\n")
     out = tmp_path / "report"
@@ -128,13 +128,13 @@ def test_plot_of_the_limit_is_labelled_with_integer_layers(tmp_path: Path) -> No
 
 def test_report_takes_a_factory_and_says_which_sections_it_skips(
         tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from empirical.sections.context import ReportContext, Section
+    from empirical.cli.sections.context import ReportContext, Section
 
     def size(ctx: ReportContext) -> Section:  # a quick section that needs only the model itself
         model, _ = ctx.pretrained
         return Section("size", "Size", "measured", {"parameters": sum(p.numel() for p in model.parameters())})
 
-    monkeypatch.setattr("empirical.report.SECTIONS", [similarity_section, size])
+    monkeypatch.setattr("empirical.cli.report.SECTIONS", [similarity_section, size])
     _factory_module(tmp_path, "report_factories", tiny_bert_dir, monkeypatch)
     out = tmp_path / "report"
     assert main(["report", "--out", str(out), "--model", "report_factories:make", "--sentences", "2",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
+from empirical.models.corpus import load_corpus
 
 
 def test_default_corpus_is_deterministic_english_prose():

@@ -115,11 +115,11 @@ def test_measurements_and_claims_run_on_cuda_and_agree_with_the_cpu():
 @pytest.mark.parametrize("writer", [True, False])
 def test_only_the_writer_rank_prints_the_results(writer, tiny_bert_dir, tmp_path, capsys, monkeypatch):
     from empirical.cli import main
-    from empirical.sections.context import Section
+    from empirical.cli.sections.context import Section
 
     # Under torchrun every rank runs the command to the end; only rank 0 may print.
     monkeypatch.setattr(distributed, "is_writer", lambda: writer)
-    monkeypatch.setattr("empirical.report.SECTIONS", [lambda ctx: Section("s", "S", "text")])
+    monkeypatch.setattr("empirical.cli.report.SECTIONS", [lambda ctx: Section("s", "S", "text")])
     tiny = ["--model", str(tiny_bert_dir), "--sentences", "2", "--num-layers", "1", "--quiet"]
     assert main(["similarity", *tiny, "--json", str(tmp_path / "run.json")]) == 0
     assert main(["report", *tiny, "--out", str(tmp_path / "report")]) == 0

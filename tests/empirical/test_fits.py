@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from empirical.errors import EmpiricalError
-from empirical.fits import LAWS, fit_growth, fit_law, fit_norm_growth, growth_curve, layer_growth
+from empirical.training.fits import LAWS, fit_growth, fit_law, fit_norm_growth, growth_curve, layer_growth
 
 STEPS = 400
 EVERY = 10

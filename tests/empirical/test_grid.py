@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-import empirical.commands.grid as grid
-import empirical.fits as fits
+import empirical.cli.commands.grid as grid
+import empirical.training.fits as fits
 from empirical.cli import main
 from empirical.errors import EmpiricalError
-from empirical.training import TrainConfig, train
-from empirical.training_plots import plot_grid
+from empirical.training.plots import plot_grid
+from empirical.training.runs import TrainConfig, train
 
 
 def _reject_constant(name: str) -> float:

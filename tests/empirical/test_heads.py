@@ -13,10 +13,10 @@ import torch
 from torch import Tensor, nn
 from transformers.modeling_outputs import BaseModelOutput
 
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
-from empirical.heads import HeadBatch, Thresholds, head_atlas, measure_heads, plot_atlas
-from empirical.models import load_model
+from empirical.measure.heads import HeadBatch, Thresholds, head_atlas, measure_heads, plot_atlas
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.bounds import scale_to_saturate, scale_to_saturate_map
 from saturated.functional import default_rtol, hardmax
 from saturated.modules import HardAttention, majority_head, positional, previous_token_head

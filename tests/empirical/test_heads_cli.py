@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from empirical.cli import main
-from empirical.corpus import load_corpus
-from empirical.report import SECTIONS, write_report
-from empirical.sections.heads import heads_section
-from empirical.training import TrainConfig, train
+from empirical.cli.report import SECTIONS, write_report
+from empirical.cli.sections.heads import heads_section
+from empirical.models.corpus import load_corpus
+from empirical.training.runs import TrainConfig, train
 
 
 def test_heads_command_writes_one_entry_per_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from empirical.errors import EmpiricalError
-from empirical.models import MODEL_NAMES, load_model, minilm_path
+from empirical.models.loading import MODEL_NAMES, load_model, minilm_path
 
 
 def test_minilm_has_the_packaged_pretrained_weights(minilm):

@@ -14,9 +14,9 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from empirical.errors import EmpiricalError
-from empirical.formats import read_weights
-from empirical.models import load_model, minilm_path
-from empirical.provenance import model_record
+from empirical.models.formats import read_weights
+from empirical.models.loading import load_model, minilm_path
+from empirical.models.provenance import model_record
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "max_position_embeddings": 64}
@@ -149,7 +149,7 @@ def test_repo_id_from_the_cache_named_by_hf_hub_cache(tmp_path: Path) -> None:
 def test_factory_gives_model_and_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tiny_factories.py").write_text(
         "import torch, transformers\n"
-        "from empirical.models import load_tokenizer, minilm_path\n"
+        "from empirical.models.loading import load_tokenizer, minilm_path\n"
         f"CONFIG = transformers.BertConfig(**{TINY!r})\n"
         "def with_tokenizer():\n"
         "    return transformers.BertModel(CONFIG), load_tokenizer(minilm_path())\n"

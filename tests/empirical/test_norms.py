@@ -10,10 +10,10 @@ import torch
 import transformers
 from torch.nn.utils import parameters_to_vector
 
-import empirical.norms as norms
+import empirical.training.norms as norms
 from empirical.errors import EmpiricalError
-from empirical.fits import LAWS
-from empirical.norms import DEFAULT_GROUPS, NormTracker, layer_of
+from empirical.training.fits import LAWS
+from empirical.training.norms import DEFAULT_GROUPS, NormTracker, layer_of
 
 
 def tiny_gpt2(seed: int = 0) -> transformers.GPT2LMHeadModel:

@@ -9,8 +9,8 @@ import torch
 import transformers
 from torch.nn.utils import parameters_to_vector
 
-from empirical.callbacks import NormCallback
 from empirical.errors import EmpiricalError
+from empirical.training.callbacks import NormCallback
 
 
 def _trainer(tmp_path, callback, *, steps=4, lr=0.05):

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from empirical.cli import main
-from empirical.components import VARIANTS, build_components, component_saturation, random_inputs
 from empirical.errors import EmpiricalError
-from empirical.projection import (
+from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
+from empirical.training.projection import (
     fixed_accuracy_labels,
     gradient_projection,
     gradient_projections,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from empirical.report import SECTIONS, write_report
-from empirical.sections.context import Section
-from empirical.sections.similarity import similarity_section
+from empirical.cli.report import SECTIONS, write_report
+from empirical.cli.sections.context import Section
+from empirical.cli.sections.similarity import similarity_section
 
 
 def test_report_with_the_similarity_section(tmp_path):

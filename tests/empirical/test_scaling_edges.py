@@ -15,7 +15,9 @@ import pytest
 import torch
 from torch import nn
 
-from empirical.batching import (
+from empirical.errors import EmpiricalError
+from empirical.measure.scaling import call_scaled, check_scale, scaled_forward, scaled_parameters
+from empirical.models.batching import (
     TokenizedCorpus,
     embedding_rows,
     hidden_states,
@@ -23,8 +25,6 @@ from empirical.batching import (
     position_limit,
     tokenize,
 )
-from empirical.errors import EmpiricalError
-from empirical.scaling import call_scaled, check_scale, scaled_forward, scaled_parameters
 
 # --- check_scale --------------------------------------------------------------------------------
 

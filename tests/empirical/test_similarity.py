@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
-from empirical.models import load_model
-from empirical.reference import one_at_a_time_similarity
-from empirical.similarity import SimilarityResult, representation_similarity
+from empirical.measure.reference import one_at_a_time_similarity
+from empirical.measure.similarity import SimilarityResult, representation_similarity
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 
 SENTENCES = list(load_corpus(n=12))
 

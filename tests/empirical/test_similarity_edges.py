@@ -20,12 +20,10 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, T5Config, T5Model
 
-from empirical import distributed, similarity
-from empirical.batching import TokenizedCorpus, check_token_ids, make_batches, tokenize
-from empirical.corpus import Corpus
+from empirical import distributed
 from empirical.errors import EmpiricalError
-from empirical.provenance import model_record, versions
-from empirical.similarity import (
+from empirical.measure import similarity
+from empirical.measure.similarity import (
     SimilarityResult,
     _layer_labels,
     _prepare,
@@ -33,6 +31,9 @@ from empirical.similarity import (
     _token_cosines,
     representation_similarity,
 )
+from empirical.models.batching import TokenizedCorpus, check_token_ids, make_batches, tokenize
+from empirical.models.corpus import Corpus
+from empirical.models.provenance import model_record, versions
 
 SENTENCES = ["a bb ccc", "dddd", "ee f gg hhh iiii", "jj k"]
 
@@ -270,7 +271,7 @@ def test_progress_bar_is_shown_only_when_asked(progress: bool, capsys: pytest.Ca
     assert ("similarity c=2" in capsys.readouterr().err) == progress
 
 
-# --- The tokenization and batching every measurement starts from (empirical/batching.py). -------
+# --- The tokenization and batching every measurement starts from (empirical/models/batching.py). -------
 
 class SpecialTokenizer:
     """One id per word (1000 + its length), framed by [CLS] = 101 and [SEP] = 102 only when asked

@@ -12,14 +12,14 @@ import safetensors.torch
 import torch
 from torch import nn
 
-import empirical.fits as fits
-import empirical.sections.training as training_sections
+import empirical.cli.sections.training as training_sections
+import empirical.training.fits as fits
 from empirical.cli import main
-from empirical.corpus import load_corpus
+from empirical.cli.sections.context import ReportContext
+from empirical.cli.sections.training import training_section
 from empirical.errors import EmpiricalError
-from empirical.sections.context import ReportContext
-from empirical.sections.training import training_section
-from empirical.training import (
+from empirical.models.corpus import load_corpus
+from empirical.training.runs import (
     TrainConfig,
     build_model,
     checkpoint_path,

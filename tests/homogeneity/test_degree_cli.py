@@ -10,8 +10,8 @@ import pytest
 
 import homogeneity
 from empirical.cli import main
-from empirical.sections.context import ReportContext
-from empirical.sections.degree import degree_section
+from empirical.cli.sections.context import ReportContext
+from empirical.cli.sections.degree import degree_section
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "homogeneity.md"
 

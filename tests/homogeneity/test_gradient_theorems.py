@@ -23,7 +23,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from empirical.projection import gradient_projection
+from empirical.training.projection import gradient_projection
 from homogeneity import Grade
 from homogeneity.strategies import NetworkSpec, inputs, networks
 

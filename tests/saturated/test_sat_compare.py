@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from empirical.models import load_model
+from empirical.models.loading import load_model
 from saturated.compare import compare_layers
 from saturated.errors import SaturationError
 from saturated.modules import positional, previous_token_head

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel, saturate
 

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from empirical.cli import main
-from empirical.models import load_model
-from empirical.similarity import representation_similarity
+from empirical.measure.similarity import representation_similarity
+from empirical.models.loading import load_model
 from saturated.errors import SaturationError
 from saturated.saturate import saturate
 

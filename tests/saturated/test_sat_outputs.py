@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.errors import SaturationError
 from saturated.interpreter import _looked_up
 from saturated.rules import Settings

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from empirical.cli.report import SECTIONS, write_report
+from empirical.cli.sections.limit import limit_section
 from empirical.errors import EmpiricalError
-from empirical.models import load_model
-from empirical.report import SECTIONS, write_report
-from empirical.saturation import limit_convergence
-from empirical.sections.limit import limit_section
+from empirical.measure.saturation import limit_convergence
+from empirical.models.loading import load_model
 
 
 def test_limit_section_tables_c_1000_beside_infinity(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from empirical.corpus import load_corpus
-from empirical.models import load_model
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import load_model
 from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import saturate

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from empirical.commands.common import add_model_option
-from empirical.commands.degree import resolve_model
+from empirical.cli.commands.common import add_model_option
+from empirical.cli.commands.degree import resolve_model
 from empirical.errors import EmpiricalError
 from homogeneity.certificate import Certificate
 from homogeneity.checker import check_certificate

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.models import DTYPES, MODEL_NAMES, check_device, load_model, parse_dtype
+from empirical.models.loading import DTYPES, MODEL_NAMES, check_device, load_model, parse_dtype
 from empirical.outputs import atomic_path, check_output, check_output_dir, write_json, write_text
 
 __all__ = [
@@ -86,7 +86,7 @@ def model_spec(args: argparse.Namespace) -> str:
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, sentences: int = 100) -> None:
-    """``--corpus FILE`` and ``--sentences N``, read with :func:`empirical.corpus.load_corpus`."""
+    """``--corpus FILE`` and ``--sentences N``, read with :func:`empirical.models.corpus.load_corpus`."""
     parser.add_argument("--corpus", default=None,
                         help="text file: one sentence per line, or blank-line-separated paragraphs "
                         "with # comments (default: built-in standard-library sentences)")
@@ -96,7 +96,7 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, sentences: int = 100)
 
 def add_device_options(parser: argparse.ArgumentParser, *, dtypes: Sequence[str] | None = None,
                        dtype_default: str | None = "float32", dtype_help: str | None = None) -> None:
-    """``--dtype`` (among ``dtypes``, default: all of :data:`empirical.models.DTYPES`) and
+    """``--dtype`` (among ``dtypes``, default: all of :data:`empirical.models.loading.DTYPES`) and
     ``--device``; :func:`check_outputs` refuses a device that does not exist here (exit code 2)."""
     parser.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
                         default=dtype_default,
@@ -114,7 +114,7 @@ def add_output_options(parser: argparse.ArgumentParser, *, json_help: str, plot:
     """``--json PATH`` (and ``--plot PATH``); check them with :func:`check_outputs`."""
     parser.add_argument("--json", default=None, metavar="PATH", help=json_help)
     if plot:
-        from empirical.plotting import PLOT_SUFFIXES
+        from empirical.measure.plotting import PLOT_SUFFIXES
 
         parser.add_argument("--plot", default=None, metavar="PATH",
                             help=f"write a plot to this path ({', '.join(PLOT_SUFFIXES)})")
@@ -125,7 +125,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     if getattr(args, "json", None):
         check_output(args.json, suffixes=(".json",), what="--json")
     if getattr(args, "plot", None):
-        from empirical.plotting import PLOT_SUFFIXES
+        from empirical.measure.plotting import PLOT_SUFFIXES
 
         check_output(args.plot, suffixes=PLOT_SUFFIXES, what="--plot")
     if getattr(args, "device", None):

@@ -10,7 +10,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from empirical.commands.common import (
+from empirical.cli.commands.common import (
     add_device_options,
     add_model_option,
     add_output_options,
@@ -24,9 +24,9 @@ from empirical.commands.common import (
     write_text,
 )
 from empirical.errors import EmpiricalError
-from empirical.factories import is_factory, make
-from empirical.models import check_device
-from empirical.provenance import model_record, versions
+from empirical.models.factories import is_factory, make
+from empirical.models.loading import check_device
+from empirical.models.provenance import model_record, versions
 from homogeneity.analysis import analyze
 from homogeneity.certify import certify
 from homogeneity.report import HomogeneityReport

@@ -9,12 +9,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any
 
-from empirical.commands.train import add_training_options, config_from_args
+from empirical.cli.commands.train import add_training_options, config_from_args
 from empirical.errors import EmpiricalError
+from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
-from empirical.provenance import versions
-from empirical.training import TrainConfig, TrainingDiverged, train
-from empirical.training_plots import plot_grid
+from empirical.training.plots import plot_grid
+from empirical.training.runs import TrainConfig, TrainingDiverged, train
 
 __all__ = ["register", "run_cell", "run_grid"]
 

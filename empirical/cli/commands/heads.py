@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from empirical import distributed
-from empirical.commands.common import (
+from empirical.cli.commands.common import (
     add_corpus_options,
     add_device_options,
     add_model_option,
@@ -19,12 +19,12 @@ from empirical.commands.common import (
     positive_int,
     write_json,
 )
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
-from empirical.heads import HeadAtlas, head_atlas, plot_atlas
-from empirical.models import parse_dtype
-from empirical.provenance import versions
-from empirical.training import load_checkpoint, read_run
+from empirical.measure.heads import HeadAtlas, head_atlas, plot_atlas
+from empirical.models.corpus import load_corpus
+from empirical.models.loading import parse_dtype
+from empirical.models.provenance import versions
+from empirical.training.runs import load_checkpoint, read_run
 from saturated.rules import Settings
 
 __all__ = ["register"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from empirical.commands.common import add_output_options, check_outputs, write_json
-from empirical.provenance import versions
+from empirical.cli.commands.common import add_output_options, check_outputs, write_json
+from empirical.models.provenance import versions
 from homogeneity.verify import check_lemmas, lemma_rows
 
 __all__ = ["register", "run"]

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.checkpoints import scan_checkpoints
-from empirical.commands.common import atomic_path, check_output, write_json
-from empirical.fits import fit_norm_growth, growth_curve, skipped_lines
-from empirical.norms import render_records
-from empirical.provenance import versions
+from empirical.cli.commands.common import atomic_path, check_output, write_json
+from empirical.models.provenance import versions
+from empirical.training.checkpoints import scan_checkpoints
+from empirical.training.fits import fit_norm_growth, growth_curve, skipped_lines
+from empirical.training.norms import render_records
 
 __all__ = ["measure", "register"]
 

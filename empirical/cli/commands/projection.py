@@ -7,7 +7,7 @@ import argparse
 import math
 from typing import Any
 
-from empirical.commands.common import (
+from empirical.cli.commands.common import (
     add_device_options,
     add_output_options,
     check_output,
@@ -15,12 +15,12 @@ from empirical.commands.common import (
     positive_int,
     write_json,
 )
-from empirical.components import VARIANTS, build_components, component_saturation, random_inputs
 from empirical.errors import EmpiricalError
-from empirical.models import check_device, parse_dtype
-from empirical.plotting import PLOT_SUFFIXES
-from empirical.projection import ProjectionCurves, equilibrium_scale, projection_curves
-from empirical.provenance import versions
+from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
+from empirical.measure.plotting import PLOT_SUFFIXES
+from empirical.models.loading import check_device, parse_dtype
+from empirical.models.provenance import versions
+from empirical.training.projection import ProjectionCurves, equilibrium_scale, projection_curves
 
 __all__ = ["figure1_scales", "register", "run", "saturation_scales", "sign_summary"]
 

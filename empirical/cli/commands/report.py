@@ -6,8 +6,9 @@ import argparse
 import shutil
 from typing import Any
 
-from empirical import distributed, report
-from empirical.commands.common import (
+from empirical import distributed
+from empirical.cli import report
+from empirical.cli.commands.common import (
     MODEL_HELP,
     add_corpus_options,
     add_device_options,
@@ -16,14 +17,14 @@ from empirical.commands.common import (
     parse_dtype,
     positive_int,
 )
-from empirical.factories import is_factory, resolve
-from empirical.models import check_device
-from empirical.report import SectionFunction, write_report
-from empirical.sections.context import ReportContext, Section
-from empirical.sections.heads import heads_section
-from empirical.sections.limit import limit_section
-from empirical.sections.similarity import similarity_section
-from empirical.training import read_run
+from empirical.cli.report import SectionFunction, write_report
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.cli.sections.heads import heads_section
+from empirical.cli.sections.limit import limit_section
+from empirical.cli.sections.similarity import similarity_section
+from empirical.models.factories import is_factory, resolve
+from empirical.models.loading import check_device
+from empirical.training.runs import read_run
 
 __all__ = ["NEEDS_RANDOM_TWIN", "register", "sections_for"]
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from empirical import distributed
-from empirical.commands.common import (
+from empirical.cli.commands.common import (
     add_corpus_options,
     add_device_options,
     add_model_option,
@@ -17,12 +17,12 @@ from empirical.commands.common import (
     positive_int,
     write_json,
 )
-from empirical.corpus import load_corpus
 from empirical.errors import EmpiricalError
-from empirical.factories import is_factory
-from empirical.plotting import plot_similarity
-from empirical.provenance import versions
-from empirical.similarity import SimilarityResult, representation_similarity
+from empirical.measure.plotting import plot_similarity
+from empirical.measure.similarity import SimilarityResult, representation_similarity
+from empirical.models.corpus import load_corpus
+from empirical.models.factories import is_factory
+from empirical.models.provenance import versions
 
 __all__ = ["register", "run_variants"]
 

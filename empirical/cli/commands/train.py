@@ -10,12 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from empirical.commands.common import add_device_option
-from empirical.fits import skipped_lines
-from empirical.models import check_device
+from empirical.cli.commands.common import add_device_option
+from empirical.models.loading import check_device
 from empirical.outputs import check_output_dir
-from empirical.training import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
-from empirical.training_plots import plot_norms, plot_saturation
+from empirical.training.fits import skipped_lines
+from empirical.training.plots import plot_norms, plot_saturation
+from empirical.training.runs import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
 
 __all__ = ["add_training_options", "config_from_args", "register", "staged_folder", "write_run"]
 

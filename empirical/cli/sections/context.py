@@ -9,8 +9,8 @@ from typing import Any
 
 from torch import nn
 
-from empirical.corpus import Corpus, load_corpus
-from empirical.models import load_model
+from empirical.models.corpus import Corpus, load_corpus
+from empirical.models.loading import load_model
 
 __all__ = ["ReportContext", "Section"]
 
@@ -26,7 +26,7 @@ class ReportContext:
     progress: bool = True
     corpus_path: str | None = None
     load_options: dict[str, Any] = field(default_factory=dict)
-    """Further :func:`~empirical.models.load_model` options: num_layers, dtype, device, tokenizer."""
+    """Further :func:`~empirical.models.loading.load_model` options: num_layers, dtype, device, tokenizer."""
     train_dir: str | None = None
     """A ``normsat train`` folder for the training section (None: the section makes a short run)."""
 

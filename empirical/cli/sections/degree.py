@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from empirical.commands.degree import model_inputs, numeric_degrees
-from empirical.sections.context import ReportContext, Section
+from empirical.cli.commands.degree import model_inputs, numeric_degrees
+from empirical.cli.sections.context import ReportContext, Section
 from homogeneity.analysis import analyze
 
 __all__ = ["degree_section"]

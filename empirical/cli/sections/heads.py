@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from empirical.heads import CLASSES, HeadAtlas, head_atlas, plot_atlas
-from empirical.sections.context import ReportContext, Section
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.measure.heads import CLASSES, HeadAtlas, head_atlas, plot_atlas
 
 __all__ = ["heads_section"]
 

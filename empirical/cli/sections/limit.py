@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from empirical.saturation import Convergence, limit_convergence
-from empirical.sections.context import ReportContext, Section
-from empirical.similarity import representation_similarity
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.measure.saturation import Convergence, limit_convergence
+from empirical.measure.similarity import representation_similarity
 
 __all__ = ["limit_section", "plot_convergence"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from empirical.plotting import plot_similarity
-from empirical.sections.context import ReportContext, Section
-from empirical.similarity import representation_similarity
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.measure.plotting import plot_similarity
+from empirical.measure.similarity import representation_similarity
 
 __all__ = ["similarity_section"]
 

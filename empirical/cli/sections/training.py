@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from empirical.sections.context import ReportContext, Section
-from empirical.training import TrainConfig, read_run, train
-from empirical.training_plots import plot_norm_comparison, plot_norms, plot_saturation
+from empirical.cli.sections.context import ReportContext, Section
+from empirical.training.plots import plot_norm_comparison, plot_norms, plot_saturation
+from empirical.training.runs import TrainConfig, read_run, train
 
 __all__ = ["SHORT_RUN", "SHORT_RUN_DECAY", "comparison_markdown", "run_markdown", "training_section"]
 

@@ -1,4 +1,4 @@
-"""The ``normsat`` command: one subcommand per module in :mod:`empirical.commands`."""
+"""The ``normsat`` command: one subcommand per module in :mod:`empirical.cli.commands`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from importlib import metadata
 
 from empirical import distributed
-from empirical.commands import (
+from empirical.cli.commands import (
     check,
     degree,
     grid,

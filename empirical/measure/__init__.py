@@ -1,0 +1,1 @@
+"""Scaling θ, similarity, the limit, components, the head atlas, their plots; imports empirical.models."""

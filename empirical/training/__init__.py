@@ -1,0 +1,1 @@
+"""Training runs, NormTracker, fits, checkpoint scans, callbacks, projection; imports measure and models."""

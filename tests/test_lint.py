@@ -1,7 +1,8 @@
-"""ruff and mypy, configured in pyproject.toml, stay clean."""
+"""ruff, mypy and the import-linter contracts, configured in pyproject.toml, stay clean."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,4 +28,12 @@ def test_ruff_is_clean():
 
 def test_mypy_is_clean():
     done = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_import_contracts_are_kept():
+    """The packages and empirical's sub-packages import downward only (DESIGN.md, Shape)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True,
+                          text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr

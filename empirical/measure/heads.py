@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpmath import iv
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
@@ -425,6 +424,8 @@ def _exceeds(t: int, near: np.ndarray, far: np.ndarray, eps: float) -> float:
 
 
 def _certify_exceeds(t: int, near: np.ndarray, far: np.ndarray, c: float, eps: float, which: int) -> bool:
+    from mpmath import iv  # heavy, and needed only to certify a scale
+
     with interval_bits(80):
         scale = iv.mpf(c)
         terms = [iv.exp(-scale * iv.mpf(float(g))) for g in near]

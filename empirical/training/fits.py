@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit
 
 from empirical.errors import EmpiricalError
 
@@ -182,6 +181,8 @@ def _check_data(steps: Sequence[float], values: Sequence[float]) -> tuple[Array,
 
 
 def _curve_fit(law: Law, t: Array, y: Array, start: Sequence[float]) -> tuple[Array, Array]:
+    from scipy.optimize import OptimizeWarning, curve_fit  # heavy, and needed only to fit
+
     kwargs: dict[str, Any] = {"p0": list(start), "maxfev": 20000}
     if law.bounds is not None:
         kwargs["bounds"] = law.bounds

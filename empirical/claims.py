@@ -44,8 +44,9 @@ from empirical.strategies import (
     special_tokens,
     token_sequences,
 )
-from homogeneity import Degree, Grade, HomogeneityReport, analyze
+from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
+from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_scaling
 from saturated import SaturatedModel, SaturationError, Settings, compare_layers
 

@@ -43,7 +43,8 @@ from empirical.norms import NormTracker
 from empirical.outputs import check_output_dir, write_json
 from empirical.provenance import model_record, versions
 from empirical.similarity import representation_similarity
-from homogeneity import Grade, HomogeneityError, HomogeneityReport, analyze
+from homogeneity import Grade, HomogeneityError, analyze
+from homogeneity.report import HomogeneityReport
 
 __all__ = [
     "ARCHITECTURES",

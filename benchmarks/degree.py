@@ -3,7 +3,7 @@
 Measurements, in one process, on random-init BERT-base (width 768, 12 heads):
 
 - export: ``torch.export`` of the 12-layer model (done once; not part of the targets);
-- propagation: :func:`homogeneity.analyze_program` on the exported graph (the rule pass, the
+- propagation: :func:`homogeneity.analysis.analyze_program` on the exported graph (the rule pass, the
   per-node entries and the per-module summaries), best of several runs;
 - depth: the same for 48 layers of the same width, and the ratio 48 / 12.
 
@@ -20,7 +20,8 @@ import timeit
 import torch
 
 from empirical.models.loading import load_model
-from homogeneity import analyze_program, export_model
+from homogeneity import export_model
+from homogeneity.analysis import analyze_program
 
 
 def exported_bert(num_layers: int) -> tuple[torch.export.ExportedProgram, float]:

@@ -8,58 +8,30 @@
 (2, 'asymptotic')
 """
 
-from homogeneity.analysis import (
-    META_KEY,
-    DegreeInterpreter,
-    analyze,
-    analyze_program,
-    output_names,
-    select_parameters,
-)
-from homogeneity.builder import GraphBuilder, Value
-from homogeneity.certificate import Certificate
+from homogeneity.analysis import analyze
+from homogeneity.builder import GraphBuilder
 from homogeneity.certify import certify
-from homogeneity.checker import CertificateCheck, check_certificate
-from homogeneity.degree import Case, Degree, Grade, K, add_degrees
-from homogeneity.depth import DegreeMap, L, block_degree_map, stack_degree
+from homogeneity.checker import check_certificate
+from homogeneity.degree import Degree, Grade, K
+from homogeneity.depth import block_degree_map, stack_degree
 from homogeneity.errors import HomogeneityError
-from homogeneity.report import HomogeneityReport, ModuleSummary, NodeDegree
-from homogeneity.rules import RULES, register_rule, rule_for, rule_table, rule_table_markdown
-from homogeneity.tracing import export_model, export_ready, node_module_path, parameter_names
+from homogeneity.rules import RULES, register_rule, rule_for
+from homogeneity.tracing import export_model, node_module_path
 
 __all__ = [
-    "META_KEY",
     "RULES",
-    "Case",
-    "Certificate",
-    "CertificateCheck",
     "Degree",
-    "DegreeInterpreter",
-    "DegreeMap",
     "Grade",
     "GraphBuilder",
     "HomogeneityError",
-    "HomogeneityReport",
     "K",
-    "L",
-    "ModuleSummary",
-    "NodeDegree",
-    "Value",
-    "add_degrees",
     "analyze",
-    "analyze_program",
     "block_degree_map",
     "certify",
     "check_certificate",
     "export_model",
-    "export_ready",
     "node_module_path",
-    "output_names",
-    "parameter_names",
     "register_rule",
     "rule_for",
-    "rule_table",
-    "rule_table_markdown",
-    "select_parameters",
     "stack_degree",
 ]

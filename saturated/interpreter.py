@@ -1,14 +1,15 @@
 """Run an exported graph on expansions in c: every parameter is a term of degree 1.
 
 Placeholders for parameters become ``Term(θ, 1)`` (the parameter scaled by c); buffers, constants
-and user inputs stay exact. Nodes whose tensor arguments are all exact run as they are (masks,
-position ids, bucket computations); the others go through the rule table of
-:mod:`saturated.rules`. Errors name the node, the op and the module it was traced in.
+and user inputs stay exact. :class:`LimitInterpreter`, a ``torch.fx.Interpreter``, runs the graph:
+nodes whose tensor arguments are all exact run as they are (masks, position ids, bucket
+computations); the others go through the rule table of :mod:`saturated.rules`. Errors name the
+node, the op and the module it was traced in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from saturated.rules import RULES, TIE_AWARE, Settings
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
 
-__all__ = ["run_terms"]
+__all__ = ["LimitInterpreter", "run_terms"]
 
 aten = torch.ops.aten
 
@@ -141,6 +142,122 @@ def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any
     return value
 
 
+class LimitInterpreter(torch.fx.Interpreter):
+    """A ``torch.fx.Interpreter`` whose values are expansions in c: each node gets its op's limit rule.
+
+    Run it with one maker per placeholder (a function of no arguments returning the value, see
+    :func:`run_terms`): a placeholder's value is made when a node first reads it, so a cast copy of
+    a parameter lives only while the graph needs it. Nodes whose tensor arguments are all exact run
+    as they are; the others go through :meth:`call_function` and the rule table. Values are freed
+    after their last use among the nodes that run. Other analyses extend it the same way as
+    :class:`homogeneity.analysis.DegreeInterpreter`: override :meth:`call_function` (or
+    :meth:`run_node`).
+
+    Args:
+        module: the graph module (``ExportedProgram.graph_module``).
+        settings: mask threshold, tie tolerance and tie policy.
+        swap: (the model's dtype, the dtype to run in), or None to run as exported: dtype
+            arguments of ops follow, and embedding lookups are cast (their tables are not).
+        keep: per flattened output, whether to compute it (None: all); only the nodes the kept
+            outputs depend on run, the others get None.
+        rules: the rule table (default: every registered rule).
+        tie_aware: the ops whose rules accept :class:`~saturated.ties.TiedWeights` (default: those
+            registered so).
+    """
+
+    def __init__(self, module: torch.fx.GraphModule, settings: Settings,
+                 swap: tuple[torch.dtype, torch.dtype] | None = None, keep: Sequence[bool] | None = None,
+                 rules: Mapping[Any, Any] | None = None, tie_aware: Container[Any] | None = None) -> None:
+        super().__init__(module, garbage_collect_values=True)
+        self.extra_traceback = False  # errors name the node, op and module themselves
+        self.settings = settings
+        self.swap = swap
+        self.keep = keep
+        self.rules = RULES if rules is None else rules
+        self.tie_aware = TIE_AWARE if tie_aware is None else tie_aware
+        self.needed = _needed(self.graph, keep)
+        # Free each value after its last use among the nodes that run, not among all nodes.
+        self.user_to_last_uses = _last_uses(self.graph, self.needed)
+        self.node: torch.fx.Node | None = None
+        """The node being run (named in error messages)."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n.op == "placeholder":
+            return _Pending(next(self.args_iter))
+        if n not in self.needed:
+            return None
+        with self._set_current_node(n):
+            self.node = n
+            if n.op == "output":
+                flat = list(n.args[0])  # type: ignore[arg-type]
+                chosen = self.keep if self.keep is not None else [True] * len(flat)
+                outputs = [self.map_nodes_to_values(out, n) if kept else None
+                           for out, kept in zip(flat, chosen)]
+                return self.output(n.target, (outputs,), {})
+            if n.op != "call_function":
+                raise SaturationError(f"unexpected graph node kind '{n.op}' at {_where(n)}")
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            if self.swap is not None:
+                args, kwargs = _dtype_swap(args, self.swap), _dtype_swap(kwargs, self.swap)
+            value = self.call_function(n.target, args, kwargs)
+            if self.swap is not None and n.target == aten.embedding.default:
+                value = _cast(value, self.swap[1])
+            return value
+
+    def map_nodes_to_values(self, args: Any, n: torch.fx.Node) -> Any:
+        """The values of the nodes in ``args``; a placeholder's value is made on first use."""
+
+        def load(node: torch.fx.Node) -> Any:
+            value = self.env[node]
+            if isinstance(value, _Pending):
+                value = self.env[node] = value.make()
+            return value
+
+        return torch.fx.node.map_arg(args, load)
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        """Run the op as it is if no argument depends on c, else its limit rule."""
+        node = self.node
+        assert node is not None
+        leaves = _terms((args, kwargs))
+        if not leaves:
+            return target(*args, **kwargs)
+        rule = self.rules.get(target)
+        if rule is None:
+            raise SaturationError(
+                f"no limit rule for op {target} at {_where(node)}; register one with "
+                "saturated.register_rule"
+            )
+        settings = self.settings
+        try:
+            if target not in self.tie_aware and any(isinstance(leaf, TiedWeights) for leaf in leaves):
+                args, kwargs = pytree.tree_map(
+                    lambda v: untie(v, settings.ties == "nan", f"op {target}"), (args, kwargs),
+                    is_leaf=_is_term)
+            result = rule(settings, *args, **kwargs)
+        except SaturationError as err:
+            raise type(err)(f"{err} [at {_where(node)}]") from err
+        except (RuntimeError, TypeError, ValueError) as err:
+            raise SaturationError(f"the limit rule failed at {_where(node)}: {err}") from err
+        if isinstance(result, TiedWeights) and target not in self.tie_aware:
+            # Reported where the weights are used: say where they arose.
+            return replace(result, reason=f"{result.reason} [at {_where(node)}]")
+        return result
+
+    def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
+        """The flattened outputs, with tied attention weights resolved (or refused)."""
+        return [untie(out, self.settings.ties == "nan", "the model's output") for out in args[0]]
+
+
+class _Pending:
+    """A placeholder's value not made yet."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
 def run_terms(
     program: torch.export.ExportedProgram,
     tensors: Mapping[str, torch.Tensor],
@@ -171,41 +288,12 @@ def run_terms(
             names the node, op and module.
     """
     swap = dtype if dtype is not None and dtype[0] != dtype[1] else None
-    makers = iter(_placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1]))
-    pending: dict[torch.fx.Node, Callable[[], Any]] = {}
-    env: dict[torch.fx.Node, Any] = {}
-
-    def value(node: torch.fx.Node) -> Any:
-        if node not in env:
-            env[node] = pending.pop(node)()
-        return env[node]
-
-    needed = _needed(program.graph, keep)
-    freed = _last_uses(program.graph, needed)
-    for node in program.graph.nodes:
-        if node.op != "placeholder" and node not in needed:
-            continue
-        if node.op == "placeholder":
-            pending[node] = next(makers)
-        elif node.op == "call_function":
-            args = torch.fx.node.map_arg(node.args, value)
-            kwargs = torch.fx.node.map_arg(node.kwargs, value)
-            if swap is not None:
-                args, kwargs = _dtype_swap(args, swap), _dtype_swap(kwargs, swap)
-            env[node] = _call(node, args, kwargs, settings)
-            if swap is not None and node.target == aten.embedding.default:
-                env[node] = _cast(env[node], swap[1])
-        elif node.op == "output":
-            flat = list(node.args[0])
-            chosen = keep if keep is not None else [True] * len(flat)
-            outputs = [torch.fx.node.map_arg(out, value) if kept else None
-                       for out, kept in zip(flat, chosen)]
-            return [untie(out, settings.ties == "nan", "the model's output") for out in outputs]
-        else:
-            raise SaturationError(f"unexpected graph node kind '{node.op}' at {_where(node)}")
-        for done in freed.get(node, ()):
-            env.pop(done, None)
-    raise SaturationError("the exported graph has no output node")
+    makers = _placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1])
+    outputs = LimitInterpreter(program.graph_module, settings, swap, keep).run(
+        *makers, enable_io_processing=False)
+    if outputs is None:
+        raise SaturationError("the exported graph has no output node")
+    return list(outputs)
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
@@ -231,29 +319,3 @@ def _terms(values: Any) -> list[Term]:
         elif isinstance(value, dict):
             stack.extend(value.values())
     return found
-
-
-def _call(node: torch.fx.Node, args: Any, kwargs: Any, settings: Settings) -> Any:
-    leaves = _terms((args, kwargs))
-    if not leaves:
-        return node.target(*args, **kwargs)  # type: ignore[operator]
-    rule = RULES.get(node.target)
-    if rule is None:
-        raise SaturationError(
-            f"no limit rule for op {node.target} at {_where(node)}; register one with "
-            "saturated.register_rule"
-        )
-    try:
-        if node.target not in TIE_AWARE and any(isinstance(leaf, TiedWeights) for leaf in leaves):
-            args, kwargs = pytree.tree_map(
-                lambda v: untie(v, settings.ties == "nan", f"op {node.target}"), (args, kwargs),
-                is_leaf=_is_term)
-        result = rule(settings, *args, **kwargs)
-    except SaturationError as err:
-        raise type(err)(f"{err} [at {_where(node)}]") from err
-    except (RuntimeError, TypeError, ValueError) as err:
-        raise SaturationError(f"the limit rule failed at {_where(node)}: {err}") from err
-    if isinstance(result, TiedWeights) and node.target not in TIE_AWARE:
-        # Reported where the weights are used: say where they arose.
-        return replace(result, reason=f"{result.reason} [at {_where(node)}]")
-    return result

@@ -25,7 +25,8 @@ from homogeneity.tracing import export_model
 from saturated.errors import SaturationError
 from saturated.interpreter import run_terms
 from saturated.rounding import Rounding, exact_sign
-from saturated.rules import Settings, settles_exactly
+from saturated.rules import Settings
+from saturated.rules.common import settles_exactly
 from saturated.terms import NeedsOrders, Term
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]

@@ -88,10 +88,10 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_power__mutmut_53":
         "the zero placeholder u of a single-part x gets degree +inf instead of -inf: _series only "
         "loops while u's degree is finite, so both give the series 1 with the same floor",
-    "saturated.rules.x__shared_weights__mutmut_78":
+    "saturated.rules.softmax.x__shared_weights__mutmut_78":
         "row sum over dim [+1] instead of [-1]: _hard_attention passes its tied rows flattened to "
         "2-D (rows_of), where dimension 1 is the last",
-    "saturated.rules.x__hard_attention__mutmut_71":
+    "saturated.rules.softmax.x__hard_attention__mutmut_71":
         "column 1 instead of 0 of the row counts: count is expanded along each row, so every column "
         "holds the same count; rows of a single position never tie and do not reach this line",
     "saturated.terms.x_make__mutmut_63":
@@ -113,7 +113,7 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.similarity.x__token_cosines__mutmut_9":
         "b.norm(dim=+1) instead of dim=-1: b is b[mask], always 2-D (tokens × hidden), where "
         "dimension 1 is the last",
-    "saturated.rules.x__hard_attention__mutmut_75":
+    "saturated.rules.softmax.x__hard_attention__mutmut_75":
         "squeeze(-2) instead of squeeze(-1) on torch.nonzero's (n, 1) result: the tied-row index "
         "keeps a unit dimension, so the gathered rows get one too, the series runs along the same "
         "last dimension and the scatter back uses the same index",
@@ -282,36 +282,36 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.degree.x__covers_everything__mutmut_2":
         "`return True` → `return False` for a condition that is already `true`: _build then returns "
         "the same single case unchanged instead of a copy with condition `true`, an equal Degree",
-    "saturated.rules.x__unexpanded__mutmut_9":
+    "saturated.rules.softmax.x__unexpanded__mutmut_9":
         "size >= 1: narrowing a dimension of size 1 to its first index leaves it as it is",
-    "saturated.rules.x__unexpanded__mutmut_10":
+    "saturated.rules.softmax.x__unexpanded__mutmut_10":
         "size > 2: a broadcast dimension of size 2 stays expanded, the same values once more",
-    "saturated.rules.x__unexpanded__mutmut_18":
+    "saturated.rules.softmax.x__unexpanded__mutmut_18":
         "narrow at index 1 instead of 0 along a stride-0 dimension: every index holds the same values",
-    "saturated.rules.x__relu_like__mutmut_53":
+    "saturated.rules.activations.x__relu_like__mutmut_53":
         "x.floor dropped from max(error, x.floor): error already includes x.floor",
-    "saturated.rules.x__relu_like__mutmut_55":
+    "saturated.rules.activations.x__relu_like__mutmut_55":
         "x.floor dropped from max(error, x.floor): error already includes x.floor",
-    "saturated.rules.x__leading_sign__mutmut_14":
+    "saturated.rules.activations.x__leading_sign__mutmut_14":
         "the loop also rereads part 0 where its sign is 0, which leaves it 0",
-    "saturated.rules.x__regimes__mutmut_42":
+    "saturated.rules.activations.x__regimes__mutmut_42":
         "`new | (found != 0)` marks as growing elements whose sign an earlier part found; parts "
         "come by decreasing degree, so that part grew and they are growing already",
-    "saturated.rules.x__regimes__mutmut_47":
+    "saturated.rules.activations.x__regimes__mutmut_47":
         "the loop goes on while some sign is known instead of while some is 0: it only fills "
         "signs that are still 0, so going on changes nothing",
-    "saturated.rules.x__regimes__mutmut_48":
+    "saturated.rules.activations.x__regimes__mutmut_48":
         "the loop goes on while some sign is +1 instead of while some is 0: it only fills signs "
         "that are still 0, so going on changes nothing",
-    "saturated.rules.x__shared_weights__mutmut_40":
+    "saturated.rules.softmax.x__shared_weights__mutmut_40":
         "the vanishing parts of non-candidates are 1 instead of 0: they multiply those positions' "
         "scores exp(−∞) = 0",
-    "saturated.rules.x__shared_weights__mutmut_53":
+    "saturated.rules.softmax.x__shared_weights__mutmut_53":
         "the scores at degree 1 instead of 0: the numerators and their row sum shift by the same "
         "degree, which the division cancels",
-    "saturated.rules.x__shared_weights__mutmut_73":
+    "saturated.rules.softmax.x__shared_weights__mutmut_73":
         "reduce(mean=None) instead of mean=False: both are false",
-    "saturated.rules.x_part_sign__mutmut_42":
+    "saturated.rules.common.x_part_sign__mutmut_42":
         "the internal assert weakened from `and` to `or`: settles_exactly has checked both",
     "saturated.terms.x__power_by_lead__mutmut_4":
         "torch.full without dtype=torch.long: an integer fill value gives int64 already",

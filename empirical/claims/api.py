@@ -44,8 +44,9 @@ from empirical.errors import EmpiricalError
 from empirical.measure.scaling import check_scale
 from empirical.measure.similarity import _forward, _layer_labels, _token_cosines
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
-from homogeneity import Degree, Grade, HomogeneityReport, analyze
+from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
+from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_scaling
 from saturated import SaturatedModel, SaturationError, Settings, compare_layers
 

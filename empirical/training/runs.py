@@ -43,7 +43,8 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import check_output_dir, write_json
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
-from homogeneity import Grade, HomogeneityError, HomogeneityReport, analyze
+from homogeneity import Grade, HomogeneityError, analyze
+from homogeneity.report import HomogeneityReport
 
 __all__ = [
     "ARCHITECTURES",

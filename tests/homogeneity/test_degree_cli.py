@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-import homogeneity
 from empirical.cli import main
 from empirical.cli.sections.context import ReportContext
 from empirical.cli.sections.degree import degree_section
+from homogeneity.rules import rule_table_markdown
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "homogeneity.md"
 
@@ -20,7 +20,7 @@ def test_docs_rule_table_is_the_generated_one() -> None:
     text = DOCS.read_text(encoding="utf-8")
     start, end = "<!-- rule table -->\n", "<!-- end rule table -->"
     embedded = text[text.index(start) + len(start):text.index(end)]
-    assert embedded == homogeneity.rule_table_markdown() + "\n"
+    assert embedded == rule_table_markdown() + "\n"
 
 
 def test_degree_command_prints_table_and_writes_json(tmp_path: Path,

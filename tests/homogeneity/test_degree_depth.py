@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 import homogeneity
-from homogeneity import Grade, K, L, block_degree_map, stack_degree
+from homogeneity import Grade, K, block_degree_map, stack_degree
+from homogeneity.depth import L
 
 
 def _stack(block: type[nn.Module], depth: int, **kwargs: object) -> nn.Module:

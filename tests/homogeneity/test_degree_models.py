@@ -21,6 +21,7 @@ from torch import nn
 
 import homogeneity
 from homogeneity import Grade
+from homogeneity.analysis import analyze_program
 from homogeneity.verify import check_scaling
 
 ASYM, EXACT, APPROX = Grade.ASYMPTOTIC, Grade.EXACT, Grade.APPROXIMATE
@@ -143,5 +144,5 @@ def test_gpt2_tanh_gelu_is_approximately_relu() -> None:
     # saturates (approximate 0), and the product with x keeps x's degree: approximately ReLU.
     program = homogeneity.export_model(NewGELUActivation(), (torch.randn(2, 3),))
     (name,) = program.graph_signature.user_inputs
-    report = homogeneity.analyze_program(program, input_degrees={name: 1})
+    report = analyze_program(program, input_degrees={name: 1})
     assert str(report.outputs["output"]) == "1 (approximate)"

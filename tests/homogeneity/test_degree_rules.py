@@ -17,6 +17,7 @@ from torch import nn
 
 import homogeneity
 from homogeneity import Grade
+from homogeneity.analysis import META_KEY, analyze_program
 from homogeneity.rules import RULES
 from homogeneity.verify import check_scaling
 
@@ -198,7 +199,7 @@ def test_saturating_function_of_a_shrinking_input_has_no_degree() -> None:
 def test_the_pass_writes_every_degree_to_node_meta() -> None:
     model, x = OpModule(lambda x, a: torch.relu(x * a).sum(-1), [V3]), CASES[0].x()
     program = homogeneity.export_model(model, (x,))
-    report = homogeneity.analyze_program(program)
+    report = analyze_program(program)
     computed = [n for n in program.graph.nodes if n.op == "call_function"]
-    assert [str(n.meta[homogeneity.META_KEY]) for n in computed] == ["1 (exact)"] * 3
+    assert [str(n.meta[META_KEY]) for n in computed] == ["1 (exact)"] * 3
     assert [e.name for e in report.nodes] == [n.name for n in computed]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sympy
 
-from homogeneity import Degree, Grade, K, add_degrees
+from homogeneity import Degree, Grade, K
+from homogeneity.degree import add_degrees
 from homogeneity.rules.common import function_of, product
 
 

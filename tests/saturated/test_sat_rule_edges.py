@@ -17,21 +17,13 @@ from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding
-from saturated.rules import (
-    RULES,
-    TIE_AWARE,
-    Settings,
-    _caster,
-    _composed_layer_norm,
-    _einsum_length,
-    _maybe_constant_rows,
-    _one_degree_affine,
-    _rule,
-    _shared_weights,
-    _structural,
-    part_sign,
-    register_rule,
-)
+from saturated.rules import RULES, TIE_AWARE, Settings, register_rule
+from saturated.rules.common import part_sign
+from saturated.rules.normalization import _composed_layer_norm, _maybe_constant_rows, _one_degree_affine
+from saturated.rules.products import _einsum_length
+from saturated.rules.registry import _rule
+from saturated.rules.shape import _caster, _structural
+from saturated.rules.softmax import _shared_weights
 from saturated.saturate import saturate
 from saturated.terms import NeedsOrders, Term, bilinear, exp_series, lift, power
 from saturated.ties import TiedWeights, contract, einsum_contracts_rows

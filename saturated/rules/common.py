@@ -1,0 +1,82 @@
+"""Building blocks shared by the rule families: lifting values to terms, the error bound a
+decision reads, and signs certified against rounding."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from saturated.rounding import Rounding, exact_sign
+from saturated.rules.registry import Settings
+from saturated.terms import NeedsOrders, Term, lift, may_hold_nan, scale
+
+__all__ = ["part_sign", "settles_exactly"]
+
+
+def _term(value: Any, s: Settings) -> Term:
+    """``value`` as a term: an exact value is lifted (masking constants get degree +∞)."""
+    return value if isinstance(value, Term) else lift(value, s.mask_threshold)
+
+
+def _scaled(x: Any, factor: float, s: Settings) -> Term:
+    """``factor``·x as a term (x itself for a factor of 1)."""
+    t = _term(x, s)
+    return t if factor == 1 else scale(t, factor)
+
+
+def _decision_bound(rounding: Rounding, dtype: torch.dtype, s: Settings, cheap: bool = False) -> Tensor:
+    """The error bound a decision reads: the deciding op's rounding, with ``s.carried`` also what
+    its operands carried in."""
+    return rounding.bound(dtype, s.operand_rtol, carried=s.carried, cheap=cheap)
+
+
+def settles_exactly(rounding: Rounding, s: Settings) -> bool:
+    """Whether the exact step may settle what ``rounding`` leaves unsure: exact values of the
+    operands are known, and (with ``s.carried``) those operands carry no error of their own."""
+    return (s.exact_ties and rounding.partials is not None and rounding.index is not None
+            and not (s.carried and rounding.carried is not None))
+
+
+def part_sign(x: Term, index: int, s: Settings) -> Tensor:
+    """The sign of each element of part ``index`` of ``x``, certified against rounding.
+
+    Where |coefficient| exceeds the part's rounding bound (:mod:`saturated.rounding`) the computed
+    sign is the exact one. Elsewhere it is decided exactly from the operands (float64 with
+    ``exact_ties``: an exact zero leaves the decision to lower parts), or it is NaN, undetermined
+    in this precision. A growing part without a known bound has no certified sign: NaN (a value
+    known exactly carries a bound of 0, so this is only the output of an op that keeps no bound).
+    """
+    a, d = x.parts[index]
+    sign = torch.sign(a)
+    if may_hold_nan(a):  # torch.sign(NaN) is 0: keep undetermined entries undetermined
+        sign = torch.where(torch.isnan(a), math.nan, sign)
+    if not 0 < d < math.inf:
+        return sign
+    rounding = x.rounding(d)
+    if rounding is None:
+        return torch.full_like(sign, math.nan)
+    bound = _decision_bound(rounding, a.dtype, s)
+    unsure = (a.abs() <= bound) & (bound > 0)
+    if not bool(unsure.any()):
+        return sign
+    if settles_exactly(rounding, s):
+        assert rounding.index is not None and rounding.partials is not None
+        at = rounding.index().expand(a.shape)[unsure]
+        exact = torch.tensor(exact_sign(rounding.partials(at)), dtype=a.dtype, device=a.device)
+        return sign.masked_scatter(unsure, exact)
+    return torch.where(unsure, math.nan, sign)
+
+
+def _undetermined_signs(sign: Tensor, s: Settings, what: str) -> Tensor | None:
+    """Where ``sign`` is NaN (rounding hides it): those elements with ``ties="nan"``, otherwise
+    :class:`~saturated.terms.NeedsOrders`; None if every sign is known."""
+    unknown = torch.isnan(sign)
+    if not bool(unknown.any()):
+        return None
+    if s.ties != "nan":
+        raise NeedsOrders(f"the sign of {int(unknown.sum())} elements of the input of {what} is within "
+                          "rounding of zero (undetermined in this precision)")
+    return unknown

@@ -1,0 +1,104 @@
+"""The one table of limit rules: ATen op → function from the inputs' expansions in c to the output's.
+
+A rule receives the :class:`Settings` and the op's arguments, where every c-dependent tensor is a
+:class:`~saturated.terms.Term` and everything else (ids, masks, shapes, constants) is exact. Ops
+whose tensor arguments are all exact never reach a rule: the interpreter runs them as they are.
+:func:`register_rule` adds or replaces a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from saturated.errors import SaturationError
+
+__all__ = ["RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Choices of the limit computation.
+
+    Attributes:
+        mask_threshold: exact constants at least this large in magnitude are masking constants
+            (±∞ in the limit). Hugging Face uses the dtype minimum (−3.4·10³⁸ in float32), XLNet
+            10³⁰; 10⁹ separates them from any real input or bias.
+        rtol: tie tolerance of hard attention (None: :func:`saturated.functional.default_rtol`).
+        ties: what to do when the maximal score of a growing softmax row stays tied through every
+            tracked order (the untracked ones would decide) and the tie matters, i.e. the tied
+            positions carry different values (see :mod:`saturated.ties`). ``"raise"`` (default):
+            :class:`~saturated.terms.NeedsOrders`; ``"nan"``: the outputs it leaves undetermined
+            become NaN and the pass goes on (NaN spreads to everything they reach);
+            ``"uniform"`` assumes such scores are equal at every order, and averages.
+        orders: how many parts of each expansion are tracked where the leading order alone does
+            not decide the limit (it is always tried first).
+        exact_ties: whether scores that rounding cannot tell apart are settled exactly: in
+            float64, by exact arithmetic on their operands (:mod:`saturated.rounding`), so that
+            exact ties go on to lower orders and near-ties are broken. False treats every such
+            tie as unresolved where it matters (as ``ties`` says), and a sign that rounding cannot
+            tell likewise: :class:`~saturated.saturate.SaturatedModel` recomputes those inputs in
+            float64.
+        operand_rtol: a relative error assumed for each operand of a decision, on top of the
+            rounding of the op that decides (0: operands taken as computed). Widens every bound
+            by 2η + η² of the operands' product magnitude.
+        carried: count in every decision the rounding error its operands carried in from the ops
+            before (back to parameters, inputs, LayerNorm and softmax outputs), not only the
+            rounding of the op that decides; an exact step then settles only decisions whose
+            operands carry none, and the rest are undetermined. Certifies chains of cancellation
+            (a linear layer feeding another), at the cost of far more float64 recomputation.
+    """
+
+    mask_threshold: float = 1e9
+    rtol: float | None = None
+    ties: str = "raise"
+    orders: int = 16
+    exact_ties: bool = True
+    operand_rtol: float = 0.0
+    carried: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ties not in ("raise", "nan", "uniform"):
+            raise SaturationError(f"ties must be 'raise', 'nan' or 'uniform', got {self.ties!r}")
+        if self.orders < 1:
+            raise SaturationError(f"orders must be at least 1, got {self.orders!r}")
+        if not self.mask_threshold > 0:
+            raise SaturationError(f"mask_threshold must be positive, got {self.mask_threshold!r}")
+        if not 0 <= self.operand_rtol < 1:
+            raise SaturationError(f"operand_rtol must be in [0, 1), got {self.operand_rtol!r}")
+
+
+Rule = Callable[..., Any]
+RULES: dict[Any, Rule] = {}
+"""The rule table: ATen op overload (or Python callable) → rule."""
+
+TIE_AWARE: set[Any] = set()
+"""Ops whose rules accept :class:`~saturated.ties.TiedWeights` (the interpreter keeps them from
+every other rule)."""
+
+
+def register_rule(target: Any, rule: Rule, accepts_ties: bool = False) -> None:
+    """Add (or replace) the limit rule of ``target``.
+
+    A rule is called as ``rule(settings, *args, **kwargs)`` with the node's arguments, c-dependent
+    tensors given as :class:`~saturated.terms.Term`; it returns a Term, an exact value, or a list
+    of them. With ``accepts_ties`` it may also receive :class:`~saturated.ties.TiedWeights`.
+
+    >>> import torch
+    >>> register_rule(torch.ops.aten.abs.default, RULES[torch.ops.aten.abs.default])
+    """
+    RULES[target] = rule
+    if accepts_ties:
+        TIE_AWARE.add(target)
+    else:
+        TIE_AWARE.discard(target)
+
+
+def _rule(*targets: Any, accepts_ties: bool = False) -> Callable[[Rule], Rule]:
+    """Decorator registering one function as the limit rule of each of ``targets``."""
+    def decorate(fn: Rule) -> Rule:
+        for target in targets:
+            register_rule(target, fn, accepts_ties)
+        return fn
+    return decorate

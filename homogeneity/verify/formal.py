@@ -1,9 +1,15 @@
-"""Formal proofs for small polynomial/ReLU graphs: f(x; cθ) − cᵏ f(x; θ) simplifies to 0.
+"""Formal proofs of a small graph's degree and grade by sympy, end to end.
 
-The exported graph is evaluated with sympy symbols for every parameter entry and input entry
-(numpy object arrays carry the shapes), once at θ and once at cθ with c > 0. ReLU is written as
-(z + |z|)/2, and sympy pulls positive factors out of |·|, so exact homogeneity shows up as a
-residual that expands to 0.
+The exported graph is evaluated with sympy (numpy object arrays carry the shapes), once at θ and
+once at cθ with a positive symbol c. Exactness is tried first with a symbol for every parameter
+entry and input entry: ReLU is written as (z + |z|)/2, sympy pulls positive factors out of |·|,
+and f(x; cθ) − cᵏ f(x; θ) expanding to 0 proves the degree for every θ and x.
+
+Graphs with softmax, tanh, sigmoid, GELU, SiLU, LayerNorm or RMSNorm (or polynomial graphs that
+are not exact) are evaluated at the model's own parameters and the given inputs, as exact
+rationals, with c symbolic. Then L = lim f(x; cθ)/cᵏ (c → ∞) is the saturated limit, and the
+remainder f(x; cθ)/cᵏ − L decides the grade: below exp(−c/10⁶) times a constant, approximate; a
+power of 1/c, asymptotic. Such a proof holds for that θ and those inputs, for every c.
 """
 
 from __future__ import annotations
@@ -15,14 +21,19 @@ from typing import Any
 import numpy as np
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from homogeneity.analysis import analyze_program, output_names, select_parameters
+from homogeneity.degree import Grade
 from homogeneity.errors import HomogeneityError
 from homogeneity.rules import target_name
 from homogeneity.tracing import export_model, parameter_names
 
 __all__ = ["SYMBOLIC_OPS", "FormalProof", "prove"]
+
+_RATE = sympy.Rational(1, 10**6)
+"""An error times exp(_RATE·c) still tending to 0 vanishes exponentially fast in c."""
 
 C = sympy.Symbol("c", positive=True)
 
@@ -31,6 +42,49 @@ aten = torch.ops.aten
 
 def _relu(z: np.ndarray) -> np.ndarray:
     return np.vectorize(lambda e: (e + sympy.Abs(sympy.factor_terms(e))) / 2, otypes=[object])(z)
+
+
+def _each(fn: Callable[[Any], Any]) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda z, *_, **__: np.vectorize(fn, otypes=[object])(z)
+
+
+def _number(value: Any) -> sympy.Expr:
+    """A literal as an exact rational (1e-05 as 1/100000, as the user wrote it)."""
+    return sympy.Rational(repr(float(value)))
+
+
+def _softmax(z: np.ndarray, dim: int, *_: Any) -> np.ndarray:
+    e = _each(sympy.exp)(z)
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def _normalize(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: bool) -> np.ndarray:
+    axes = tuple(range(-len(shape), 0))
+    count = int(np.prod(shape))
+    centred = x - x.sum(axis=axes, keepdims=True) / count if centre else x
+    spread = (centred**2).sum(axis=axes, keepdims=True) / count
+    return centred / _each(sympy.sqrt)(spread + eps)
+
+
+def _layer_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None,
+                b: np.ndarray | None = None, eps: float = 1e-5, *_: Any) -> np.ndarray:
+    out = _normalize(x, shape, _number(eps), centre=True)
+    out = out if w is None else out * w
+    return out if b is None else out + b
+
+
+def _rms_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None,
+              eps: float | None = None) -> np.ndarray:
+    # eps=None is the dtype's machine epsilon; the graphs proved here are float32.
+    out = _normalize(x, shape, _number(torch.finfo(torch.float32).eps if eps is None else eps),
+                     centre=False)
+    return out if w is None else out * w
+
+
+def _gelu(z: np.ndarray, approximate: str = "none") -> np.ndarray:
+    if approximate != "none":
+        raise HomogeneityError(f"formal proofs cover the exact GELU, not approximate={approximate!r}")
+    return _each(lambda e: e * (1 + sympy.erf(e / sympy.sqrt(2))) / 2)(z)
 
 
 def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -53,76 +107,171 @@ SYMBOLIC_OPS: dict[Any, Callable[..., Any]] = {
     aten.neg.default: lambda a: -a,
     aten.relu.default: _relu,
     aten.sum.dim_IntList: lambda a, dims, keepdim=False: a.sum(axis=tuple(dims), keepdims=keepdim),
+    aten.div.Tensor: lambda a, b: a / b,
+    aten.softmax.int: _softmax,
+    aten.tanh.default: _each(sympy.tanh),
+    aten.sigmoid.default: _each(lambda e: 1 / (1 + sympy.exp(-e))),
+    aten.silu.default: _each(lambda e: e / (1 + sympy.exp(-e))),
+    aten.gelu.default: _gelu,
+    aten.layer_norm.default: _layer_norm,
+    aten.rms_norm.default: _rms_norm,
 }
-"""The ops a formal proof can evaluate symbolically (polynomials and ReLU)."""
+"""The ops a formal proof can evaluate: polynomials, ReLU, and the saturating nonlinearities and
+normalizations of a transformer layer."""
+
+_POLYNOMIAL = {aten.linear.default, aten.addmm.default, aten.mm.default, aten.matmul.default,
+               aten.t.default, aten.transpose.int, aten.view.default, aten.reshape.default,
+               aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.neg.default,
+               aten.relu.default, aten.sum.dim_IntList}
+"""Ops whose symbolic evaluation for every θ and x stays small enough to expand."""
 
 
 @dataclass(frozen=True)
 class FormalProof:
-    """The residual f(x; cθ) − cᵏ f(x; θ) of one output, expanded; ``proved`` when it is 0."""
+    """What sympy proved about one output.
+
+    Attributes:
+        output: the output's readable path.
+        degree: the degree the analysis derived (the k of f(x; cθ)/cᵏ).
+        residual: one nonzero entry of f(x; cθ) − cᵏ f(x; θ), or 0 when exact.
+        grade: the grade proved (``None`` when sympy proved none).
+        claimed: the grade the analysis derived.
+        limit: for non-exact grades, lim f(x; cθ)/cᵏ entry by entry (the saturated output).
+        quantifier: "every θ and x" (symbolic proof) or "the model's θ and these inputs".
+        reason: why nothing was proved, when ``grade`` is ``None``.
+    """
 
     output: str
     degree: sympy.Expr
     residual: sympy.Expr
+    grade: Grade | None = Grade.EXACT
+    claimed: Grade = Grade.EXACT
+    limit: tuple[sympy.Expr, ...] = ()
+    quantifier: str = "every θ and x"
+    reason: str = ""
 
     @property
     def proved(self) -> bool:
-        return self.residual == 0
+        """Whether the claimed degree and grade hold: the proved grade is at least as strong."""
+        return self.grade is not None and self.grade.rank <= self.claimed.rank
 
 
 def prove(model: nn.Module, *args: torch.Tensor, params: str | Sequence[str] | None = None,
           **kwargs: torch.Tensor) -> list[FormalProof]:
-    """Prove (or refute) exact homogeneity of each output of a small polynomial/ReLU model.
+    """Prove (or refute) the degree and grade of each output of a small model with sympy.
 
-    The example inputs fix only the shapes: inputs become symbols too, so the proof holds for
-    every input and every θ.
+    Exactness is proved for every θ and x where the graph is polynomial (ReLU included). Other
+    graphs, and non-exact polynomial ones, are proved at the model's θ and the given inputs:
+    the limit of f(x; cθ)/cᵏ and how fast the rest vanishes.
 
     Raises:
         HomogeneityError: the graph uses an op outside :data:`SYMBOLIC_OPS`.
 
     >>> mlp = nn.Sequential(nn.Linear(2, 2, bias=False), nn.ReLU(), nn.Linear(2, 1, bias=False))
-    >>> [(p.degree, p.proved) for p in prove(mlp, torch.randn(1, 2))]
-    [(2, True)]
+    >>> [(p.degree, str(p.grade), p.proved) for p in prove(mlp, torch.randn(1, 2))]
+    [(2, 'exact', True)]
     >>> biased = nn.Sequential(nn.Linear(1, 1, bias=False), nn.ReLU(), nn.Linear(1, 1))
-    >>> [(p.degree, p.proved) for p in prove(biased, torch.randn(1, 1))]
-    [(2, False)]
+    >>> for weight in biased.parameters():
+    ...     _ = nn.init.constant_(weight, 0.5)
+    >>> [(p.degree, str(p.grade), p.proved, p.limit) for p in prove(biased, torch.ones(1, 1))]
+    [(2, 'asymptotic', True, (1/4,))]
     """
     program = export_model(model, args, kwargs)
     report = analyze_program(program, params=params)
     param_of = parameter_names(program)
     scaled = select_parameters(param_of.values(), params)
-    plain, grown = (_evaluate(program, param_of, scaled, scale) for scale in (1, C))
+    targets = {n.target for n in program.graph.nodes if n.op == "call_function"}
+    unknown = sorted(target_name(t) for t in targets - set(SYMBOLIC_OPS))
+    if unknown:
+        raise HomogeneityError(f"formal proofs cover {sorted(target_name(t) for t in SYMBOLIC_OPS)}; "
+                               f"the graph uses {', '.join(unknown)}")
+    symbolic = None
+    if targets <= _POLYNOMIAL:
+        symbolic = tuple(_evaluate(program, param_of, scaled, scale) for scale in (1, C))
+    concrete = None
     proofs = []
     for name, label in output_names(program).items():
-        degree = report.outputs[name].value
+        degree, claimed = report.outputs[name].value, report.outputs[name].grade
         if degree is sympy.nan:
             continue
-        residual = np.vectorize(lambda a, b, k=degree: sympy.expand(a - C**k * b),
-                                otypes=[object])(grown[label], plain[label])
-        nonzero = [r for r in np.ravel(residual) if r != 0]
-        proofs.append(FormalProof(name, degree, nonzero[0] if nonzero else sympy.Integer(0)))
+        if symbolic is not None:
+            residual = _first_nonzero(_residual(*symbolic, label, degree))
+            if residual == 0:
+                proofs.append(FormalProof(name, degree, residual, Grade.EXACT, claimed))
+                continue
+        if concrete is None:
+            values = _concrete_values(program, param_of, args, kwargs)
+            concrete = tuple(_evaluate(program, param_of, scaled, scale, values) for scale in (1, C))
+        proofs.append(_grade_proof(name, degree, claimed, *concrete, label))
     return proofs
 
 
+def _residual(plain: dict[str, np.ndarray], grown: dict[str, np.ndarray], label: str,
+              degree: Any) -> np.ndarray:
+    return np.vectorize(lambda a, b: sympy.expand(a - C**degree * b),
+                        otypes=[object])(grown[label], plain[label])
+
+
+def _first_nonzero(residual: np.ndarray) -> sympy.Expr:
+    return next((r for r in np.ravel(residual) if sympy.simplify(r) != 0), sympy.Integer(0))
+
+
+def _grade_proof(name: str, degree: Any, claimed: Grade, plain: dict[str, np.ndarray],
+                 grown: dict[str, np.ndarray], label: str) -> FormalProof:
+    """The grade of one output at concrete θ and x, by limits of f(x; cθ)/cᵏ in c."""
+    here = "the model's θ and these inputs"
+    residual = _first_nonzero(_residual(plain, grown, label, degree))
+    if residual == 0:
+        return FormalProof(name, degree, residual, Grade.EXACT, claimed, quantifier=here)
+    ratios = [sympy.simplify(e / C**degree) for e in np.ravel(grown[label])]
+    limits = tuple(sympy.limit(r, C, sympy.oo) for r in ratios)
+    if not all(v.is_finite for v in limits) or all(v == 0 for v in limits):
+        return FormalProof(name, degree, residual, None, claimed, limits, here,
+                           f"f(x; cθ)/c^{degree} tends to {list(limits)}: not degree {degree}")
+    errors = [r - v for r, v in zip(ratios, limits)]
+    # Powers first: a remainder like 1/c or 1/c² is settled without the (slow) exponential limit.
+    orders = [[sympy.limit(e * C**m, C, sympy.oo) for m in (1, 2)] for e in errors]
+    bounded = all(any(v.is_finite for v in order) for order in orders)
+    if bounded and any(v.is_finite and v != 0 for order in orders for v in order):
+        return FormalProof(name, degree, residual, Grade.ASYMPTOTIC, claimed, limits, here)
+    if all(sympy.limit(e * sympy.exp(_RATE * C), C, sympy.oo) == 0 for e in errors):
+        return FormalProof(name, degree, residual, Grade.APPROXIMATE, claimed, limits, here)
+    return FormalProof(name, degree, residual, None, claimed, limits, here,
+                       "the remainder vanishes neither exponentially nor like 1/c or 1/c²")
+
+
+def _concrete_values(program: torch.export.ExportedProgram, param_of: dict[str, str],
+                     args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Each placeholder's value as exact rationals: parameters from the model, inputs as given."""
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    users = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    if len(users) != len(inputs):
+        raise HomogeneityError(f"expected {len(users)} tensor inputs for a concrete proof, got "
+                               f"{len(inputs)}")
+    tensors = {**{node: program.state_dict[name] for node, name in param_of.items()},
+               **dict(zip(users, inputs))}
+    return {node: _rationals(t) for node, t in tensors.items()}
+
+
+def _rationals(tensor: torch.Tensor) -> np.ndarray:
+    flat = [sympy.Rational(float(v)) for v in tensor.detach().double().flatten().tolist()]
+    return np.array(flat, dtype=object).reshape(tuple(tensor.shape))
+
+
 def _evaluate(program: torch.export.ExportedProgram, param_of: dict[str, str], scaled: set[str],
-              scale: Any) -> dict[str, np.ndarray]:
-    """Every node's value as an object array of sympy expressions."""
+              scale: Any, values: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Every node's value as an object array of sympy expressions (symbols unless ``values``)."""
     env: dict[str, Any] = {}
     for node in program.graph.nodes:
         if node.op == "placeholder":
-            shape = tuple(node.meta["val"].shape)
             name = param_of.get(node.name, node.name)
-            values = _symbols(name.replace(".", "_"), shape)
-            env[node.name] = values * scale if name in scaled else values
+            entries = values[node.name] if values is not None else _symbols(
+                name.replace(".", "_"), tuple(node.meta["val"].shape))
+            env[node.name] = entries * scale if name in scaled else entries
         elif node.op == "call_function":
-            fn = SYMBOLIC_OPS.get(node.target)
-            if fn is None:
-                raise HomogeneityError(
-                    f"formal proofs cover {sorted(target_name(t) for t in SYMBOLIC_OPS)}; node "
-                    f"{node.name} uses {target_name(node.target)}"
-                )
             args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
-            env[node.name] = np.asarray(fn(*args), dtype=object)
+            kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
+            env[node.name] = np.asarray(SYMBOLIC_OPS[node.target](*args, **kwargs), dtype=object)
     return env
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,15 +28,11 @@ from torch import nn
 from homogeneity.analysis import analyze_program, output_names, select_parameters
 from homogeneity.degree import Grade
 from homogeneity.errors import HomogeneityError
+from homogeneity.verify.asymptotic import C, Approximation, Undecided, approximate
 from homogeneity.rules import target_name
 from homogeneity.tracing import export_model, parameter_names
 
 __all__ = ["SYMBOLIC_OPS", "FormalProof", "prove"]
-
-_RATE = sympy.Rational(1, 10**6)
-"""An error times exp(_RATE·c) still tending to 0 vanishes exponentially fast in c."""
-
-C = sympy.Symbol("c", positive=True)
 
 aten = torch.ops.aten
 
@@ -54,8 +51,14 @@ def _number(value: Any) -> sympy.Expr:
 
 
 def _softmax(z: np.ndarray, dim: int, *_: Any) -> np.ndarray:
-    e = _each(sympy.exp)(z)
-    return e / e.sum(axis=dim, keepdims=True)
+    """softmax(z)ᵢ written as 1/Σⱼ exp(zⱼ − zᵢ): the exponents that grow are the ones to drop."""
+    rows = np.moveaxis(z, dim, -1)
+    out = np.empty_like(rows)
+    for index in np.ndindex(rows.shape[:-1]):
+        row = rows[index]
+        for i, zi in enumerate(row):
+            out[(*index, i)] = 1 / sum(sympy.exp(sympy.expand(zj - zi)) for zj in row)
+    return np.moveaxis(out, -1, dim)
 
 
 def _normalize(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: bool) -> np.ndarray:
@@ -218,26 +221,61 @@ def _first_nonzero(residual: np.ndarray) -> sympy.Expr:
 
 def _grade_proof(name: str, degree: Any, claimed: Grade, plain: dict[str, np.ndarray],
                  grown: dict[str, np.ndarray], label: str) -> FormalProof:
-    """The grade of one output at concrete θ and x, by limits of f(x; cθ)/cᵏ in c."""
+    """The grade of one output at concrete θ and x, by the dominant terms of f(x; cθ)/cᵏ in c.
+
+    Each entry is split by :func:`~homogeneity.verify.asymptotic.approximate` into an algebraic
+    main part (a series in 1/c with exact coefficients) and a rest below exp(−r·c). Its limit is
+    the main part's constant term; a first nonzero term c⁻ʲ after it makes the output asymptotic
+    (and not exact: f(x; cθ)/cᵏ is not constant); otherwise only the exponentially small rest is
+    left, and the output is approximate (or exact, when f(x; cθ) − cᵏ f(x; θ) is 0 for every c).
+    """
     here = "the model's θ and these inputs"
-    residual = _first_nonzero(_residual(plain, grown, label, degree))
-    if residual == 0:
-        return FormalProof(name, degree, residual, Grade.EXACT, claimed, quantifier=here)
-    ratios = [sympy.simplify(e / C**degree) for e in np.ravel(grown[label])]
-    limits = tuple(sympy.limit(r, C, sympy.oo) for r in ratios)
+    entries, bases = np.ravel(grown[label]), np.ravel(plain[label])
+    cache: dict[sympy.Expr, Approximation] = {}
+    try:
+        found = [approximate(e / C**degree, cache) for e in entries]
+        ends = [_limit_and_rest(f) for f in found]
+    except Undecided as err:
+        return FormalProof(name, degree, _unsimplified(entries, bases, degree), None, claimed,
+                           (), here, f"the dominant-term proof does not apply: {err}")
+    limits = tuple(limit for limit, _ in ends)
     if not all(v.is_finite for v in limits) or all(v == 0 for v in limits):
-        return FormalProof(name, degree, residual, None, claimed, limits, here,
-                           f"f(x; cθ)/c^{degree} tends to {list(limits)}: not degree {degree}")
-    errors = [r - v for r, v in zip(ratios, limits)]
-    # Powers first: a remainder like 1/c or 1/c² is settled without the (slow) exponential limit.
-    orders = [[sympy.limit(e * C**m, C, sympy.oo) for m in (1, 2)] for e in errors]
-    bounded = all(any(v.is_finite for v in order) for order in orders)
-    if bounded and any(v.is_finite and v != 0 for order in orders for v in order):
+        return FormalProof(name, degree, _unsimplified(entries, bases, degree), None, claimed,
+                           limits, here, f"f(x; cθ)/c^{degree} tends to {list(limits)}: not "
+                           f"degree {degree}")
+    rests = [(power, i) for i, (_, power) in enumerate(ends) if power is not None]
+    if rests:  # the entry with the slowest rest c⁻ʲ is not constant in c: not exact
+        _, index = min(rests)
+        residual = entries[index] - C**degree * bases[index]
         return FormalProof(name, degree, residual, Grade.ASYMPTOTIC, claimed, limits, here)
-    if all(sympy.limit(e * sympy.exp(_RATE * C), C, sympy.oo) == 0 for e in errors):
-        return FormalProof(name, degree, residual, Grade.APPROXIMATE, claimed, limits, here)
-    return FormalProof(name, degree, residual, None, claimed, limits, here,
-                       "the remainder vanishes neither exponentially nor like 1/c or 1/c²")
+    if all(f.rate is None for f in found):  # f(x; cθ) = cᵏ·limit for every large c: exact?
+        residual = _first_nonzero(_residual(plain, grown, label, degree))
+        grade = Grade.EXACT if residual == 0 else Grade.APPROXIMATE
+        return FormalProof(name, degree, residual, grade, claimed, limits, here)
+    return FormalProof(name, degree, _unsimplified(entries, bases, degree), Grade.APPROXIMATE,
+                       claimed, limits, here)
+
+
+def _limit_and_rest(found: Approximation) -> tuple[sympy.Expr, Fraction | None]:
+    """lim g(c) and the power j of the main part's first term after it (g − lim g ~ a·c⁻ʲ), or
+    ``None`` when the main part is its limit exactly (only an exponentially small rest)."""
+    terms, order = found.main.terms, found.main.order
+    if terms and terms[0][0] < 0:
+        return sympy.oo * sympy.sign(terms[0][1]), None
+    if order is not None and order <= 0:
+        raise Undecided("the main part's limit is beyond the expansion's precision")
+    limit = next((v for e, v in terms if e == 0), sympy.Integer(0))
+    after = next((e for e, _ in terms if e > 0), None)
+    if after is None and order is not None:
+        raise Undecided(f"the rest after the limit is below c^-{order}: beyond the expansion's "
+                        "precision")
+    return limit, after
+
+
+def _unsimplified(entries: np.ndarray, bases: np.ndarray, degree: Any) -> sympy.Expr:
+    """The first entry of f(x; cθ) − cᵏ f(x; θ) that is not 0 as written (not simplified)."""
+    return next((r for r in (e - C**degree * b for e, b in zip(entries, bases)) if r != 0),
+                sympy.Integer(0))
 
 
 def _concrete_values(program: torch.export.ExportedProgram, param_of: dict[str, str],

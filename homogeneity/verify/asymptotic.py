@@ -99,6 +99,15 @@ class Series:
         """Exactly zero (no term and no rest)."""
         return not self.terms and self.order is None
 
+    @property
+    def valuation(self) -> Fraction:
+        """The exponent of the first term (the order, when there is none): the series is
+        O(t^valuation)."""
+        if self.terms:
+            return self.terms[0][0]
+        assert self.order is not None, "an exact zero has no valuation"
+        return self.order
+
     def lead(self) -> tuple[sympy.Expr, Fraction]:
         """The leading coefficient a and power m of c: the series is a·cᵐ·(1 + o(1))."""
         if not self.terms:
@@ -117,10 +126,10 @@ class Series:
             return Series(())
         orders = []
         if self.order is not None:
-            orders.append(self.order + (other.terms[0][0] if other.terms else other.order))
+            orders.append(self.order + other.valuation)
         if other.order is not None:
-            orders.append(other.order + (self.terms[0][0] if self.terms else self.order))
-        order = min(orders) if orders else None  # type: ignore[type-var]
+            orders.append(other.order + self.valuation)
+        order = min(orders) if orders else None
         return Series.make(((e1 + e2, v1 * v2) for e1, v1 in self.terms for e2, v2 in other.terms),
                            order)
 
@@ -274,10 +283,9 @@ def _power(expr: sympy.Pow, cache: dict[sympy.Expr, Approximation]) -> Approxima
                 # 0 < (Σ positive terms)^n ≤ exp(vᵢ)^n, and vᵢ ≥ a·c/2 for large c.
                 return Approximation(Series(()), -exponent * value / 2)
     found = _approximate(base, cache)
-    if n < 0 or n.denominator != 1:
-        if found.main.zero:
-            raise Undecided(f"{expr}: a negative or fractional power of a part that is 0 to "
-                            "every order")
+    if (n < 0 or n.denominator != 1) and found.main.zero:
+        raise Undecided(f"{expr}: a negative or fractional power of a part that is 0 to "
+                        "every order")
     rate = found.rate if n.denominator == 1 and n in (0, 1) else (
         None if found.rate is None else found.rate / 2)
     return Approximation(found.main.power(n), rate)

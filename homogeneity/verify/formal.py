@@ -28,9 +28,9 @@ from torch import nn
 from homogeneity.analysis import analyze_program, output_names, select_parameters
 from homogeneity.degree import Grade
 from homogeneity.errors import HomogeneityError
-from homogeneity.verify.asymptotic import C, Approximation, Undecided, approximate
 from homogeneity.rules import target_name
 from homogeneity.tracing import export_model, parameter_names
+from homogeneity.verify.asymptotic import Approximation, C, Undecided, approximate
 
 __all__ = ["SYMBOLIC_OPS", "FormalProof", "prove"]
 
@@ -65,7 +65,9 @@ def _normalize(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: boo
     axes = tuple(range(-len(shape), 0))
     count = int(np.prod(shape))
     centred = x - x.sum(axis=axes, keepdims=True) / count if centre else x
-    spread = (centred**2).sum(axis=axes, keepdims=True) / count
+    # Common factors out (c among them), so that √(c²·s) = c·√s for every θ and x.
+    centred = _each(sympy.factor_terms)(centred)
+    spread = _each(sympy.factor_terms)((centred**2).sum(axis=axes, keepdims=True) / count)
     return centred / _each(sympy.sqrt)(spread + eps)
 
 
@@ -128,6 +130,20 @@ _POLYNOMIAL = {aten.linear.default, aten.addmm.default, aten.mm.default, aten.ma
                aten.relu.default, aten.sum.dim_IntList}
 """Ops whose symbolic evaluation for every θ and x stays small enough to expand."""
 
+_NORMS = {aten.layer_norm.default: 4, aten.rms_norm.default: 3}
+"""Normalizations and the position of their eps: without eps, evaluated for every θ and x too."""
+
+
+def _symbolic(program: torch.export.ExportedProgram) -> bool:
+    """Whether the graph is polynomial but for ReLU and normalizations without eps."""
+    for node in program.graph.nodes:
+        if node.op != "call_function" or node.target in _POLYNOMIAL:
+            continue
+        at = _NORMS.get(node.target)
+        if at is None or len(node.args) <= at or node.args[at] not in (0, 0.0):
+            return False
+    return True
+
 
 @dataclass(frozen=True)
 class FormalProof:
@@ -188,10 +204,11 @@ def prove(model: nn.Module, *args: torch.Tensor, params: str | Sequence[str] | N
     if unknown:
         raise HomogeneityError(f"formal proofs cover {sorted(target_name(t) for t in SYMBOLIC_OPS)}; "
                                f"the graph uses {', '.join(unknown)}")
-    symbolic = None
-    if targets <= _POLYNOMIAL:
-        symbolic = tuple(_evaluate(program, param_of, scaled, scale) for scale in (1, C))
-    concrete = None
+    polynomial = targets <= _POLYNOMIAL
+    symbolic: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
+    if polynomial:
+        symbolic = (_evaluate(program, param_of, scaled, 1), _evaluate(program, param_of, scaled, C))
+    concrete: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
     proofs = []
     for name, label in output_names(program).items():
         degree, claimed = report.outputs[name].value, report.outputs[name].grade
@@ -204,8 +221,16 @@ def prove(model: nn.Module, *args: torch.Tensor, params: str | Sequence[str] | N
                 continue
         if concrete is None:
             values = _concrete_values(program, param_of, args, kwargs)
-            concrete = tuple(_evaluate(program, param_of, scaled, scale, values) for scale in (1, C))
-        proofs.append(_grade_proof(name, degree, claimed, *concrete, label))
+            concrete = (_evaluate(program, param_of, scaled, 1, values),
+                        _evaluate(program, param_of, scaled, C, values))
+        proof = _grade_proof(name, degree, claimed, *concrete, label)
+        if proof.grade is Grade.EXACT and not polynomial and _symbolic(program):
+            # Exact at θ: normalizations without eps may be exact for every θ and x as well.
+            symbolic = symbolic or (_evaluate(program, param_of, scaled, 1),
+                                    _evaluate(program, param_of, scaled, C))
+            if _first_nonzero(_residual(*symbolic, label, degree), simplify=False) == 0:
+                proof = FormalProof(name, degree, sympy.Integer(0), Grade.EXACT, claimed)
+        proofs.append(proof)
     return proofs
 
 
@@ -215,8 +240,11 @@ def _residual(plain: dict[str, np.ndarray], grown: dict[str, np.ndarray], label:
                         otypes=[object])(grown[label], plain[label])
 
 
-def _first_nonzero(residual: np.ndarray) -> sympy.Expr:
-    return next((r for r in np.ravel(residual) if sympy.simplify(r) != 0), sympy.Integer(0))
+def _first_nonzero(residual: np.ndarray, simplify: bool = True) -> sympy.Expr:
+    """The first entry not proved 0 (by ``simplify``, or by expansion alone: cheaper on square
+    roots, where a 0 that only ``simplify`` would find is left to the concrete proof)."""
+    zero = sympy.simplify if simplify else sympy.expand
+    return next((r for r in np.ravel(residual) if zero(r) != 0), sympy.Integer(0))
 
 
 def _grade_proof(name: str, degree: Any, claimed: Grade, plain: dict[str, np.ndarray],

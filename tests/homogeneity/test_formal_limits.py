@@ -3,12 +3,21 @@ checked against the saturated network computed independently in float64."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
+import sympy
 import torch
 from torch import nn
 
-from homogeneity import Grade
+from homogeneity import Degree, Grade
+from homogeneity.rules import RULES, register_rule
 from homogeneity.verify import prove
+from homogeneity.verify.asymptotic import C, Undecided, approximate
+
+aten = torch.ops.aten
+RULES_SAVED = dict(RULES)
 
 X = torch.tensor([[1.0, 0.5], [-0.5, 1.0]])
 
@@ -63,6 +72,15 @@ def test_layer_norm_without_eps_or_biases_is_exact_for_every_theta() -> None:
                           nn.Linear(2, 1, bias=False))
     (proof,) = prove(model, X)
     assert (proof.degree, proof.grade, proof.proved) == (2, Grade.EXACT, True)
+    assert proof.quantifier == "every θ and x"
+
+
+@pytest.mark.parametrize("norm", [nn.LayerNorm(2, eps=0.0), nn.RMSNorm(2, eps=0.0)])
+def test_normalizations_without_eps_are_exact_for_every_theta(norm: nn.Module) -> None:
+    model = nn.Sequential(nn.Linear(3, 2, bias=False), norm, nn.Linear(2, 1, bias=False))
+    (proof,) = prove(model, torch.randn(1, 3))
+    assert (proof.degree, proof.grade, proof.proved, proof.residual) == (2, Grade.EXACT, True, 0)
+    assert proof.quantifier == "every θ and x"
 
 
 @pytest.mark.parametrize("norm", [nn.LayerNorm(2), nn.RMSNorm(2)])
@@ -98,3 +116,72 @@ def test_a_zero_leading_coefficient_proves_nothing() -> None:
     (proof,) = prove(model, torch.ones(1, 1))
     assert proof.grade is None and not proof.proved
     assert "not degree 2" in proof.reason
+
+
+@pytest.fixture
+def swapped_rule() -> Iterator[Callable[[Any, Any], None]]:
+    saved: dict[Any, Any] = {}
+
+    def swap(target: Any, fn: Any) -> None:
+        saved.setdefault(target, RULES[target])
+        register_rule(target, fn)
+
+    yield swap
+    for target, fn in saved.items():
+        register_rule(target, fn)
+
+
+@pytest.mark.parametrize(("activation", "target", "wrong"), [
+    (nn.Tanh(), aten.tanh.default, lambda x: x),                       # tanh claimed 1-homogeneous
+    (nn.GELU(), aten.gelu.default, lambda x, **k: Degree.of(0, Grade.APPROXIMATE)),  # GELU saturating
+])
+def test_a_wrongly_registered_rule_is_refuted(activation: nn.Module, target: Any, wrong: Any,
+                                              swapped_rule: Any) -> None:
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(2, 2, bias=False), activation, nn.Linear(2, 1, bias=False))
+    swapped_rule(target, wrong)
+    (proof,) = prove(model, X)
+    assert proof.grade is None and not proof.proved
+    assert "not degree" in proof.reason
+
+
+def test_an_asymptotic_output_claimed_approximate_is_not_proved(swapped_rule: Any) -> None:
+    model = nn.Sequential(nn.Linear(1, 1, bias=False), nn.ReLU(), nn.Linear(1, 1))
+    for weight in model.parameters():
+        nn.init.constant_(weight, 0.5)  # (c/2)·relu(c/2) + c/2 = c²/4 + c/2: a c⁻¹ rest
+    swapped_rule(aten.linear.default, lambda x, w, b=None: Degree.of(2, Grade.APPROXIMATE)
+                 if b is not None else RULES_SAVED[aten.linear.default](x, w, b))
+    (proof,) = prove(model, torch.ones(1, 1))
+    assert (proof.grade, proof.claimed, proof.proved) == (Grade.ASYMPTOTIC, Grade.APPROXIMATE, False)
+
+
+def test_scores_that_stay_bounded_are_left_unproved_with_the_reason() -> None:
+    # Softmax of LayerNorm outputs without scaled weights: the scores tend to a limit and do not
+    # saturate; the dominant-term proof does not cover them, and says so.
+    model = nn.Sequential(nn.Linear(2, 3), nn.LayerNorm(3, elementwise_affine=False), nn.Softmax(-1))
+    (proof,) = prove(model, X)
+    assert proof.grade is None and not proof.proved
+    assert "does not apply" in proof.reason and "bounded" in proof.reason
+
+
+@pytest.mark.parametrize(("expr", "message"), [
+    (sympy.tanh(sympy.sqrt(C)), "not exponentially in c"),
+    (sympy.exp(C) / (1 + C), "exp of a growing argument"),
+    (sympy.tanh(1 / C), "stays bounded but is not constant"),
+    (sympy.sin(C), "no dominant-term rule for sin"),
+])
+def test_the_dominant_term_proof_refuses_what_it_cannot_bound(expr: Any, message: str) -> None:
+    with pytest.raises(Undecided, match=message):
+        approximate(expr)
+
+
+def test_dominant_terms_of_softmax_and_layer_norm_by_hand() -> None:
+    # 1/(1 + e^{c − 3c}) + 1/(1 + e^{3c − c}) = 1 + O(e^{−c/2}): the main part 1; rates are lower bounds
+    # (1/(1 + u) halves the rate 1 of u = e^{−2c}/2).
+    z1, z2 = C, 3 * C
+    found = approximate(1 / (1 + sympy.exp(z1 - z2)) + 1 / (1 + sympy.exp(z2 - z1)))
+    assert [(e, v) for e, v in found.main.terms] == [(0, 1)] and found.rate == sympy.Rational(1, 2)
+    # c/√(c² + 1/100) = 1 − 1/(200c²) + …: the rest of LayerNorm's eps, like c⁻².
+    found = approximate(C / sympy.sqrt(C**2 + sympy.Rational(1, 100)))
+    assert found.rate is None and [(e, v) for e, v in found.main.terms][:2] == [
+        (0, 1), (2, sympy.Rational(-1, 200))]

@@ -9,9 +9,10 @@ Measurements (best of several runs, after one warm-up run that proves the lemmas
 - proofs: proving every lemma once (:func:`homogeneity.verify.check_lemmas` over all targets,
   which also checks each rule on its grid), in a fresh process state for the proofs;
 - size: the certificate's JSON in bytes;
-- formal: :func:`homogeneity.verify.prove` on the small graphs of the formal-proof tests (a
-  one-head attention layer, a bias before LayerNorm, LayerNorm and RMSNorm blocks, saturating
-  MLPs), each timed once after a warm-up export.
+- formal: each test of ``tests/homogeneity/test_formal_limits.py`` (:func:`homogeneity.verify.prove`
+  on a one-head attention layer, a bias before LayerNorm, LayerNorm and RMSNorm blocks,
+  saturating MLPs, wrong rules refuted), as pytest times it in a fresh process; the first test
+  also pays torch.export's imports.
 
 Targets: certify ≤ 1.5× analyze; check ≤ 5 s; JSON < 2 MB; all lemmas ≤ 120 s; each formal
 proof a few seconds at most.
@@ -21,58 +22,30 @@ Run: ``python benchmarks/certificate.py``.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 import timeit
 from collections.abc import Callable
-
-import torch
-from torch import nn
+from pathlib import Path
 
 from empirical.models import load_model
 from homogeneity import analyze, certify, check_certificate
-from homogeneity.verify import check_lemmas, prove
+from homogeneity.verify import check_lemmas
 
-
-class _OneHead(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed, self.q, self.k, self.v = (nn.Linear(2, 2, bias=False) for _ in range(4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x)
-        return torch.softmax(self.q(h) @ self.k(h).transpose(-1, -2), -1) @ self.v(h)
-
-
-def _formal_models() -> dict[str, nn.Module]:
-    torch.manual_seed(0)
-
-    def block(middle: nn.Module) -> nn.Module:
-        return nn.Sequential(nn.Linear(2, 2, bias=False), middle, nn.Linear(2, 1, bias=False))
-
-    return {
-        "one-head attention": _OneHead(),
-        "bias before LayerNorm": nn.Sequential(nn.Linear(2, 2, bias=False), nn.Linear(2, 3),
-                                               nn.LayerNorm(3, eps=0.0, elementwise_affine=False)),
-        "LayerNorm block": block(nn.LayerNorm(2)),
-        "RMSNorm block": block(nn.RMSNorm(2)),
-        "LayerNorm without eps": block(nn.LayerNorm(2, eps=0.0, bias=False)),
-        **{f"{name} MLP": block(act) for name, act in
-           (("tanh", nn.Tanh()), ("sigmoid", nn.Sigmoid()), ("GELU", nn.GELU()), ("SiLU", nn.SiLU()))},
-    }
+FORMAL_TESTS = Path(__file__).resolve().parents[1] / "tests" / "homogeneity" / "test_formal_limits.py"
 
 
 def formal() -> None:
-    """Time prove() on each small graph (after one warm-up, which pays torch.export's imports)."""
-    x = torch.tensor([[1.0, 0.5], [-0.5, 1.0]])
-    models = _formal_models()
-    prove(models["tanh MLP"], x)
-    for name, model in models.items():
-        start = time.perf_counter()
-        proofs = prove(model, x)
-        took = time.perf_counter() - start
-        shown = ", ".join(f"degree {p.degree} {p.grade} ({'proved' if p.proved else 'NOT proved'})"
-                          for p in proofs)
-        print(f"formal proof, {name}: {took:.2f} s: {shown}")
+    """Run the formal-proof tests in a fresh process and print each test's time (pytest's own)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--durations=0", "--durations-min=0", str(FORMAL_TESTS)],
+                          capture_output=True, text=True, cwd=FORMAL_TESTS.parents[2])
+    lines = done.stdout.splitlines()
+    times = [line for line in lines if " call " in line]
+    print(f"formal proofs ({lines[-1] if lines else 'no output'}), per test:")
+    for line in times:
+        print(f"  {line}")
 
 
 def main() -> None:

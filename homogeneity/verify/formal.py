@@ -3,13 +3,18 @@
 The exported graph is evaluated with sympy (numpy object arrays carry the shapes), once at θ and
 once at cθ with a positive symbol c. Exactness is tried first with a symbol for every parameter
 entry and input entry: ReLU is written as (z + |z|)/2, sympy pulls positive factors out of |·|,
-and f(x; cθ) − cᵏ f(x; θ) expanding to 0 proves the degree for every θ and x.
+and f(x; cθ) − cᵏ f(x; θ) expanding to 0 proves the degree for every θ and x. LayerNorm and
+RMSNorm without eps are evaluated that way too (√(c²·s) = c·√s once c is factored out).
 
-Graphs with softmax, tanh, sigmoid, GELU, SiLU, LayerNorm or RMSNorm (or polynomial graphs that
-are not exact) are evaluated at the model's own parameters and the given inputs, as exact
-rationals, with c symbolic. Then L = lim f(x; cθ)/cᵏ (c → ∞) is the saturated limit, and the
-remainder f(x; cθ)/cᵏ − L decides the grade: below exp(−c/10⁶) times a constant, approximate; a
-power of 1/c, asymptotic. Such a proof holds for that θ and those inputs, for every c.
+Graphs with softmax, tanh, sigmoid, GELU, SiLU, or a normalization with eps (and polynomial
+graphs that are not exact) are evaluated at the model's own parameters and the given inputs, as
+exact rationals, with c symbolic. Each output entry f(x; cθ)/cᵏ is then split by
+:mod:`homogeneity.verify.asymptotic` into an algebraic main part, a series in 1/c with exact
+coefficients, and a rest below K·exp(−r·c) with an exact rate r. L = lim f(x; cθ)/cᵏ is the main
+part's constant term (the saturated output); a first nonzero term c⁻ʲ after it proves the grade
+asymptotic; without one, only the exponentially small rest is left: approximate. No sympy
+``limit`` or ``simplify`` runs on exponentials. Such a proof holds for that θ and those inputs,
+for every large c.
 """
 
 from __future__ import annotations
@@ -152,7 +157,8 @@ class FormalProof:
     Attributes:
         output: the output's readable path.
         degree: the degree the analysis derived (the k of f(x; cθ)/cᵏ).
-        residual: one nonzero entry of f(x; cθ) − cᵏ f(x; θ), or 0 when exact.
+        residual: 0 when exact; for an asymptotic grade, the entry of f(x; cθ) − cᵏ f(x; θ) that
+            is proved nonzero; otherwise the first entry not 0 as written (not simplified).
         grade: the grade proved (``None`` when sympy proved none).
         claimed: the grade the analysis derived.
         limit: for non-exact grades, lim f(x; cθ)/cᵏ entry by entry (the saturated output).
@@ -179,9 +185,12 @@ def prove(model: nn.Module, *args: torch.Tensor, params: str | Sequence[str] | N
           **kwargs: torch.Tensor) -> list[FormalProof]:
     """Prove (or refute) the degree and grade of each output of a small model with sympy.
 
-    Exactness is proved for every θ and x where the graph is polynomial (ReLU included). Other
-    graphs, and non-exact polynomial ones, are proved at the model's θ and the given inputs:
-    the limit of f(x; cθ)/cᵏ and how fast the rest vanishes.
+    Exactness is proved for every θ and x where the graph is polynomial (ReLU included, and
+    normalizations without eps). Other graphs, and non-exact polynomial ones, are proved at the
+    model's θ and the given inputs, for every large c: the limit of f(x; cθ)/cᵏ by its dominant
+    terms, and whether the rest vanishes like a power of 1/c (asymptotic) or exponentially
+    (approximate). A degree whose limit is infinite or zero is refuted; an expression the
+    dominant-term argument does not cover is left unproved (``grade`` ``None``, with the reason).
 
     Raises:
         HomogeneityError: the graph uses an op outside :data:`SYMBOLIC_OPS`.

@@ -3,7 +3,6 @@ checked against the saturated network computed independently in float64."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ import torch
 from torch import nn
 
 from homogeneity import Degree, Grade
-from homogeneity.rules import RULES, register_rule
+from homogeneity.rules import RULES
 from homogeneity.verify import prove
 from homogeneity.verify.asymptotic import C, Undecided, approximate
 
@@ -116,19 +115,6 @@ def test_a_zero_leading_coefficient_proves_nothing() -> None:
     (proof,) = prove(model, torch.ones(1, 1))
     assert proof.grade is None and not proof.proved
     assert "not degree 2" in proof.reason
-
-
-@pytest.fixture
-def swapped_rule() -> Iterator[Callable[[Any, Any], None]]:
-    saved: dict[Any, Any] = {}
-
-    def swap(target: Any, fn: Any) -> None:
-        saved.setdefault(target, RULES[target])
-        register_rule(target, fn)
-
-    yield swap
-    for target, fn in saved.items():
-        register_rule(target, fn)
 
 
 @pytest.mark.parametrize(("activation", "target", "wrong"), [

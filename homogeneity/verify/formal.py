@@ -66,29 +66,41 @@ def _softmax(z: np.ndarray, dim: int, *_: Any) -> np.ndarray:
     return np.moveaxis(out, -1, dim)
 
 
-def _normalize(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: bool) -> np.ndarray:
+def _normalize(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: bool,
+               w: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
+    """(x − mean)/√(spread + eps)·w + b over the last dimensions (no mean without ``centre``)."""
+    if any(e.has(sympy.exp, sympy.tanh, sympy.erf) for e in np.ravel(x)):
+        # Over exponentials, sympy's automatic evaluation asks costly questions (is it zero?
+        # infinite?) that the dominant-term proof answers itself: build the terms as written.
+        with sympy.evaluate(False):
+            return _normalized(x, shape, eps, centre, w, b, lambda e: e)
+    # Common factors out (c among them), so that √(c²·s) = c·√s for every θ and x.
+    return _normalized(x, shape, eps, centre, w, b, sympy.factor_terms)
+
+
+def _normalized(x: np.ndarray, shape: Sequence[int], eps: sympy.Expr, centre: bool,
+                w: np.ndarray | None, b: np.ndarray | None,
+                factor: Callable[[Any], Any]) -> np.ndarray:
     axes = tuple(range(-len(shape), 0))
     count = int(np.prod(shape))
     centred = x - x.sum(axis=axes, keepdims=True) / count if centre else x
-    # Common factors out (c among them), so that √(c²·s) = c·√s for every θ and x.
-    centred = _each(sympy.factor_terms)(centred)
-    spread = _each(sympy.factor_terms)((centred**2).sum(axis=axes, keepdims=True) / count)
-    return centred / _each(sympy.sqrt)(spread + eps)
+    centred = _each(factor)(centred)
+    spread = _each(factor)((centred**2).sum(axis=axes, keepdims=True) / count)
+    out = centred / _each(sympy.sqrt)(spread + eps)
+    out = out if w is None else out * w
+    return out if b is None else out + b
 
 
 def _layer_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None,
                 b: np.ndarray | None = None, eps: float = 1e-5, *_: Any) -> np.ndarray:
-    out = _normalize(x, shape, _number(eps), centre=True)
-    out = out if w is None else out * w
-    return out if b is None else out + b
+    return _normalize(x, shape, _number(eps), True, w, b)
 
 
 def _rms_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None,
               eps: float | None = None) -> np.ndarray:
     # eps=None is the dtype's machine epsilon; the graphs proved here are float32.
-    out = _normalize(x, shape, _number(torch.finfo(torch.float32).eps if eps is None else eps),
-                     centre=False)
-    return out if w is None else out * w
+    eps_value = torch.finfo(torch.float32).eps if eps is None else eps
+    return _normalize(x, shape, _number(eps_value), False, w, None)
 
 
 def _gelu(z: np.ndarray, approximate: str = "none") -> np.ndarray:

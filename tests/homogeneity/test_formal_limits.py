@@ -171,3 +171,35 @@ def test_dominant_terms_of_softmax_and_layer_norm_by_hand() -> None:
     found = approximate(C / sympy.sqrt(C**2 + sympy.Rational(1, 100)))
     assert found.rate is None and [(e, v) for e, v in found.main.terms][:2] == [
         (0, 1), (2, sympy.Rational(-1, 200))]
+
+
+class PostNormBlock(nn.Module):
+    """LayerNorm(h + attention(h)) after a bias-free embedding: a post-LN transformer sublayer."""
+
+    def __init__(self, width: int = 3) -> None:
+        super().__init__()
+        self.embed, self.q, self.k, self.v = (nn.Linear(2, width, bias=False) if i == 0 else
+                                              nn.Linear(width, width, bias=False) for i in range(4))
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        scores = self.q(h) @ self.k(h).transpose(-1, -2)
+        return self.norm(h + torch.softmax(scores, -1) @ self.v(h))
+
+
+def test_a_post_norm_attention_block_is_asymptotic_with_its_saturated_limit() -> None:
+    torch.manual_seed(6)
+    model = PostNormBlock().double()
+    (proof,) = prove(model, X.double())
+    # h has degree 1 and attention degree 2: the sum leads with attention, LayerNorm (scaled γ
+    # and β) makes it 1, and the residual and eps leave powers of 1/c: asymptotic.
+    assert (proof.degree, proof.grade, proof.claimed, proof.proved) == (1, Grade.ASYMPTOTIC,
+                                                                         Grade.ASYMPTOTIC, True)
+    with torch.no_grad():  # the limit: LayerNorm (no eps) of hard attention's values, times γ, plus β
+        h = model.embed(X.double())
+        scores = model.q(h) @ model.k(h).T
+        assert (scores.sort(-1).values.diff(dim=-1) > 1e-6).all()  # no tie at θ
+        hard = torch.nn.functional.one_hot(scores.argmax(-1), 2).double() @ model.v(h)
+        expected = nn.functional.layer_norm(hard, (3,), model.norm.weight, model.norm.bias, eps=0.0)
+    torch.testing.assert_close(_limit(proof), expected.flatten(), rtol=1e-12, atol=1e-12)

@@ -89,6 +89,15 @@ def test_eps_makes_a_normalization_block_asymptotic(norm: nn.Module) -> None:
     (proof,) = prove(model, X)
     assert (proof.degree, proof.grade, proof.proved) == (2, Grade.ASYMPTOTIC, True)
     assert proof.quantifier == "the model's θ and these inputs"
+    with torch.no_grad():  # the limit: the same block without eps, in float64
+        double = {name: p.double() for name, p in model.state_dict().items()}
+        h = X.double() @ double["0.weight"].T
+        if isinstance(norm, nn.LayerNorm):
+            normed = nn.functional.layer_norm(h, (2,), double["1.weight"], double["1.bias"], eps=0.0)
+        else:
+            normed = nn.functional.rms_norm(h, (2,), double["1.weight"], eps=0.0)
+        expected = normed @ double["2.weight"].T
+    torch.testing.assert_close(_limit(proof), expected.flatten(), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(("activation", "saturated", "degree"), [

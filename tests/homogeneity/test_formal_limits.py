@@ -22,15 +22,19 @@ X = torch.tensor([[1.0, 0.5], [-0.5, 1.0]])
 
 
 class OneHead(nn.Module):
-    """softmax(XW_q (XW_k)ᵀ)·XW_v after a bias-free linear map, so X is 1-homogeneous."""
+    """softmax(XW_q (XW_k)ᵀ)·XW_v after a bias-free linear map, so X is 1-homogeneous; with
+    ``post_norm``, LayerNorm(X + attention) as in a post-LN transformer sublayer."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = 2, post_norm: bool = False) -> None:
         super().__init__()
-        self.embed, self.q, self.k, self.v = (nn.Linear(2, 2, bias=False) for _ in range(4))
+        self.embed, self.q, self.k, self.v = (nn.Linear(2 if i == 0 else width, width, bias=False)
+                                              for i in range(4))
+        self.norm = nn.LayerNorm(width) if post_norm else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x)
-        return torch.softmax(self.q(h) @ self.k(h).transpose(-1, -2), -1) @ self.v(h)
+        attended = torch.softmax(self.q(h) @ self.k(h).transpose(-1, -2), -1) @ self.v(h)
+        return attended if self.norm is None else self.norm(h + attended)
 
 
 def _limit(proof: object) -> torch.Tensor:
@@ -182,24 +186,9 @@ def test_dominant_terms_of_softmax_and_layer_norm_by_hand() -> None:
         (0, 1), (2, sympy.Rational(-1, 200))]
 
 
-class PostNormBlock(nn.Module):
-    """LayerNorm(h + attention(h)) after a bias-free embedding: a post-LN transformer sublayer."""
-
-    def __init__(self, width: int = 3) -> None:
-        super().__init__()
-        self.embed, self.q, self.k, self.v = (nn.Linear(2, width, bias=False) if i == 0 else
-                                              nn.Linear(width, width, bias=False) for i in range(4))
-        self.norm = nn.LayerNorm(width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x)
-        scores = self.q(h) @ self.k(h).transpose(-1, -2)
-        return self.norm(h + torch.softmax(scores, -1) @ self.v(h))
-
-
 def test_a_post_norm_attention_block_is_asymptotic_with_its_saturated_limit() -> None:
     torch.manual_seed(6)
-    model = PostNormBlock().double()
+    model = OneHead(width=3, post_norm=True).double()
     (proof,) = prove(model, X.double())
     # h has degree 1 and attention degree 2: the sum leads with attention, LayerNorm (scaled γ
     # and β) makes it 1, and the residual and eps leave powers of 1/c: asymptotic.
@@ -210,5 +199,7 @@ def test_a_post_norm_attention_block_is_asymptotic_with_its_saturated_limit() ->
         scores = model.q(h) @ model.k(h).T
         assert (scores.sort(-1).values.diff(dim=-1) > 1e-6).all()  # no tie at θ
         hard = torch.nn.functional.one_hot(scores.argmax(-1), 2).double() @ model.v(h)
-        expected = nn.functional.layer_norm(hard, (3,), model.norm.weight, model.norm.bias, eps=0.0)
+        norm = model.norm
+        assert norm is not None
+        expected = nn.functional.layer_norm(hard, (3,), norm.weight, norm.bias, eps=0.0)
     torch.testing.assert_close(_limit(proof), expected.flatten(), rtol=1e-12, atol=1e-12)

@@ -98,7 +98,7 @@ def _layer_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None
 
 def _rms_norm(x: np.ndarray, shape: Sequence[int], w: np.ndarray | None = None,
               eps: float | None = None) -> np.ndarray:
-    # eps=None is the dtype's machine epsilon; the graphs proved here are float32.
+    # eps=None (the input dtype's machine epsilon) is filled in by _evaluate; float32's here.
     eps_value = torch.finfo(torch.float32).eps if eps is None else eps
     return _normalize(x, shape, _number(eps_value), False, w, None)
 
@@ -358,6 +358,10 @@ def _evaluate(program: torch.export.ExportedProgram, param_of: dict[str, str], s
         elif node.op == "call_function":
             args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
+            if node.target is aten.rms_norm.default and (args[3:4] or (None,))[0] is None:
+                # eps=None is the input dtype's machine epsilon.
+                args = (*args[:3], *[None] * (3 - len(args)),
+                        torch.finfo(node.args[0].meta["val"].dtype).eps)
             env[node.name] = np.asarray(SYMBOLIC_OPS[node.target](*args, **kwargs), dtype=object)
     return env
 

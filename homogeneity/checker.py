@@ -30,11 +30,17 @@ __all__ = ["CertificateCheck", "check_certificate"]
 
 @dataclass(frozen=True)
 class CertificateCheck:
-    """The verdict: ``ok`` when every step checks; otherwise each failure names its node."""
+    """The verdict: ``ok`` when every step checks; otherwise each failure names its node.
+
+    ``bad_input`` is set when the certificate cannot be about this model at all: it describes
+    another graph (the first mismatched node named), or the graph has ops no proved lemma covers
+    (named). The command line reports these as bad input (exit code 2), not as a rejected proof.
+    """
 
     ok: bool
     failures: list[str] = field(default_factory=list)
     checked: int = 0
+    bad_input: str = ""
 
     def __str__(self) -> str:
         if self.ok:
@@ -142,7 +148,7 @@ def check_certificate(certificate: Certificate | str, model: nn.Module, *args: A
     nodes = [n for n in program.graph.nodes if n.op != "output"]
     mismatch = _same_graph(certificate, nodes)
     if mismatch:
-        return CertificateCheck(False, [mismatch])
+        return CertificateCheck(False, [mismatch], bad_input=mismatch)
     failures = []
     if certificate.graph_hash != graph_hash(program.graph):
         failures.append("the graph's literal arguments differ from the certified graph's "
@@ -169,4 +175,8 @@ def check_certificate(certificate: Certificate | str, model: nn.Module, *args: A
     by_node = {s.node for s in certificate.steps}
     outputs = {path: node for path, node in certificate.outputs.items() if node not in by_node}
     failures += [f"output {path} names node {node}, which no step computes" for path, node in outputs.items()]
-    return CertificateCheck(not failures, failures, len(certificate.steps))
+    uncovered = sorted({node_target(n) for n in nodes
+                        if n.op == "call_function" and lemma_for(n.target) is None})
+    bad = (f"the graph has ops no proved lemma covers ({', '.join(uncovered)}): no certificate of "
+           "this model can prove its degree") if uncovered else ""
+    return CertificateCheck(not failures, failures, len(certificate.steps), bad)

@@ -27,10 +27,44 @@ def test_a_written_certificate_is_accepted(certificate: Path, capsys: pytest.Cap
     assert "certificate accepted" in out and "last_hidden_state: degree 1 (asymptotic)" in out
 
 
-def test_a_certificate_of_another_model_is_rejected(certificate: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", str(certificate), "--model", "gpt2", "--random-init", "--num-layers", "1"]) == 1
-    assert "a certificate of another model or graph" in capsys.readouterr().out
+def test_a_certificate_of_another_model_is_bad_input(certificate: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(certificate), "--model", "gpt2", "--random-init", "--num-layers", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"normsat check: error: {certificate} does not apply to gpt2: node ")
+    assert "a certificate of another model or graph" in captured.err and "accepted" not in captured.out
+
+
+BESSEL = """import torch
+from torch import nn
+
+
+class Bessel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return torch.special.i0(self.lin(x))
+
+
+def make():
+    torch.manual_seed(0)
+    return Bessel(), (torch.randn(3, 2),)
+"""
+
+
+def test_a_model_with_an_op_without_a_rule_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bessel_factories.py").write_text(BESSEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "bessel.json"
+    assert main(["degree", "bessel_factories:make", "--certificate", str(path)]) == 0
+    assert "INCOMPLETE (no proved lemma for aten.special_i0.default)" in capsys.readouterr().out
+    assert main(["check", str(path), "--model", "bessel_factories:make"]) == 2
+    captured = capsys.readouterr()
+    assert "ops no proved lemma covers (aten.special_i0.default)" in captured.err
+    assert "accepted" not in captured.out and captured.err.count("\n") == 1
 
 
 def test_a_forged_certificate_is_rejected_naming_the_step(certificate: Path, tmp_path: Path,

@@ -92,6 +92,19 @@ def test_a_certificate_of_another_model_names_the_first_mismatched_node(minilm_c
     assert not verdict.ok
     assert verdict.failures[0].startswith("node 0: the certificate has ")
     assert "a certificate of another model or graph" in verdict.failures[0]
+    assert verdict.bad_input == verdict.failures[0]
+
+
+@pytest.mark.parametrize("field", ["node", "target"])
+def test_a_step_naming_another_node_or_op_is_rejected_at_that_step(minilm_case: Any, field: str) -> None:
+    model, batch, certificate = minilm_case
+    index = next(i for i, s in enumerate(certificate.steps) if s.target == "aten.layer_norm.default")
+    value = "forged" if field == "node" else "aten.rms_norm.default"
+    verdict = check_certificate(_altered(certificate, index, **{field: value}), model, **batch)
+    assert not verdict.ok and verdict.bad_input
+    assert verdict.failures == [verdict.bad_input]
+    named = value if field == "node" else certificate.steps[index].node
+    assert verdict.failures[0].startswith(f"node {index}: the certificate has {named} = ")
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -123,6 +136,7 @@ def test_an_op_without_a_rule_leaves_the_certificate_incomplete_never_proved() -
     verdict = check_certificate(certificate, model, x)
     assert not verdict.ok
     assert any("no proved lemma covers it" in f for f in verdict.failures)
+    assert verdict.bad_input.startswith("the graph has ops no proved lemma covers (aten.special_i0")
 
 
 def test_a_wrong_rule_cannot_hide_in_a_certificate() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,19 +26,6 @@ def test_every_rule_target_has_a_proved_lemma() -> None:
     assert unproved == {}
     assert all(r.lemma and r.statement for r in results.values())
     assert len(lemma_rows(results)) == len(results)
-
-
-@pytest.fixture
-def swapped_rule() -> Iterator[Callable[[Any, Any], None]]:
-    saved: dict[Any, Any] = {}
-
-    def swap(target: Any, fn: Any) -> None:
-        saved.setdefault(target, RULES[target])
-        register_rule(target, fn)
-
-    yield swap
-    for target, fn in saved.items():
-        register_rule(target, fn)
 
 
 WRONG_RULES = {

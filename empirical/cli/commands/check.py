@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from empirical.cli.commands.common import add_model_option
+from empirical.cli.commands.common import add_model_option, model_spec
 from empirical.cli.commands.degree import resolve_model
 from empirical.errors import EmpiricalError
 from homogeneity.certificate import Certificate
@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         "every step of CERTIFICATE: the nodes are the graph's, each step is an instance of a "
         "proved lemma whose side conditions hold, and the degrees compose. The check does not use "
         "the rule table that wrote the certificate. Exit code 0: accepted; 1: rejected (the "
-        "failing steps are printed); 2: bad input.",
+        "failing steps are printed); 2: bad input (an unreadable certificate, one of another "
+        "model or graph, or a model with an op no proved lemma covers).",
     )
     parser.add_argument("certificate", metavar="CERTIFICATE", help="the certificate's JSON file")
     add_model_option(parser)
@@ -41,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     model, example_args, example_kwargs = resolve_model(args)
     with torch.no_grad():
         verdict = check_certificate(certificate, model, *example_args, **example_kwargs)
+    if verdict.bad_input:
+        raise EmpiricalError(f"{args.certificate} does not apply to {model_spec(args)}: "
+                             f"{verdict.bad_input}")
     print(verdict)
     if verdict.ok:
         for output, (degree, grade) in certificate.output_degrees().items():

@@ -2,7 +2,7 @@
 not reach: each case of a rule on a tiny hand-built input whose limit is worked out by hand.
 
 Fast by design (no pretrained model): `mutmut` runs this file for every mutant of
-`saturated/rules.py`, `saturated/terms.py` and `saturated/ties.py`.
+`saturated/rules/`, `saturated/terms.py` and `saturated/ties.py`.
 """
 
 from __future__ import annotations

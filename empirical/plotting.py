@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from empirical.outputs import atomic_path
@@ -15,7 +15,7 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg"
 """Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
 
 
-def text_color(rgba: tuple[float, ...]) -> str:
+def text_color(rgba: Iterable[float]) -> str:
     """Black or white, whichever contrasts more with a cell of colour ``rgba`` (sRGB in [0, 1]):
     black on a cell whose relative luminance (WCAG 2) is above 0.179, where the two contrast
     ratios are equal, white below.
@@ -26,7 +26,7 @@ def text_color(rgba: tuple[float, ...]) -> str:
     def linear(channel: float) -> float:
         return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
 
-    red, green, blue = (linear(c) for c in rgba[:3])
+    red, green, blue = (linear(float(c)) for c in list(rgba)[:3])
     luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
     return "black" if luminance > 0.179 else "white"
 

@@ -79,7 +79,7 @@ def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, 
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                        color=text_color(image.cmap(image.norm(value))))
+                        color=text_color(image.to_rgba(value)))
     if image is not None:
         fig.colorbar(image, ax=list(axes), label=r"cos(h(x; $\theta_t$), h(x; c·$\theta_t$))", shrink=0.9)
     if title:
@@ -114,7 +114,7 @@ def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: st
                 else f"{cell['final_norm']:.3g}\n{cell['best']}")
             ax.text(j, i, text, ha="center", va="center", fontsize=7,
                     color="black" if math.isnan(values[i][j]) else
-                    text_color(image.cmap(image.norm(values[i][j]))))
+                    text_color(image.to_rgba(values[i][j])))
     ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
     ax.set_yticks(range(len(decays)), [f"{wd:g}" for wd in decays])
     ax.set_xlabel("learning rate")

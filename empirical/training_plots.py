@@ -112,9 +112,9 @@ def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: st
             text = "—" if cell is None else (
                 "diverged" if cell.get("diverged") else "failed" if cell.get("failed")
                 else f"{cell['final_norm']:.3g}\n{cell['best']}")
+            value: Any = values[i][j]
             ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                    color="black" if math.isnan(values[i][j]) else
-                    text_color(image.to_rgba(values[i][j])))
+                    color="black" if math.isnan(value) else text_color(image.to_rgba(value)))
     ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
     ax.set_yticks(range(len(decays)), [f"{wd:g}" for wd in decays])
     ax.set_xlabel("learning rate")

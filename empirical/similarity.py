@@ -97,7 +97,9 @@ class SimilarityResult:
             "scale": self.scale if math.isfinite(self.scale) else None,
             "exact_limit": math.isinf(self.scale),
             "layers": [
-                {"name": n, "stack": k, "similarity": s if math.isfinite(s) else None,
+                # null only for a layer left without a determined token (NaN otherwise is a bug:
+                # strict JSON refuses it)
+                {"name": n, "stack": k, "similarity": None if math.isnan(s) and t else s,
                  "undetermined_sentences": list(u), "undetermined_tokens": t}
                 for n, k, s, u, t in zip(self.layers, self.stacks, self.per_layer, self.undetermined,
                                          self.n_undetermined)
@@ -333,7 +335,8 @@ def representation_similarity(
                     # token whose limit is undetermined
                     _raise_non_finite(ours, names, mask, "at θ")
                     _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}", math.isinf(c))
-                    table = unknown.setdefault(stack, torch.zeros(len(per_token), len(texts)))
+                    table = unknown.setdefault(
+                        stack, torch.zeros(len(per_token), len(texts), dtype=torch.float64))
                     owner = torch.tensor(batch.indices).unsqueeze(1).expand(mask.shape)[mask]
                     for layer, values in enumerate(per_token):
                         table[layer].index_add_(0, owner, torch.isnan(values).double())

@@ -139,10 +139,12 @@ class Rounding:
         return own + self.carried(dtype, operand_rtol)
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:
-        """The same bound after a shape, indexing or cast op (it moves elements, not values)."""
+        """The same bound after a shape, indexing or cast op (it moves elements, not values).
+        Positions move with a shape or indexing op; a cast moves none, so they stay integers
+        (a cast applied to them would make them values, floats or a bool mask)."""
         magnitude, index, cheap, carried = self.magnitude, self.index, self.cheap, self.carried
         return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
-                        None if index is None else lambda: fn(index()), self.partials,
+                        None if index is None else lambda: _moved(fn, index()), self.partials,
                         None if cheap is None else _memo(lambda: fn(cheap())),
                         None if carried is None else lambda t, e: fn(carried(t, e)), self.exact,
                         self.factor)
@@ -189,6 +191,19 @@ class Rounding:
                         index, partials, cheap=lambda: cheap_first() + cheap_second(),
                         carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
                         if carried else None, factor=self.factor)
+
+
+def _moved(fn: Callable[[Tensor], Tensor], index: Tensor) -> Tensor:
+    """Flat positions after ``fn``, an op that moves elements or casts them: a cast (the result's
+    dtype differs) leaves every element where it was.
+
+    >>> _moved(lambda a: a.to(torch.float64), torch.arange(3)).dtype
+    torch.int64
+    >>> _moved(lambda a: a.flip(0), torch.arange(3))
+    tensor([2, 1, 0])
+    """
+    moved = fn(index)
+    return index if moved.dtype != index.dtype else moved
 
 
 def _summed_exact_values(x: Rounding, y: Rounding, shape: torch.Size

@@ -60,13 +60,17 @@ def _largest(coef: torch.Tensor) -> float:
     return max(abs(float(bound)) for bound in torch.aminmax(coef)) if coef.numel() else 0.0
 
 
-def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tensor, float, bool]:
+def _normalized(term: Term, index: int, settings: Settings, vectors: bool = False
+                ) -> tuple[torch.Tensor, float, bool]:
     """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients, its
     degree, and whether they hold NaN (outputs a tie left undetermined).
 
     A part whose every coefficient is within its rounding bound of zero (with the error carried
     in by its operands), a computed all-zero part included, may be exactly zero or not, which
     decides whether a lower part leads: that is undetermined in this precision (NeedsOrders).
+    With ``vectors``, the same holds for each vector along the last dimension (a token's hidden
+    state): one whose every coefficient is within its bound of zero is NaN, as its own direction
+    (a cosine's) may be set by a lower part.
     """
     for coef, degree in term.parts:
         size = _largest(coef)
@@ -87,6 +91,10 @@ def _normalized(term: Term, index: int, settings: Settings) -> tuple[torch.Tenso
             size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
+        if vectors and bound is not None and coef.dim() > 0:
+            hidden = (coef.abs() <= bound).all(-1, keepdim=True)
+            if bool(hidden.any()):
+                coef, has_nan = coef.masked_fill(hidden, math.nan), True
         return coef, degree, has_nan
     if term.floor == -math.inf:
         return term.lead, -math.inf, False
@@ -108,14 +116,23 @@ def _exactly_zero(coef: torch.Tensor, rounding: Rounding, settings: Settings) ->
     return not any(exact_sign(rounding.partials(at)))
 
 
-def _normalize_all(outputs: list[Any], settings: Settings) -> tuple[list[Normalized], list[int]]:
+def _normalize_all(outputs: list[Any], settings: Settings, lenient: bool = False
+                   ) -> tuple[list[Normalized], list[int]]:
     """Each output normalized by its degree (exact outputs as they are), and the indices of the
-    outputs that hold NaN."""
+    outputs that hold NaN. ``lenient``: an output whose limit is undetermined (more orders would
+    be needed) is all NaN with degree NaN instead of raising :class:`NeedsOrders`, and so is each
+    vector along the last dimension whose direction is undetermined (see :func:`_normalized`)."""
     pairs: list[Normalized] = []
     with_nan: list[int] = []
     for index, out in enumerate(outputs):
         if isinstance(out, Term):
-            coef, degree, nan = _normalized(out, index, settings)
+            try:
+                coef, degree, nan = _normalized(out, index, settings, vectors=lenient)
+            except NeedsOrders:
+                if not lenient:
+                    raise
+                coef, degree, nan = torch.full(out.shape, math.nan, dtype=out.lead.dtype,
+                                               device=out.lead.device), math.nan, True
             pairs.append((coef, degree))
             if nan:
                 with_nan.append(index)
@@ -261,6 +278,17 @@ class SaturatedModel:
     None: all of them): only the graph they depend on runs, the other fields are None, and only
     their undetermined entries are recomputed.
 
+    ``undetermined`` says what happens to an output whose limit the most orders in float64 do not
+    decide: ``"raise"`` (default) raises :class:`~saturated.errors.SaturationError`; ``"nan"``
+    computes the batch entries still undetermined one at a time and returns NaN exactly where the
+    limit is not determined: a whole output of an entry (its leading part is within rounding of
+    zero, or the entry's pass needs more orders than tracked), a vector along an output's last
+    dimension (a token's hidden state) whose coefficients are all within rounding of zero at the
+    output's degree (its own direction may come from a lower part), or the elements a tie that
+    matters leaves unknown (as with ``Settings(ties="nan")``). Every other value is the exact
+    limit, as with ``"raise"``. A measurement over a corpus uses it to go on and report what is
+    undetermined.
+
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
     values), or where a decision is within its rounding bound (:mod:`saturated.rounding`), the
@@ -272,9 +300,12 @@ class SaturatedModel:
     """
 
     def __init__(self, model: nn.Module, settings: Settings,
-                 outputs: Collection[str] | None = None) -> None:
+                 outputs: Collection[str] | None = None, undetermined: str = "raise") -> None:
         if not isinstance(model, nn.Module):
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
+        if undetermined not in ("raise", "nan"):
+            raise SaturationError(f"undetermined must be 'raise' or 'nan', got {undetermined!r}")
+        self.undetermined = undetermined
         self.model = model
         self.settings = settings
         self.outputs = None if outputs is None else frozenset(outputs)
@@ -367,6 +398,40 @@ class SaturatedModel:
                 levels.append((self._wide, orders))
         return levels
 
+    def _one_at_a_time(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
+                       dtype: torch.dtype, count: int | None, message: str) -> list[Normalized]:
+        """The outputs of ``count`` batch entries computed one entry at a time, each output of each
+        entry NaN where its limit is undetermined (``undetermined="nan"``); an entry whose pass
+        itself needs more orders is NaN in every output. Without a batch dimension the inputs are
+        one entry.
+
+        Raises:
+            SaturationError: (with ``message``) no entry's pass went through, so the outputs'
+                shapes are not known.
+        """
+        entries: list[list[Normalized] | None] = []
+        for entry in range(count or 1):
+            these, those = (args, kwargs) if count is None else _select((args, kwargs), [entry])
+            try:
+                entries.append(_normalize_all(self._run(these, those, settings, dtype), settings,
+                                              lenient=True)[0])
+            except NeedsOrders:
+                entries.append(None)
+        known = [found for found in entries if found is not None]
+        if not known:
+            raise SaturationError(message)
+        if count is None:
+            return known[0]
+        pairs: list[Normalized] = [
+            (torch.full((count, *value.shape[1:]), math.nan, dtype=value.dtype, device=value.device),
+             math.nan) if _batched(value, degree) else (value, degree) for value, degree in known[0]]
+        for entry, found in enumerate(entries):
+            if found is None:  # undetermined in every output
+                found = [(torch.full_like(value, math.nan), math.nan) if _batched(value, degree)
+                         else (value, degree) for value, degree in known[0]]
+            _merge(pairs, found, [entry])
+        return pairs
+
     def __call__(self, *args: Any, **kwargs: Any) -> SaturatedOutput:
         """The saturated outputs for these inputs (see :class:`SaturatedOutput`)."""
         _check_masks(kwargs)
@@ -379,7 +444,8 @@ class SaturatedModel:
         refined: tuple[int, ...] = ()
         for step, (dtype, orders) in enumerate(levels):
             last = step == len(levels) - 1
-            ties = "raise" if last and self.settings.ties == "raise" else marking
+            ties = "raise" if last and self.settings.ties == "raise" and self.undetermined == "raise" \
+                else marking
             # Below float64, a tie within the tolerance may be a near-tie that float64 resolves.
             exact = self.settings.exact_ties and (dtype == self._wide or self._wide == self._dtype)
             these, those = (args, kwargs) if pending is None else _select((args, kwargs), pending)
@@ -388,12 +454,20 @@ class SaturatedModel:
             try:
                 settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
                 outputs = self._run(these, those, settings, dtype)
-                found, with_nan = _normalize_all(outputs, settings)
+                found, with_nan = _normalize_all(outputs, settings, lenient=self.undetermined == "nan")
             except NeedsOrders as err:
-                if last:
-                    message = _in_batch(str(err), pending)
-                    raise SaturationError(f"{message} (tracking {orders} orders)") from err
-                continue  # the same entries, at the next level
+                if not last:
+                    continue  # the same entries, at the next level
+                message = f"{_in_batch(str(err), pending)} (tracking {orders} orders)"
+                if self.undetermined == "raise":
+                    raise SaturationError(message) from err
+                count = batch if pending is None else len(pending)
+                found = self._one_at_a_time(these, those, settings, dtype, count, message)
+                if pending is None:
+                    pairs = found
+                else:
+                    _merge(pairs, found, pending)
+                break
             if pending is None:
                 pairs = found
             else:
@@ -405,7 +479,8 @@ class SaturatedModel:
             if left is not None:
                 pending = left if pending is None else [pending[i] for i in left]
         else:
-            if self.settings.ties != "nan":  # ties raise at the last level: this NaN came in
+            if self.settings.ties != "nan" and self.undetermined == "raise":
+                # ties raise at the last level: this NaN came in
                 raise SaturationError(f"outputs hold NaN (batch entries {pending or 'all'}); expected "
                                       "finite inputs")
         out_spec = self._program(args, kwargs).call_spec.out_spec
@@ -454,18 +529,32 @@ def _cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
         lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v, inputs)
 
 
+def _batched(value: Any, degree: float | None) -> bool:
+    """Whether an output is a floating tensor with a degree (one row per batch entry)."""
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0 \
+        and degree is not None
+
+
 def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int]) -> None:
     """Write some batch entries' recomputed outputs into the batch's.
 
     Both are normalized by the highest degree with a nonzero coefficient; the merged output takes
-    the higher of the two, and the rows of the side with the lower one are zero at it.
+    the higher of the two, and the rows of the side with the lower one are zero at it. A degree
+    NaN marks an output undetermined in those rows (all NaN): its rows stay NaN whatever degree
+    the merged output takes, and it sets no degree.
     """
     rows = torch.tensor(entries)
     for index, ((value, degree), (part, part_degree)) in enumerate(zip(pairs, found)):
         if not isinstance(value, torch.Tensor) or degree is None or part_degree is None:
             continue
-        if part_degree > degree:
-            value, degree = torch.zeros_like(value), part_degree
+        if math.isnan(part_degree):
+            unknown = torch.full_like(part, math.nan, dtype=value.dtype)
+            pairs[index] = (value.clone().index_copy_(0, rows.to(value.device), unknown), degree)
+            continue
+        if math.isnan(degree):  # no row determined so far: this entry's degree leads
+            degree = part_degree
+        if part_degree > degree:  # rows undetermined at a lower degree stay undetermined
+            value, degree = torch.where(torch.isnan(value), math.nan, 0.0).to(value.dtype), part_degree
         update = part.to(value.dtype) if part_degree == degree else torch.zeros_like(part, dtype=value.dtype)
         pairs[index] = (value.clone().index_copy_(0, rows.to(value.device), update), degree)
 

@@ -686,6 +686,7 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     if not atlases:
         raise EmpiricalError("expected at least one atlas to plot")
@@ -708,9 +709,16 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
                   ("split", "split attention probability"))
     for column, (name, label) in enumerate(statistics):
         ax = fig.add_subplot(grid[1, column])
-        for index, (atlas_label, atlas) in enumerate(atlases.items()):
-            ax.hist([getattr(h, name) for h in atlas.heads], bins=20, alpha=0.55,
-                    color=f"C{index % 10}", label=atlas_label)
+        series = {atlas_label: [float(getattr(h, name)) for h in atlas.heads]
+                  for atlas_label, atlas in atlases.items()}
+        # Every statistic is ≥ 0; a common range (at least [0, 1]) keeps a constant series
+        # at its value instead of centring an axis of width 1 on it.
+        top = max((max(values) for values in series.values() if values), default=1.0)
+        edges = [top * i / 20 if top > 1.0 else i / 20 for i in range(21)]
+        for index, (atlas_label, values) in enumerate(series.items()):
+            ax.hist(values, bins=edges, alpha=0.55, color=f"C{index % 10}", label=atlas_label)
+        ax.set_xlim(edges[0], edges[-1])
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of heads
         ax.set_xlabel(label)
         ax.set_ylabel("heads")
         ax.legend(fontsize=8)

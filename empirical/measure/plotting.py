@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from empirical.measure.similarity import SimilarityResult
 from empirical.outputs import atomic_path
 
-__all__ = ["PLOT_SUFFIXES", "plot_similarity"]
+__all__ = ["PLOT_SUFFIXES", "plot_similarity", "text_color"]
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg")
 """Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
+
+
+def text_color(rgba: Iterable[float]) -> str:
+    """Black or white, whichever contrasts more with a cell of colour ``rgba`` (sRGB in [0, 1]):
+    black on a cell whose relative luminance (WCAG 2) is above 0.179, where the two contrast
+    ratios are equal, white below.
+
+    >>> text_color((0.4, 0.0, 0.05, 1.0)), text_color((1.0, 1.0, 0.6, 1.0))  # dark red, yellow
+    ('white', 'black')
+    """
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(float(c)) for c in list(rgba)[:3])
+    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+    return "black" if luminance > 0.179 else "white"
 
 
 def plot_similarity(

@@ -40,16 +40,18 @@ def check_scale(scale: float) -> float:
     return value
 
 
-def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None
-                   ) -> Callable[..., Any]:
+def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None,
+                   undetermined: str = "raise") -> Callable[..., Any]:
     """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
 
     The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
     leaves every cosine with f(x; θ) as the limit of the cosines at c·θ. ``outputs``: the output
     fields the caller reads; the limit computes only those (the others are None).
+    ``undetermined="nan"``: the limit is NaN where it is undetermined instead of raising
+    (:class:`saturated.saturate.SaturatedModel`).
     """
     if math.isinf(scale):
-        limit = SaturatedModel(model, Settings(), outputs)
+        limit = SaturatedModel(model, Settings(), outputs, undetermined)
 
         def saturated(**inputs: Any) -> Any:
             try:

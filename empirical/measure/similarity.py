@@ -3,6 +3,13 @@
 For every hidden state h_l (embeddings first) the measure is the mean, over all real
 (non-padding) tokens of the corpus, of cos(h_l(x; θ), h_l(x; c·θ)), with every parameter scaled
 by c. Near 1: the layer already computes (up to scale) what its saturated version computes.
+
+Against the exact limit (c = ∞) a token's limit direction may be *undetermined*: the exact
+computation could not decide it in float64 with the most orders it tracks (its leading
+coefficients are within their rounding bound of zero, or a hard-attention tie that matters is
+left unbroken; see ``docs/saturated.md``). Such a token has no cosine: it is left out of its
+layer's mean, and the result names, per layer, the sentences holding one and how many tokens
+were left out. A layer with no determined token has no value (NaN; null in JSON).
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ class SimilarityResult:
         n_truncated: sentences cut to ``max_length`` tokens.
         max_length: the truncation length used (the smaller of the request and the model's limit).
         record: model, corpus, dtype, device and library versions, for the JSON file.
+        undetermined: per layer, the sentences (indices in the corpus) with a token whose limit
+            is undetermined (c = ∞ only; empty otherwise).
+        n_undetermined: per layer, the tokens left out of its mean as undetermined.
     """
 
     layers: tuple[str, ...]
@@ -65,6 +75,19 @@ class SimilarityResult:
     n_truncated: int
     max_length: int
     record: dict[str, Any] = field(default_factory=dict)
+    undetermined: tuple[tuple[int, ...], ...] = ()
+    n_undetermined: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.undetermined:
+            object.__setattr__(self, "undetermined", tuple(() for _ in self.layers))
+        if not self.n_undetermined:
+            object.__setattr__(self, "n_undetermined", tuple(0 for _ in self.layers))
+
+    @property
+    def determined(self) -> bool:
+        """Whether every token of every layer has a determined limit (always true for finite c)."""
+        return not any(self.n_undetermined)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (schema ``normsat.similarity/1``)."""
@@ -74,8 +97,12 @@ class SimilarityResult:
             "scale": self.scale if math.isfinite(self.scale) else None,
             "exact_limit": math.isinf(self.scale),
             "layers": [
-                {"name": n, "stack": k, "similarity": s}
-                for n, k, s in zip(self.layers, self.stacks, self.per_layer)
+                # null only for a layer left without a determined token (NaN otherwise is a bug:
+                # strict JSON refuses it)
+                {"name": n, "stack": k, "similarity": None if math.isnan(s) and t else s,
+                 "undetermined_sentences": list(u), "undetermined_tokens": t}
+                for n, k, s, u, t in zip(self.layers, self.stacks, self.per_layer, self.undetermined,
+                                         self.n_undetermined)
             ],
             "n_sentences": self.n_sentences,
             "n_tokens": {stack or _SINGLE_STACK: n for stack, n in self.n_tokens.items()},
@@ -102,12 +129,15 @@ class SimilarityResult:
         limit = data.get("exact_limit") or data["scale"] in (None, "inf")  # "inf": older files
         return cls(
             layers=tuple(layer["name"] for layer in layers),
-            per_layer=tuple(layer["similarity"] for layer in layers),
+            per_layer=tuple(math.nan if layer["similarity"] is None else layer["similarity"]
+                            for layer in layers),
             stacks=tuple(layer["stack"] for layer in layers),
             scale=math.inf if limit else float(data["scale"]), n_sentences=data["n_sentences"],
             n_tokens={"" if k == _SINGLE_STACK else k: n for k, n in data["n_tokens"].items()},
             n_truncated=data["n_truncated"], max_length=data["max_length"],
             record={k: v for k, v in data.items() if k not in known},
+            undetermined=tuple(tuple(layer.get("undetermined_sentences", ())) for layer in layers),
+            n_undetermined=tuple(layer.get("undetermined_tokens", 0) for layer in layers),
         )
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -118,11 +148,31 @@ class SimilarityResult:
         return text
 
     def table(self) -> str:
-        """A plain-text table, one row per layer."""
+        """A plain-text table, one row per layer; a layer with undetermined tokens is marked and
+        listed below the table.
+
+        >>> result = SimilarityResult(("embeddings", "layer 1"), (1.0, math.nan), ("", ""), math.inf,
+        ...                           2, {"": 9}, 0, 512, undetermined=((), (0, 1)),
+        ...                           n_undetermined=(0, 9))
+        >>> print(result.table())
+        layer       cos(θ, c→∞ limit)
+        embeddings  1.0000
+        layer 1     undetermined *
+        * undetermined limit, left out of the mean: layer 1: 9 of 9 tokens (sentences 0, 1)
+        """
         width = max(len("layer"), *(len(n) for n in self.layers))
         against = f"{self.scale:g}·θ" if math.isfinite(self.scale) else "c→∞ limit"
         rows = [f"{'layer':<{width}}  cos(θ, {against})"]
-        rows += [f"{n:<{width}}  {s:.4f}" for n, s in zip(self.layers, self.per_layer)]
+        notes = []
+        for name, stack, value, sentences, left in zip(self.layers, self.stacks, self.per_layer,
+                                                       self.undetermined, self.n_undetermined):
+            shown = f"{value:.4f}" if math.isfinite(value) else "undetermined"
+            rows.append(f"{name:<{width}}  {shown}{' *' if left else ''}")
+            if left:
+                listed = ", ".join(str(i) for i in sentences)
+                notes.append(f"{name}: {left} of {self.n_tokens[stack]} tokens (sentences {listed})")
+        if notes:
+            rows.append("* undetermined limit, left out of the mean: " + "; ".join(notes))
         return "\n".join(rows)
 
 
@@ -143,9 +193,14 @@ def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torc
 
 
 def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
-                      where: str) -> None:
+                      where: str, undetermined: bool = False) -> None:
+    """Raise on a hidden state that overflowed; with ``undetermined`` (the exact limit), NaN marks
+    an undetermined limit, not an overflow."""
     for label, state in zip(labels, states):
-        if not torch.isfinite(state[mask]).all():
+        values = state[mask]
+        if undetermined:
+            values = values.nan_to_num(0.0, math.inf, -math.inf)
+        if not torch.isfinite(values).all():
             wider = {torch.float16: "float32 or float64", torch.bfloat16: "float32 or float64",
                      torch.float32: "float64"}.get(state.dtype)
             remedy = f"a wider dtype ({wider}, CLI: --dtype) or a smaller scale" if wider else \
@@ -240,7 +295,9 @@ def representation_similarity(
 
     Raises:
         EmpiricalError: empty input, a scale that is not a c ≥ 1 or ∞, a model without hidden
-            states, hidden states that overflow, or (c = ∞) a limit that is not determined.
+            states, hidden states that overflow, or (c = ∞) a limit that cannot be computed
+            (an op without a rule). Tokens whose limit is undetermined do not raise: they are
+            left out and listed (see :class:`SimilarityResult`).
 
     >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=2)
@@ -257,11 +314,12 @@ def representation_similarity(
         raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
     tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                                sharded=True)
-    grow = scaled_forward(model, c, _read_fields(batches))
+    grow = scaled_forward(model, c, _read_fields(batches), undetermined="nan")
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     labels: dict[str, list[str]] = {}
+    unknown: dict[str, torch.Tensor] = {}  # per stack, (layer, sentence): undetermined tokens
     with torch.inference_mode():
         for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch",
                           disable=not progress or not distributed.is_writer()):
@@ -270,17 +328,34 @@ def representation_similarity(
             for stack, mask in batch.stacks:
                 ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
                 names = labels.setdefault(stack, _layer_labels(stack, len(ours)))
-                cosines = torch.stack([_token_cosines(a, b, mask).sum() for a, b in zip(ours, theirs)])
-                if not torch.isfinite(cosines).all():  # a non-finite vector makes its cosine NaN
+                per_token = [_token_cosines(a, b, mask) for a, b in zip(ours, theirs)]
+                cosines = torch.stack([values.nansum() for values in per_token])
+                if not torch.isfinite(torch.stack([values.sum() for values in per_token])).all():
+                    # a non-finite vector makes its cosine NaN; in the exact limit, NaN is a
+                    # token whose limit is undetermined
                     _raise_non_finite(ours, names, mask, "at θ")
-                    _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}")
+                    _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}", math.isinf(c))
+                    table = unknown.setdefault(
+                        stack, torch.zeros(len(per_token), len(texts), dtype=torch.float64))
+                    owner = torch.tensor(batch.indices).unsqueeze(1).expand(mask.shape)[mask]
+                    for layer, values in enumerate(per_token):
+                        table[layer].index_add_(0, owner, torch.isnan(values).double())
                 sums[stack] = sums.get(stack, torch.zeros_like(cosines)) + cosines
                 counts[stack] = counts.get(stack, 0) + int(mask.sum())
     ranks = distributed.provenance(next(iter(counts.values())))  # every stack has the same tokens
     sums, counts = distributed.reduce_sums(sums), distributed.reduce_counts(counts)
+    if math.isinf(c):  # every rank takes part in the reduction, with or without undetermined tokens
+        unknown = distributed.reduce_sums(
+            {stack: unknown.get(stack, torch.zeros(len(labels[stack]), len(texts))) for stack in sums})
+    left = {stack: unknown[stack].sum(1) if stack in unknown else torch.zeros(len(labels[stack]))
+            for stack in sums}
     layers = [name for stack in sums for name in labels[stack]]
     stacks = [stack for stack in sums for _ in labels[stack]]
-    means = [float(v) for stack in sums for v in sums[stack] / counts[stack]]
+    means = [float(v) if n < counts[stack] else math.nan
+             for stack in sums for v, n in zip(sums[stack] / (counts[stack] - left[stack]), left[stack])]
+    undetermined = tuple(tuple(torch.nonzero(row).flatten().tolist()) if stack in unknown else ()
+                         for stack in sums for row in unknown.get(stack, torch.zeros(len(labels[stack]), 0)))
+    n_undetermined = tuple(int(n) for stack in sums for n in left[stack])
     record = {
         "model": model_record(model),
         "dtype": str(next(model.parameters()).dtype),
@@ -296,5 +371,5 @@ def representation_similarity(
     return SimilarityResult(
         layers=tuple(layers), per_layer=tuple(means), stacks=tuple(stacks), scale=c, n_sentences=len(texts),
         n_tokens=dict(counts), n_truncated=tokens.n_truncated, max_length=tokens.max_length,
-        record=record,
+        record=record, undetermined=undetermined, n_undetermined=n_undetermined,
     )

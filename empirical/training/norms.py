@@ -479,7 +479,7 @@ def render_records(
         total.plot(fit_steps, fit_norms, "-", color="C3", label=label)
     total.set_xlabel("step")
     total.set_ylabel("parameter norm ‖θ‖")
-    total.legend(fontsize="small")
+    total.legend(fontsize="small", loc="lower right")  # the first records sit at the left
     for index, layer in enumerate(records[0]["layers"]):
         color = f"C{index % 10}"
         per_layer.plot(steps, [r["layers"][layer] for r in records], color=color, label=layer)
@@ -490,7 +490,7 @@ def render_records(
     per_layer.set_xlabel("step")
     per_layer.set_ylabel("layer norm")
     cosine.set_xlabel("step")
-    cosine.set_ylabel("cos(θ_t, θ_prev) per layer")
+    cosine.set_ylabel(r"cos($\theta_t$, $\theta_{\mathrm{prev}}$) per layer")
     cosine.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.02, 0.5))
     for ax in (total, per_layer, cosine):
         ax.grid(alpha=0.3)

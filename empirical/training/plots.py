@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from empirical.errors import EmpiricalError
+from empirical.measure.plotting import text_color
 from empirical.training.fits import growth_curve
 from empirical.training.norms import plot_records
 
@@ -46,7 +47,8 @@ def plot_norm_comparison(runs: Sequence[Mapping[str, Any]], path: str | Path, *,
     ax.set_xlabel("step")
     ax.set_ylabel("parameter norm ‖θ‖")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
+    # beside the axes: inside, it covers the first steps, where the norm changes most
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     if title:
         ax.set_title(title)
     return _save(fig, path)
@@ -76,9 +78,10 @@ def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, 
         ax.set_title("c = ∞ (exact limit)" if scale == "inf" else f"c = {scale}")
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6)
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                        color=text_color(image.to_rgba(value)))
     if image is not None:
-        fig.colorbar(image, ax=list(axes), label="cos(h(x; θ_t), h(x; c·θ_t))", shrink=0.9)
+        fig.colorbar(image, ax=list(axes), label=r"cos(h(x; $\theta_t$), h(x; c·$\theta_t$))", shrink=0.9)
     if title:
         fig.suptitle(title, y=1.02)
     return _save(fig, path)
@@ -109,8 +112,9 @@ def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: st
             text = "—" if cell is None else (
                 "diverged" if cell.get("diverged") else "failed" if cell.get("failed")
                 else f"{cell['final_norm']:.3g}\n{cell['best']}")
+            value: Any = values[i][j]
             ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                    color="black" if math.isnan(values[i][j]) else "white")
+                    color="black" if math.isnan(value) else text_color(image.to_rgba(value)))
     ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
     ax.set_yticks(range(len(decays)), [f"{wd:g}" for wd in decays])
     ax.set_xlabel("learning rate")

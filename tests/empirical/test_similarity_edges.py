@@ -151,8 +151,10 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
     data = result.to_dict()
     assert data == {
         "schema": "normsat.similarity/1", "scale": None, "exact_limit": True,
-        "layers": [{"name": "embeddings", "stack": "", "similarity": 1.0},
-                   {"name": "layer 1", "stack": "", "similarity": 0.25}],
+        "layers": [{"name": "embeddings", "stack": "", "similarity": 1.0, "undetermined_sentences": [],
+                    "undetermined_tokens": 0},
+                   {"name": "layer 1", "stack": "", "similarity": 0.25, "undetermined_sentences": [],
+                    "undetermined_tokens": 0}],
         "n_sentences": 2, "n_tokens": {"all": 9}, "n_truncated": 1, "max_length": 16, "batch_size": 4,
     }
     text = result.to_json(tmp_path / "r.json")
@@ -546,3 +548,53 @@ def test_the_record_names_model_corpus_and_versions() -> None:
     named = representation_similarity(model, WordTokenizer(), corpus, scale=2.0).record
     assert named["corpus"] == {"source": "sentences.txt", "n_sentences": 4,
                                "sha256": listed["corpus"]["sha256"]}
+
+
+class CancellingStates(nn.Module):
+    """Embeddings e, then h = W₁e, then W₂h = (e₀ − (e₀ + e₁), same): a word whose embedding has
+    e₁ = 0 gives a last state computed as an exact 0 from rounded operands, whose limit no
+    precision decides (issue 24: "within rounding of zero at its leading degree")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(1100, 2)
+        self.first = nn.Linear(2, 2, bias=False)
+        self.second = nn.Linear(2, 2, bias=False)
+        with torch.no_grad():
+            self.embed.weight.copy_(torch.arange(2200.0).reshape(1100, 2) % 7 + 1)
+            self.embed.weight[1003, 1] = 0.0  # three-letter words
+            self.first.weight.copy_(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+            self.second.weight.copy_(torch.tensor([[1.0, -1.0], [1.0, -1.0]]))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = True, return_dict: bool = True) -> Any:
+        from transformers.modeling_outputs import BaseModelOutput
+        e = self.embed(input_ids)
+        h = self.first(e)
+        out = self.second(h)
+        return BaseModelOutput(last_hidden_state=out, hidden_states=(e, h, out))
+
+
+def test_undetermined_tokens_of_the_exact_limit_are_left_out_and_named(tmp_path: Any) -> None:
+    """Sentences 0 and 2 hold a three-letter word, whose last state has no determined limit: it
+    is left out of that layer's mean (the others' cosines are exactly known), named in the
+    result, its JSON and its table; the other layers are whole."""
+    sentences = ["a bb ccc", "dddd", "ee f ggg", "jj k"]
+    result = representation_similarity(CancellingStates().eval(), WordTokenizer(), sentences,
+                                       scale=math.inf)
+    assert result.undetermined == ((), (), (0, 2))
+    assert result.n_undetermined == (0, 0, 2) and not result.determined
+    assert result.per_layer[:2] == pytest.approx((1.0, 1.0))
+    # every determined token's last state at θ is its limit direction: cosine 1
+    assert result.per_layer[2] == pytest.approx(1.0)
+    data = json.loads(result.to_json(tmp_path / "r.json"))
+    assert [layer["undetermined_sentences"] for layer in data["layers"]] == [[], [], [0, 2]]
+    assert [layer["undetermined_tokens"] for layer in data["layers"]] == [0, 0, 2]
+    assert SimilarityResult.from_dict(data).undetermined == result.undetermined
+    assert "layer 2     1.0000 *" in result.table()
+    assert result.table().endswith("layer 2: 2 of 17 tokens (sentences 0, 2)")
+    nothing = SimilarityResult(("embeddings", "layer 1"), (1.0, math.nan), ("", ""), math.inf, 1,
+                               {"": 3}, 0, 8, undetermined=((), (0,)), n_undetermined=(0, 3))
+    assert json.loads(nothing.to_json())["layers"][1]["similarity"] is None
+    assert "layer 1     undetermined *" in nothing.table()
+    assert SimilarityResult.from_dict(nothing.to_dict()).n_undetermined == (0, 3)

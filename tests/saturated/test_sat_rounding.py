@@ -211,3 +211,40 @@ def test_exact_sign_is_exact() -> None:
     rows = torch.tensor([[2.0**60, 1.0, -(2.0**60)], [2.0**60, -1.0, -(2.0**60)], [1e-300, -1e-300, 0.0]],
                         dtype=torch.float64)
     assert exact_sign(rows) == [1, -1, 0]
+
+
+class EmbeddedScores(nn.Module):
+    """Scores read from an embedding table (exact values, cast to float64 when the limit is
+    recomputed there), a softmax over positions, and the values it weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scores = nn.Embedding(3, 1)
+        with torch.no_grad():
+            self.scores.weight.copy_(torch.tensor([[2.0], [2.0], [1.0]]))
+
+    def forward(self, ids: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        weights = torch.softmax(self.scores(ids).squeeze(-1), dim=-1)
+        return (weights.unsqueeze(-1) * values).sum(-2)
+
+
+def test_exact_scores_cast_to_float64_keep_integer_positions_for_the_exact_step() -> None:
+    """Issue 24: a float32 tie of exact scores (two tokens with the same embedding, different
+    values) is recomputed in float64, where the cast of the scores used to cast their positions
+    too, and the exact step indexed with floats (IndexError)."""
+    ids = torch.tensor([[0, 1, 2], [2, 0, 2]])
+    values = torch.tensor([[1.0], [3.0], [5.0]]).expand(2, 3, 1)
+    out = saturate(EmbeddedScores(), ids, values)(ids, values)
+    assert out.refined == (0,)
+    assert out.value.tolist() == [[2.0], [3.0]]  # tied tokens 0 and 1 share the weight; token 1
+
+
+def test_positions_survive_a_cast_and_move_with_a_shape_op() -> None:
+    from saturated.rounding import Rounding, exact_maximal
+    coef = torch.tensor([[2.0, 2.0, 1.0], [1.0, 3.0, 3.0]])
+    cast = Rounding.of_exact(coef, 1.0).map(lambda a: a.to(torch.float64))
+    assert cast.index is not None and cast.index().dtype == torch.int64
+    candidates = torch.tensor([[True, True, False], [False, True, True]])
+    assert torch.equal(exact_maximal(candidates, -1, cast), candidates)  # exact ties stay
+    flipped = Rounding.of_exact(coef, 1.0).map(lambda a: a.flip(-1))
+    assert flipped.index is not None and flipped.index()[0].tolist() == [2, 1, 0]

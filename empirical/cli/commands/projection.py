@@ -126,8 +126,11 @@ def run(args: argparse.Namespace) -> int:
     for a, summary in signs.items():
         print(f"\nsigns at a = {a:g}:")
         for name, found in summary.items():
+            first = found["first_positive_scale"]
+            where = f"first at c = {first:g}" if first is not None else \
+                f"never positive up to c = {curves.scales[-1]:g}"
             print(f"  {name}: positive at {found['positive_scales']} of {len(curves.scales)} scales, "
-                  f"first at c = {found['first_positive_scale']}, "
+                  f"{where}, "
                   f"positive from then on: {found['positive_from_then_on']}, "
                   f"at c = {curves.scales[-1]:g}: {found['at_largest_scale']:.4g}")
     document: dict[str, Any] = {

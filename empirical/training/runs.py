@@ -294,14 +294,23 @@ class ScaleInvariantLM(nn.Module):
 
 
 def build_model(config: TrainConfig, vocab_size: int, pad_id: int) -> nn.Module:
-    """The random-init model of ``config.arch``, seeded with ``config.seed``, without dropout."""
+    """The random-init model of ``config.arch``, seeded with ``config.seed``, without dropout.
+
+    The generator state is forked, so the caller's global torch random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return _build_architecture(config, vocab_size, pad_id)
+
+
+def _build_architecture(config: TrainConfig, vocab_size: int, pad_id: int) -> nn.Module:
+    """The model of ``config.arch`` from the current random state."""
     sizes: dict[str, Any] = {
         "vocab_size": vocab_size, "pad_token_id": pad_id, "hidden_size": config.width,
         "num_hidden_layers": config.layers, "num_attention_heads": config.heads,
         "max_position_embeddings": config.context,
     }
     hf_config: transformers.PretrainedConfig
-    torch.manual_seed(config.seed)
     if config.arch == "scale-invariant":
         return ScaleInvariantLM(transformers.PretrainedConfig(**sizes))
     if config.arch == "pre":

@@ -91,7 +91,8 @@ class TrainConfig:
         evaluations: how many log-spaced evaluation/checkpoint steps (step 0 comes on top).
         eval_sentences: held-out sentences for the saturation measurement (all held-out text is
             used for loss and accuracy).
-        saturation: measure per-layer saturation at every evaluation (the slow part).
+        limit_similarity: measure each layer's cosine similarity between the hidden states at θ_t
+            and at c·θ_t (c = 1000 and the exact limit) at every evaluation (the slow part).
         seed: seeds the initialization and the batch order.
     """
 
@@ -108,7 +109,7 @@ class TrainConfig:
     context: int = 64
     evaluations: int = 10
     eval_sentences: int = 64
-    saturation: bool = True
+    limit_similarity: bool = True
     seed: int = 0
 
     def validate(self) -> None:
@@ -436,7 +437,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
         "step": step, "loss": loss_value, "perplexity": math.exp(min(loss_value, 700.0)),
         "accuracy": correct / predictions, "norm": _parameter_norm(model),
     }
-    if config.saturation:
+    if config.limit_similarity:
         sentences = data.heldout_sentences[: config.eval_sentences]
         saturation = {}
         for scale in SATURATION_SCALES:

@@ -1,4 +1,4 @@
-"""Peak memory and time per token of the corpus measurements, for docs/scaling.md.
+"""Peak memory and time per token of the corpus measurements, for docs/distributed.md.
 
 Run as ``python benchmarks/memory.py``. Each (model, measurement) runs in a fresh process, so its
 peak resident memory (``ru_maxrss``) is its own; the table gives the peak after loading the model

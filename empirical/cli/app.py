@@ -25,14 +25,12 @@ from empirical.cli.commands import (
     similarity,
     train,
 )
+from empirical.cli.options import DEBUG_VARIABLE
 from empirical.errors import EmpiricalError
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
 
 __all__ = ["DEBUG_VARIABLE", "build_parser", "main", "one_line"]
-
-DEBUG_VARIABLE = "NORMSAT_DEBUG"
-"""Set to 1 to see tracebacks, like ``--debug``."""
 
 _USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
 
@@ -69,10 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subparsers)
-    for subparser in subparsers.choices.values():  # --debug also after the subcommand's name
-        if "--debug" not in subparser._option_string_actions:
-            subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                                   help="show the full traceback of an error")
     return parser
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "Batch",
     "TokenizedCorpus",
     "check_token_ids",
+    "decoder_inputs",
     "embedding_rows",
     "hidden_state_field",
     "hidden_states",
@@ -164,6 +165,18 @@ def _decoder_start_id(model: nn.Module, pad_id: int) -> int:
     return start if isinstance(start, int) else pad_id
 
 
+def decoder_inputs(model: nn.Module, tokenizer: Any, ids: torch.Tensor,
+                   mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """An encoder–decoder model's decoder inputs for right-padded ``ids``: the sentence shifted
+    right behind the decoder start token, with the encoder's mask (``[start, t0, …, t(n−2)]`` has
+    as many real tokens as the sentence); empty for other models."""
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return {}
+    start_column = torch.full_like(ids[:, :1], _decoder_start_id(model, _pad_id(model, tokenizer)))
+    return {"decoder_input_ids": torch.cat([start_column, ids[:, :-1]], dim=1),
+            "decoder_attention_mask": mask}
+
+
 def make_batches(
     model: nn.Module,
     tokenizer: Any,
@@ -193,12 +206,8 @@ def make_batches(
             ids[row, : len(corpus.ids[i])] = torch.tensor(corpus.ids[i])
             mask[row, : len(corpus.ids[i])] = 1
         ids, mask = ids.to(device), mask.to(device)
-        inputs = {"input_ids": ids, "attention_mask": mask}
+        inputs = {"input_ids": ids, "attention_mask": mask, **decoder_inputs(model, tokenizer, ids, mask)}
         if encoder_decoder:
-            start_column = torch.full_like(ids[:, :1], _decoder_start_id(model, pad))
-            inputs["decoder_input_ids"] = torch.cat([start_column, ids[:, :-1]], dim=1)
-            # [start, t0, …, t(n−2)] has as many real tokens as the sentence: the same mask.
-            inputs["decoder_attention_mask"] = mask
             stacks: tuple[tuple[str, torch.Tensor], ...] = (
                 ("encoder", mask.bool()), ("decoder", mask.bool()))
         else:

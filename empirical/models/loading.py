@@ -23,6 +23,7 @@ import transformers
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.models.batching import embedding_rows
 from empirical.models.factories import is_factory, make
 from empirical.models.formats import load_weights, read_weights
 
@@ -279,13 +280,12 @@ def load_tokenizer(folder: str | Path) -> Any:
 
 def _check_vocabulary(model: nn.Module, tokenizer: Any, source: str) -> None:
     """Refuse a tokenizer with ids beyond the model's embedding table (an IndexError later)."""
-    getter = getattr(model, "get_input_embeddings", None)
-    rows = getattr(getter() if callable(getter) else None, "num_embeddings", None)
+    rows = embedding_rows(model)
     try:
         size = len(tokenizer)
     except TypeError:
         return
-    if isinstance(rows, int) and size > rows:
+    if rows is not None and size > rows:
         raise EmpiricalError(
             f"the tokenizer ({source}) has {size} tokens, but the model's embedding table has "
             f"{rows} rows; expected a tokenizer whose ids fit the model: pass the model's own "

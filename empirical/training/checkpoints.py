@@ -93,7 +93,7 @@ def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None =
             where = (f"the folder of {path}" if _HF_WEIGHT_FILE.fullmatch(path.name)
                      else f"the name of {path}")
             raise EmpiricalError(f"expected a step number in {where} (e.g. step-00400.safetensors "
-                                 "or checkpoint-400/), found none; pass the steps with --steps "
+                                 "or checkpoint-400/), found none; pass the steps with --at-steps "
                                  "(Python: steps=[...])")
         named.append((path, step))
     named.sort(key=lambda pair: pair[1])

@@ -51,8 +51,8 @@ import numpy as np
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["LAWS", "Fit", "Law", "fit_growth", "fit_law", "fit_norm_growth", "growth_curve",
-           "layer_growth", "skipped_lines"]
+__all__ = ["LAWS", "Fit", "Law", "best_fit", "decay_rate", "fit_growth", "fit_law", "fit_norm_growth",
+           "growth_curve", "layer_growth", "skipped_lines"]
 
 #: Standard errors within which an extra parameter counts as not significant (Wald test, ≈5%).
 NESTED_TOLERANCE = 2.0
@@ -379,11 +379,43 @@ def fit_norm_growth(
     return growth
 
 
+def best_fit(growth: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The fit of a growth document's ``best`` law (from :func:`fit_growth`); ``None`` without one.
+
+    >>> best_fit({"best": "sqrt", "fits": [{"law": "linear"}, {"law": "sqrt", "r2": 0.99}]})
+    {'law': 'sqrt', 'r2': 0.99}
+    >>> best_fit({"best": None, "fits": []}) is None
+    True
+    """
+    return next((dict(fit) for fit in growth["fits"] if fit["law"] == growth["best"]), None)
+
+
+def decay_rate(scales: Sequence[float], gaps: Sequence[float], *, floor: float = 1e-12) -> float:
+    """The exponent r of ``gap ≈ C·c^(−r)``: minus the least-squares slope of log gap on log c
+    (``scipy.stats.linregress``), over the scales above 1 whose gap exceeds ``floor``.
+
+    NaN when fewer than two points remain (already exact at every scale).
+
+    >>> round(decay_rate([1, 10, 100, 1000], [0.5, 3e-2, 3e-4, 3e-6]), 6)
+    2.0
+    >>> decay_rate([1, 10, 100], [0.5, 0.0, 0.0])
+    nan
+    """
+    from scipy.stats import linregress
+
+    points = [(math.log(c), math.log(gap)) for c, gap in zip(scales, gaps, strict=True)
+              if c > 1 and gap > floor]
+    if len(points) < 2:
+        return math.nan
+    xs, ys = zip(*points, strict=True)
+    return -float(linregress(xs, ys).slope)
+
+
 def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: int = 200
                  ) -> tuple[str, list[float], list[float]] | None:
     """``(label, steps, norms)`` of the best law of a growth document from ``first`` to ``last``
     (the ``fitted`` curve of :func:`empirical.training.norms.plot_records`); ``None`` without a fit."""
-    best = next((fit for fit in growth["fits"] if fit["law"] == growth["best"]), None)
+    best = best_fit(growth)
     if best is None:
         return None
     steps = np.linspace(first, last, points)

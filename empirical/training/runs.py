@@ -91,7 +91,8 @@ class TrainConfig:
         evaluations: how many log-spaced evaluation/checkpoint steps (step 0 comes on top).
         eval_sentences: held-out sentences for the saturation measurement (all held-out text is
             used for loss and accuracy).
-        saturation: measure per-layer saturation at every evaluation (the slow part).
+        limit_similarity: measure each layer's cosine similarity between the hidden states at θ_t
+            and at c·θ_t (c = 1000 and the exact limit) at every evaluation (the slow part).
         seed: seeds the initialization and the batch order.
     """
 
@@ -108,7 +109,7 @@ class TrainConfig:
     context: int = 64
     evaluations: int = 10
     eval_sentences: int = 64
-    saturation: bool = True
+    limit_similarity: bool = True
     seed: int = 0
 
     def validate(self) -> None:
@@ -294,14 +295,23 @@ class ScaleInvariantLM(nn.Module):
 
 
 def build_model(config: TrainConfig, vocab_size: int, pad_id: int) -> nn.Module:
-    """The random-init model of ``config.arch``, seeded with ``config.seed``, without dropout."""
+    """The random-init model of ``config.arch``, seeded with ``config.seed``, without dropout.
+
+    The generator state is forked, so the caller's global torch random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return _build_architecture(config, vocab_size, pad_id)
+
+
+def _build_architecture(config: TrainConfig, vocab_size: int, pad_id: int) -> nn.Module:
+    """The model of ``config.arch`` from the current random state."""
     sizes: dict[str, Any] = {
         "vocab_size": vocab_size, "pad_token_id": pad_id, "hidden_size": config.width,
         "num_hidden_layers": config.layers, "num_attention_heads": config.heads,
         "max_position_embeddings": config.context,
     }
     hf_config: transformers.PretrainedConfig
-    torch.manual_seed(config.seed)
     if config.arch == "scale-invariant":
         return ScaleInvariantLM(transformers.PretrainedConfig(**sizes))
     if config.arch == "pre":
@@ -427,7 +437,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
         "step": step, "loss": loss_value, "perplexity": math.exp(min(loss_value, 700.0)),
         "accuracy": correct / predictions, "norm": _parameter_norm(model),
     }
-    if config.saturation:
+    if config.limit_similarity:
         sentences = data.heldout_sentences[: config.eval_sentences]
         saturation = {}
         for scale in SATURATION_SCALES:

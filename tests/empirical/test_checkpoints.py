@@ -119,7 +119,7 @@ def test_order_checkpoints(tmp_path):
     glob_order = ["c/checkpoint-1000", "c/checkpoint-200", "c/checkpoint-30"]
     assert [s for _, s in order_checkpoints(glob_order)] == [30, 200, 1000]
     assert [s for _, s in order_checkpoints(["a.pt", "b.pt"], [5, 9])] == [5, 9]
-    with pytest.raises(EmpiricalError, match=r"step number in the name of final\.pt.*--steps"):
+    with pytest.raises(EmpiricalError, match=r"step number in the name of final\.pt.*--at-steps"):
         order_checkpoints(["step-1.pt", "final.pt"])
     with pytest.raises(EmpiricalError, match=r"step number in the name of run1/final\.pt"):
         order_checkpoints(["run1/step-5.pt", "run1/final.pt"])

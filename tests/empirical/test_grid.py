@@ -23,7 +23,7 @@ def _reject_constant(name: str) -> float:
 def test_two_cells_in_two_processes_match_a_run_in_this_process(tmp_path, capsys):
     out = tmp_path / "grid"
     code = main(["grid", "--lr", "1e-3,1e-2", "--weight-decay", "0.1", "--steps", "4",
-                 "--layers", "1", "--width", "16", "--batch-size", "4", "--context", "16",
+                 "--layers", "1", "--width", "16", "--blocks-per-step", "4", "--context", "16",
                  "--jobs", "2", "--out", str(out)])
     assert code == 0 and "final norm" in capsys.readouterr().out
     data = json.loads((out / "grid.json").read_text(), parse_constant=_reject_constant)
@@ -34,7 +34,7 @@ def test_two_cells_in_two_processes_match_a_run_in_this_process(tmp_path, capsys
     cell = data["cells"][1]
     assert not cell["diverged"] and cell["best"] in {"linear", "sqrt", "quarter", "power", "equilibrium"}
     here = train(TrainConfig(layers=1, width=16, batch_size=4, context=16, steps=4, lr=1e-2,
-                             weight_decay=0.1, evaluations=3, saturation=False))
+                             weight_decay=0.1, evaluations=3, limit_similarity=False))
     assert cell["final_norm"] == pytest.approx(here.evaluations[-1]["norm"], rel=1e-6)
 
 
@@ -70,14 +70,14 @@ def test_a_cell_whose_fit_fails_is_marked_and_the_grid_goes_on(tmp_path, capsys,
         for wd in decays:
             for lr in lrs:
                 failing[:] = [lr] if lr == 1e-2 else []
-                cells.append(grid.run_cell(replace(base, lr=lr, weight_decay=wd, saturation=False)))
+                cells.append(grid.run_cell(replace(base, lr=lr, weight_decay=wd, limit_similarity=False)))
         return cells
 
     monkeypatch.setattr(fits, "fit_law", fit_law)
     monkeypatch.setattr(grid, "run_grid", in_process)
     out = tmp_path / "grid"
     assert main(["grid", "--lr", "1e-3,1e-2", "--steps", "3", "--layers", "1", "--width", "16",
-                 "--batch-size", "4", "--context", "16", "--out", str(out)]) == 0
+                 "--blocks-per-step", "4", "--context", "16", "--out", str(out)]) == 0
     assert "failed: the linear law did not converge" in capsys.readouterr().out
     data = json.loads((out / "grid.json").read_text(), parse_constant=_reject_constant)
     ok, failed = data["cells"]

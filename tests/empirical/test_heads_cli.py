@@ -50,7 +50,7 @@ def test_heads_measures_trained_post_ln_and_pre_ln_runs(tmp_path: Path) -> None:
     corpus = load_corpus(n=60)
     for arch in ("post", "pre"):
         config = TrainConfig(arch=arch, layers=1, width=16, heads=2, batch_size=4, context=16, steps=3,
-                             evaluations=1, eval_sentences=2, saturation=False)
+                             evaluations=1, eval_sentences=2, limit_similarity=False)
         train(config, tmp_path / arch, corpus=corpus).to_json(tmp_path / arch / "train.json")
     out, plot = tmp_path / "heads.json", tmp_path / "heads.png"
     code = main(["heads", "--run", str(tmp_path / "post"), "--run", str(tmp_path / "pre"),

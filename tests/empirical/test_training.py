@@ -50,7 +50,7 @@ def small_corpus():
 def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "--layers", "1", "--width", "16", "--heads", "2", "--steps", "6",
-                 "--evaluations", "3", "--eval-sentences", "4", "--batch-size", "4",
+                 "--evaluations", "3", "--eval-sentences", "4", "--blocks-per-step", "4",
                  "--context", "16", "--quiet", "--out", str(out)])
     assert code == 0 and "best law" in capsys.readouterr().out
     data = json.loads((out / "train.json").read_text(), parse_constant=_reject_constant)
@@ -93,7 +93,7 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
 
 # Large batches: the held-out evaluation over the whole corpus goes batch by batch.
 _TINY_ARGS = ["--layers", "1", "--width", "16", "--heads", "2", "--evaluations", "1",
-              "--eval-sentences", "2", "--batch-size", "64", "--context", "16", "--quiet"]
+              "--eval-sentences", "2", "--blocks-per-step", "64", "--context", "16", "--quiet"]
 
 
 def test_a_run_that_fails_after_its_checkpoints_leaves_nothing_behind(tmp_path, capsys, monkeypatch):
@@ -122,7 +122,7 @@ def test_a_diverging_run_leaves_nothing_behind(tmp_path, capsys):
 
 def test_report_section_trains_without_and_with_weight_decay(tmp_path, monkeypatch):
     # Large batches: the held-out evaluation over the whole corpus goes batch by batch.
-    short = TrainConfig(**{**TINY, "batch_size": 64}, steps=4, evaluations=2, saturation=False)
+    short = TrainConfig(**{**TINY, "batch_size": 64}, steps=4, evaluations=2, limit_similarity=False)
     monkeypatch.setattr(training_sections, "SHORT_RUN", short)
     monkeypatch.setattr(training_sections, "SHORT_RUN_DECAY", replace(short, weight_decay=1.0))
     section = training_section(ReportContext(out=tmp_path, progress=False))
@@ -147,7 +147,7 @@ def test_report_refuses_a_folder_without_a_run_before_measuring(tmp_path, capsys
 
 
 def test_records_follow_the_sgd_update_and_held_out_metrics_are_recomputable(small_corpus):
-    config = TrainConfig(**TINY, steps=5, lr=0.05, optimizer="sgd", evaluations=2, saturation=False)
+    config = TrainConfig(**TINY, steps=5, lr=0.05, optimizer="sgd", evaluations=2, limit_similarity=False)
     result = train(config, corpus=small_corpus)
     for record in result.records:  # plain SGD: δ = −η∇L, so θᵀδ = −η θᵀ∇L ...
         # ... up to the float32 rounding of θ + δ: each coordinate is off by ≤ 2⁻²⁴|θᵢ + δᵢ|, so
@@ -175,7 +175,7 @@ def test_a_run_on_cuda_follows_the_run_on_the_cpu(small_corpus, tmp_path):
 
 def test_scale_invariant_model_is_exactly_0_homogeneous_and_never_projects_its_gradient(small_corpus):
     config = TrainConfig(**TINY, arch="scale-invariant", steps=6, lr=0.5, optimizer="sgd",
-                         evaluations=2, saturation=False)
+                         evaluations=2, limit_similarity=False)
     result = train(config, corpus=small_corpus)
     assert result.homogeneity == {"output": "logits", "degree": 0, "grade": "exact"}
     for record in result.records:
@@ -246,7 +246,7 @@ def test_post_ln_decoder_is_causal():
 ])
 def test_schedules_set_the_sgd_step_size(schedule, factor, small_corpus):
     config = TrainConfig(**TINY, arch="post", steps=4, lr=0.05, optimizer="sgd", schedule=schedule,
-                         evaluations=1, saturation=False)
+                         evaluations=1, limit_similarity=False)
     for record in train(config, corpus=small_corpus).records:  # θᵀδ = −η_t θᵀ∇L
         rounding = 2.0**-24 * record["norm"] * (record["norm"] + record["update_norm"])
         eta = 0.05 * factor(record["step"], 4)
@@ -256,7 +256,7 @@ def test_schedules_set_the_sgd_step_size(schedule, factor, small_corpus):
 
 def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
     runs = {wd: train(TrainConfig(**TINY, steps=3, lr=1e-2, optimizer="adafactor", weight_decay=wd,
-                                  evaluations=1, saturation=False), corpus=small_corpus)
+                                  evaluations=1, limit_similarity=False), corpus=small_corpus)
             for wd in (0.0, 0.1)}
     result = runs[0.1]
     assert all(r["update_norm"] > 0 for r in result.records)

@@ -8,8 +8,9 @@ from typing import Any
 
 import torch
 
-from empirical.cli.commands.common import add_model_option, model_spec
+from empirical.cli.commands.common import model_spec
 from empirical.cli.commands.degree import resolve_model
+from empirical.cli.options import device_options, model_options, runtime_options
 from empirical.errors import EmpiricalError
 from homogeneity.certificate import Certificate
 from homogeneity.checker import check_certificate
@@ -27,9 +28,11 @@ def register(subparsers: Any) -> None:
         "the rule table that wrote the certificate. Exit code 0: accepted; 1: rejected (the "
         "failing steps are printed); 2: bad input (an unreadable certificate, one of another "
         "model or graph, or a model with an op no proved lemma covers).",
+        parents=[model_options(), device_options(dtype_default=None,
+                                                 dtype_help="float32; a factory's model keeps its own"),
+                 runtime_options(quiet=False, seed_help="seed of the random initialization (default: 0)")],
     )
     parser.add_argument("certificate", metavar="CERTIFICATE", help="the certificate's JSON file")
-    add_model_option(parser)
     parser.set_defaults(func=run)
 
 

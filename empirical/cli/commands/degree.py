@@ -11,19 +11,23 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from empirical.cli.commands.common import (
-    add_device_options,
-    add_model_option,
-    add_output_options,
     check_output,
     check_outputs,
     load_args_model,
     model_spec,
     parse_dtype,
-    positive_int,
     write_json,
     write_text,
 )
+from empirical.cli.options import (
+    device_options,
+    model_options,
+    output_options,
+    positive_int,
+    runtime_options,
+)
 from empirical.errors import EmpiricalError
+from empirical.models.batching import decoder_inputs
 from empirical.models.factories import is_factory, make
 from empirical.models.loading import check_device
 from empirical.models.provenance import model_record, versions
@@ -48,16 +52,16 @@ def register(subparsers: Any) -> None:
         "weakens and why, and a per-module summary. MODEL is a built-in name, a local Hugging "
         "Face directory, a cached repo id, or module.path:Factory, a callable returning (model, "
         "args) or (model, args, kwargs). The model may also be given as a positional argument.",
+        parents=[model_options(positional=True),
+                 device_options(dtype_default=None, dtype_help="float32; a factory's model keeps its own"),
+                 output_options(json_help="write the full report as JSON to this path"),
+                 runtime_options(quiet=False, seed_help="seed of the random initialization (default: 0)")],
     )
-    add_model_option(parser, flag=False)
     parser.add_argument("--params", action="append", default=None, metavar="GLOB",
                         help="parameters that scale: a name or glob pattern, repeatable "
                         "(default: all parameters)")
     parser.add_argument("--depth", type=positive_int, default=3,
                         help="show modules at most this many levels deep (default: 3)")
-    add_device_options(parser, dtype_default=None,
-                       dtype_help="float32; a factory's model keeps its own")
-    add_output_options(parser, json_help="write the full report as JSON to this path")
     parser.add_argument("--certificate", default=None, metavar="PATH",
                         help="write the derivation as a certificate (JSON) that normsat check "
                         "re-checks without the rule table")
@@ -68,15 +72,14 @@ def model_inputs(model: nn.Module, tokenizer: Any,
                  sentences: tuple[str, ...] = SENTENCES) -> dict[str, Any]:
     """Keyword inputs for a Hugging Face model: token ids, attention mask, all hidden states.
 
-    Encoder-decoder models (T5) get the same ids as decoder inputs.
+    Encoder-decoder models (T5) get the sentences shifted right as decoder inputs, as every
+    corpus measurement does (:func:`empirical.models.batching.decoder_inputs`).
     """
     enc = tokenizer(list(sentences), return_tensors="pt", padding=True)
     inputs: dict[str, Any] = {"input_ids": enc["input_ids"],
                               "attention_mask": enc["attention_mask"],
                               "output_hidden_states": True}
-    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = enc["input_ids"]
-    return inputs
+    return {**inputs, **decoder_inputs(model, tokenizer, enc["input_ids"], enc["attention_mask"])}
 
 
 def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:

@@ -9,10 +9,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any
 
-from empirical.cli.commands.train import add_training_options, config_from_args
+from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
+from empirical.cli.options import runtime_options
 from empirical.errors import EmpiricalError
 from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
+from empirical.training.fits import best_fit
 from empirical.training.plots import plot_grid
 from empirical.training.runs import TrainConfig, TrainingDiverged, train
 
@@ -24,7 +26,7 @@ TAIL = 0.1
 
 
 def run_cell(config: TrainConfig) -> dict[str, Any]:
-    """Train one cell (no checkpoints, no saturation) and summarize its norm growth.
+    """Train one cell (no checkpoints, no similarity to the limit) and summarize its norm growth.
 
     A cell that diverges or whose growth fit fails is marked (``diverged`` / ``failed``, with the
     reason under ``error``) instead of aborting the whole grid.
@@ -41,7 +43,9 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
         return {**cell, "diverged": False, "failed": True, "error": str(err)}
     records = result.records
     tail = records[-max(1, int(TAIL * len(records))):]
-    best = next(fit for fit in result.fits["fits"] if fit["law"] == result.fits["best"])
+    best = best_fit(result.fits)
+    if best is None:
+        return {**cell, "diverged": False, "failed": True, "error": "no growth law fitted the norm"}
     return {**cell, "diverged": False, "failed": False,
             "initial_norm": result.checkpoints[0]["norm"],
             "final_norm": result.evaluations[-1]["norm"], "best": best["law"], "fit": best,
@@ -56,7 +60,7 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
     """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order."""
     if jobs < 1:
         raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
-    configs = [replace(base, lr=lr, weight_decay=wd, saturation=False) for wd in decays for lr in lrs]
+    configs = [replace(base, lr=lr, weight_decay=wd, limit_similarity=False) for wd in decays for lr in lrs]
     for config in configs:
         config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
@@ -81,6 +85,7 @@ def register(subparsers: Any) -> None:
         description="Train one small LM per (learning rate, weight decay) in parallel processes and "
         "draw the final parameter norm and its best growth law as a heatmap: where norm growth is "
         "tamed and where it runs away. Writes DIR/grid.json and DIR/grid.png.",
+        parents=[runtime_options(quiet=False, seed_help=SEED_HELP)],
     )
     parser.add_argument("--lr", required=True, help="learning rates, comma-separated, e.g. 1e-4,1e-3")
     parser.add_argument("--weight-decay", default="0",
@@ -94,7 +99,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
     out = check_output_dir(args.out, what="--out")
-    base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], saturation=False)
+    base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], limit_similarity=False)
     cells = run_grid(base, lrs, decays, jobs=args.jobs)
     document = {"schema": SCHEMA, "config": asdict(base) | {"lr": lrs, "weight_decay": decays},
                 "cells": cells, "versions": versions()}

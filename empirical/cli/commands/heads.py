@@ -8,16 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from empirical import distributed
-from empirical.cli.commands.common import (
-    add_corpus_options,
-    add_device_options,
-    add_model_option,
-    add_output_options,
-    check_outputs,
-    load_args_model,
-    model_spec,
-    positive_int,
-    write_json,
+from empirical.cli.commands.common import check_outputs, load_args_model, model_spec, write_json
+from empirical.cli.options import (
+    batching_options,
+    corpus_options,
+    device_options,
+    model_options,
+    output_options,
+    runtime_options,
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.heads import HeadAtlas, head_atlas, plot_atlas
@@ -31,6 +29,9 @@ __all__ = ["register"]
 
 SCHEMA = "normsat.heads-runs/1"
 _ARCH_LABELS = {"post": "post-LN", "pre": "pre-LN"}
+RUN_NAMES = {"--model": "model", "--num-layers": "num_layers", "--tokenizer": "tokenizer",
+             "--seed": "seed", "--cache-dir": "cache_dir"}
+"""What a ``--run`` folder decides itself: these flags are refused beside it, not ignored."""
 
 
 def _eps(text: str) -> float:
@@ -52,9 +53,11 @@ def register(subparsers: Any) -> None:
         "exact saturated network, the attention mass and entropy at θ, the certified scale at "
         "which the head is within eps of hard attention, the paper's approximation at 1000·θ, "
         "and a class (local, global, mixed). Prints a table; writes JSON and a plot on request.",
+        parents=[model_options(), corpus_options(), batching_options(batch_size=16), device_options(),
+                 output_options(json_help="write the atlas as JSON to this path", plot=True),
+                 runtime_options(seed_help="seed of the random initialization (default: 0)",
+                                 seed_default=None)],
     )
-    add_model_option(parser)
-    add_corpus_options(parser)
     parser.add_argument("--eps", type=_eps, default=1e-3,
                         help="tolerance of the certified scales, in (0, 1) (default: 1e-3)")
     parser.add_argument("--ties", choices=("nan", "uniform"), default="nan",
@@ -65,19 +68,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
     parser.add_argument("--run", action="append", default=None, metavar="DIR",
-                        help="a normsat train folder: measure its checkpoint instead of --model; "
-                        "repeat to compare runs (e.g. post-LN beside pre-LN)")
+                        help="a normsat train folder: measure its checkpoint instead of --model (the "
+                        "run names its model, tokenizer, depth and seed); repeat to compare runs "
+                        "(e.g. post-LN beside pre-LN)")
     parser.add_argument("--step", type=int, default=None,
                         help="the checkpoint step of each --run (default: the last one saved)")
     parser.add_argument("--no-paper", action="store_true",
                         help="skip the paper's approximation at 1000·θ (one forward pass less)")
-    parser.add_argument("--batch-size", type=positive_int, default=16,
-                        help="sentences per batch (default: 16)")
-    parser.add_argument("--max-length", type=positive_int, default=512,
-                        help="truncate sentences to this many tokens (default: 512)")
-    add_device_options(parser)
-    add_output_options(parser, json_help="write the atlas as JSON to this path", plot=True)
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
 
@@ -94,6 +91,10 @@ def _variants(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any], A
     if args.run:
         if args.random_init or args.compare_random:
             raise EmpiricalError("expected --run or --random-init/--compare-random, got both")
+        given = [flag for flag, value in RUN_NAMES.items() if getattr(args, value) is not None]
+        if given:
+            raise EmpiricalError(f"expected --run without {', '.join(given)}: a normsat train folder "
+                                 "names its own model, tokenizer, depth and seed")
         dtype = parse_dtype(args.dtype)
         labels: set[str] = set()
         for run in args.run:
@@ -109,6 +110,8 @@ def _variants(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any], A
                    model.to(device=args.device, dtype=dtype), tokenizer,
                    min(args.max_length, config["context"]))
         return
+    if args.seed is None:
+        args.seed = 0
     for random_init in [args.random_init] + ([True] if args.compare_random and not args.random_init else []):
         model, tokenizer = load_args_model(args, random_init=random_init)
         label = "random-init" if random_init else "pretrained"

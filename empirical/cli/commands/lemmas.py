@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from empirical.cli.commands.common import add_output_options, check_outputs, write_json
+from empirical.cli.commands.common import check_outputs, write_json
+from empirical.cli.options import output_options, runtime_options
 from empirical.models.provenance import versions
 from homogeneity.verify import check_lemmas, lemma_rows
 
@@ -21,8 +22,9 @@ def register(subparsers: Any) -> None:
         description="For every op in the rule table, prove its lemma with sympy (the degree and "
         "grade the op gives for each sign of the input degree) and check that the registered rule "
         "gives what the lemma proves. Prints one row per op; exit code 1 if any is unproved.",
+        parents=[output_options(json_help="write every target's result as JSON to this path"),
+                 runtime_options(quiet=False)],
     )
-    add_output_options(parser, json_help="write every target's result as JSON to this path")
     parser.set_defaults(func=run)
 
 

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.commands.common import atomic_path, check_output, write_json
+from empirical.cli.commands.common import atomic_path, check_outputs, write_json
+from empirical.cli.options import output_options, runtime_options
 from empirical.models.provenance import versions
 from empirical.training.checkpoints import scan_checkpoints
 from empirical.training.fits import fit_norm_growth, growth_curve, skipped_lines
@@ -26,21 +27,21 @@ def register(subparsers: Any) -> None:
         "consecutive checkpoints, and fit growth laws (linear, √t, t^¼, t^p, equilibrium) to the "
         "norm. Checkpoints: safetensors files, Hugging Face model folders, or torch.save state "
         "dicts (read with weights_only=True).",
+        parents=[output_options(json_help="write records, fits and provenance to this path",
+                                plot=True, plot_suffixes=(".png",)),
+                 runtime_options()],
     )
     parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
                         help="checkpoint files or model folders; the step is the last integer of "
-                        "each name (step-00400.safetensors, checkpoint-400/) unless --steps is given")
-    parser.add_argument("--steps", nargs="+", type=int, default=None, metavar="STEP",
+                        "each name (step-00400.safetensors, checkpoint-400/) unless --at-steps is given")
+    parser.add_argument("--at-steps", nargs="+", type=int, default=None, metavar="STEP",
                         help="the checkpoints' steps, in the same order (must increase)")
-    parser.add_argument("--json", default=None, help="write records, fits and provenance to this path")
-    parser.add_argument("--plot", default=None, help="write a PNG plot to this path")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Scan the checkpoints and fit the norm; the JSON document of the command."""
-    tracker, ordered = scan_checkpoints(args.checkpoints, args.steps, progress=not args.quiet)
+    tracker, ordered = scan_checkpoints(args.checkpoints, args.at_steps, progress=not args.quiet)
     growth = fit_norm_growth(
         [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
         {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names})
@@ -83,10 +84,7 @@ def _table(data: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.json:  # checked before the scan, so a bad path costs no run
-        check_output(args.json, suffixes=(".json",), what="--json")
-    if args.plot:
-        check_output(args.plot, suffixes=(".png",), what="--plot")
+    check_outputs(args)  # before the scan, so a bad path costs no run
     data = measure(args)
     print(_table(data))
     # Everything is computed (and the plot rendered) before the first file is written.

@@ -7,14 +7,8 @@ import argparse
 import math
 from typing import Any
 
-from empirical.cli.commands.common import (
-    add_device_options,
-    add_output_options,
-    check_output,
-    check_outputs,
-    positive_int,
-    write_json,
-)
+from empirical.cli.commands.common import check_output, check_outputs, write_json
+from empirical.cli.options import device_options, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
 from empirical.measure.plotting import PLOT_SUFFIXES
@@ -38,6 +32,11 @@ def register(subparsers: Any) -> None:
         "cross-entropy with labels that fix the accuracy at a, and the equilibrium norm ρ*(a) "
         "(Figure 1); and the cosine of each component's output at c·θ with its output at "
         "c = 1000 and with its exact limit (Figure 5).",
+        parents=[device_options(dtypes=["float32", "float64"], dtype_default="float64"),
+                 output_options(json_help="write Figure 1 and Figure 5 data as JSON to this path",
+                                plot=True),
+                 runtime_options(quiet=False, seed_help="seed: components use it, inputs seed + 1, "
+                                 "the loss seed + 2 (default: 0)")],
     )
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, metavar="NAME",
                         help=f"sublayer variants (default: all of {', '.join(VARIANTS)})")
@@ -56,10 +55,6 @@ def register(subparsers: Any) -> None:
                         help="fixed accuracies a (default: 0.75, 0.775, …, 1.0)")
     parser.add_argument("--no-saturation", action="store_true",
                         help="skip Figure 5 (component saturation)")
-    add_device_options(parser, dtypes=["float32", "float64"], dtype_default="float64")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed: components use it, inputs seed + 1, the loss seed + 2 (default: 0)")
-    add_output_options(parser, json_help="write Figure 1 and Figure 5 data as JSON to this path", plot=True)
     parser.add_argument("--saturation-plot", default=None, metavar="PATH",
                         help="write Figure 5's plot to this path")
     parser.set_defaults(func=run)

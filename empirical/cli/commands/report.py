@@ -8,15 +8,8 @@ from typing import Any
 
 from empirical import distributed
 from empirical.cli import report
-from empirical.cli.commands.common import (
-    MODEL_HELP,
-    add_corpus_options,
-    add_device_options,
-    check_output_dir,
-    model_spec,
-    parse_dtype,
-    positive_int,
-)
+from empirical.cli.commands.common import check_output_dir, model_spec, parse_dtype
+from empirical.cli.options import MODEL_HELP, corpus_options, device_options, model_options, runtime_options
 from empirical.cli.report import SectionFunction, write_report
 from empirical.cli.sections.context import ReportContext, Section
 from empirical.cli.sections.heads import heads_section
@@ -38,26 +31,17 @@ def register(subparsers: Any) -> None:
         help="the main job: a Markdown report with figures and results.json",
         description="Measure the default model (pretrained MiniLM) against its random-init twin "
         "on the default corpus and write DIR/report.md, its PNG figures and DIR/results.json.",
+        parents=[model_options(random_init=False,
+                               model_help=f"model with pretrained weights: {MODEL_HELP}; a factory "
+                               "has no random-init twin: the sections that need one are skipped"),
+                 corpus_options(), device_options(),
+                 runtime_options(seed_help="seed of the random-init twin (default: 0)")],
     )
     parser.add_argument("--out", default="normsat-report", metavar="DIR",
                         help="report folder (default: normsat-report)")
-    parser.add_argument("--model", default="minilm",
-                        help=f"model with pretrained weights: {MODEL_HELP} (default: minilm; a "
-                        "factory has no random-init twin: the sections that need one are skipped)")
-    add_corpus_options(parser)
-    parser.add_argument("--num-layers", type=positive_int, default=None,
-                        help="keep only this many layers (default: all; at most the checkpoint's "
-                        "depth)")
-    parser.add_argument("--tokenizer", default=None, metavar="DIR",
-                        help="tokenizer folder, for model folders that ship without one")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help="Hugging Face cache to find repo ids in (default: HF_HUB_CACHE)")
-    add_device_options(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random-init twin")
     parser.add_argument("--train-dir", default=None, metavar="DIR",
                         help="a normsat train folder for the training section (default: a short run)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.set_defaults(func=run, default_model="minilm")
+    parser.set_defaults(func=run)
 
 
 def _skipped(section: SectionFunction, reason: str) -> SectionFunction:

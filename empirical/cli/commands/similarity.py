@@ -6,16 +6,14 @@ import argparse
 from typing import Any
 
 from empirical import distributed
-from empirical.cli.commands.common import (
-    add_corpus_options,
-    add_device_options,
-    add_model_option,
-    add_output_options,
-    check_outputs,
-    load_args_model,
-    model_spec,
-    positive_int,
-    write_json,
+from empirical.cli.commands.common import check_outputs, load_args_model, model_spec, write_json
+from empirical.cli.options import (
+    batching_options,
+    corpus_options,
+    device_options,
+    model_options,
+    output_options,
+    runtime_options,
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.plotting import plot_similarity
@@ -35,23 +33,16 @@ def register(subparsers: Any) -> None:
         help="per-layer cosine of hidden states at θ and at c·θ (paper Figure 4)",
         description="Mean token cosine between each hidden state of a model at θ and at c·θ, "
         "over a corpus. Prints a table; writes JSON and a plot on request.",
+        parents=[model_options(), corpus_options(), batching_options(batch_size=32), device_options(),
+                 output_options(json_help="write the results as JSON to this path", plot=True),
+                 runtime_options(seed_help="seed of the random initialization (default: 0)")],
     )
-    add_model_option(parser)
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
-    add_corpus_options(parser)
     parser.add_argument("--scale", type=float, default=1000.0,
                         help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
                         "compares with the exact saturated network (the c → ∞ limit, not a "
                         "large c)")
-    parser.add_argument("--batch-size", type=positive_int, default=32,
-                        help="sentences per batch (default: 32)")
-    parser.add_argument("--max-length", type=positive_int, default=512,
-                        help="truncate sentences to this many tokens, special tokens included "
-                        "(default: 512)")
-    add_device_options(parser)
-    add_output_options(parser, json_help="write the results as JSON to this path", plot=True)
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
 

@@ -10,14 +10,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.commands.common import add_device_option
+from empirical.cli.options import device_options, runtime_options
+from empirical.errors import EmpiricalError
 from empirical.models.loading import check_device
 from empirical.outputs import check_output_dir
-from empirical.training.fits import skipped_lines
+from empirical.training.fits import best_fit, skipped_lines
 from empirical.training.plots import plot_norms, plot_saturation
 from empirical.training.runs import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
 
 __all__ = ["add_training_options", "config_from_args", "register", "staged_folder", "write_run"]
+
+
+SEED_HELP = "seed of the init and batch order (default: 0)"
 
 
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
@@ -35,16 +39,16 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
                         help=f"{', '.join(SCHEDULES)}: lr schedule (sqrt: lr/√t) (default: constant)")
     parser.add_argument("--optimizer", default="adamw",
                         help=f"{', '.join(OPTIMIZERS)} (default: adamw)")
-    parser.add_argument("--batch-size", type=int, default=16, help="blocks per step (default: 16)")
+    parser.add_argument("--blocks-per-step", type=int, default=16,
+                        help="LM blocks (of --context tokens) per optimizer step (default: 16)")
     parser.add_argument("--context", type=int, default=64, help="tokens per block (default: 64)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the init and batch order")
 
 
 def config_from_args(args: argparse.Namespace, **override: Any) -> TrainConfig:
     """The :class:`TrainConfig` of parsed options (``override`` sets the rest, e.g. lr in a grid)."""
     fields = {"arch": args.arch, "layers": args.layers, "width": args.width, "heads": args.heads,
               "steps": args.steps, "schedule": args.schedule, "optimizer": args.optimizer,
-              "batch_size": args.batch_size, "context": args.context, "seed": args.seed}
+              "batch_size": args.blocks_per_step, "context": args.context, "seed": args.seed}
     for name in ("lr", "weight_decay", "evaluations", "eval_sentences"):
         if hasattr(args, name):
             fields[name] = getattr(args, name)
@@ -61,6 +65,7 @@ def register(subparsers: Any) -> None:
         "the parameter norm, θᵀ∇L and θᵀδ at every step, evaluate held-out loss, accuracy and "
         "per-layer saturation (c = 1000 and c = ∞) at log-spaced steps, and save safetensors "
         "checkpoints there. Writes DIR/train.json and PNG figures.",
+        parents=[device_options(dtype=False), runtime_options(seed_help=SEED_HELP)],
     )
     add_training_options(parser)
     parser.add_argument("--evaluations", type=int, default=10,
@@ -68,8 +73,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--eval-sentences", type=int, default=64,
                         help="held-out sentences for the saturation measurement (default: 64)")
     parser.add_argument("--out", default="normsat-train", help="run folder (default: normsat-train)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_device_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -80,7 +83,7 @@ def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
              f"wd {result.config.weight_decay:g}")
     written = {"json": result.to_json(out / "train.json"),
                "norms": plot_norms(data, out / "norms.png", title=title)}
-    if result.config.saturation:
+    if result.config.limit_similarity:
         written["saturation"] = plot_saturation(result.evaluations, out / "saturation.png", title=title)
     return written
 
@@ -120,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     with staged_folder(out) as staging:
         result = train(config, staging, progress=not args.quiet, device=args.device)
         written = write_run(result, staging)
-    best = next(f for f in result.fits["fits"] if f["law"] == result.fits["best"])
+    best = best_fit(result.fits)
+    if best is None:  # train() raises when no law fits; a run without one has nothing to print
+        raise EmpiricalError("expected a fitted growth law of the norm, got none")
     last = result.evaluations[-1]
     print(f"norm {result.records[0]['norm']:.3f} → {last['norm']:.3f}; best law {best['law']} "
           f"({best['formula']}, R² {best['r2']:.4f})")

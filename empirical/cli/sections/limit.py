@@ -8,6 +8,7 @@ from pathlib import Path
 from empirical.cli.sections.context import ReportContext, Section
 from empirical.measure.saturation import Convergence, limit_convergence
 from empirical.measure.similarity import representation_similarity
+from empirical.training.fits import decay_rate
 
 __all__ = ["limit_section", "plot_convergence"]
 
@@ -42,8 +43,13 @@ def plot_convergence(results: dict[str, Convergence], path: Path, *, title: str 
     return path
 
 
+def _layer_rate(result: Convergence, layer: int) -> float:
+    """The exponent r of 1 − cos ≈ C·c^(−r) of ``layer`` (NaN where the layer is exact)."""
+    return decay_rate(result.scales, [1 - result.to_limit[c][layer] for c in result.scales])
+
+
 def _rate(result: Convergence, layer: int) -> str:
-    rate = result.rate(layer)
+    rate = _layer_rate(result, layer)
     return "exact" if math.isnan(rate) else f"{rate:.2f}"
 
 
@@ -85,7 +91,7 @@ def limit_section(ctx: ReportContext) -> Section:
                 "to_limit": {f"{c:g}": list(v) for c, v in result.to_limit.items()},
                 # null where the layer is exact at every c (no rate to fit); JSON has no NaN
                 "rates": [None if math.isnan(r) else r
-                          for r in (result.rate(i) for i in range(len(result.layers)))]}
+                          for r in (_layer_rate(result, i) for i in range(len(result.layers)))]}
         for label, result in converge.items()
     }
     return Section("limit", "Similarity to the exact limit (c = ∞)", markdown, data)

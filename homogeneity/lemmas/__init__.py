@@ -10,7 +10,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from homogeneity.lemmas import activations, elementwise, normalization, products, shape
+from homogeneity.lemmas import (
+    activations,
+    elementwise,
+    normalization,
+    products,
+    routing,
+    shape,
+)
 from homogeneity.lemmas.algebra import COMPOSITION_CASES
 from homogeneity.lemmas.base import NO_DEGREE, Claim, Deg, Lemma, LemmaCase
 
@@ -18,7 +25,7 @@ __all__ = ["LEMMAS", "Claim", "Deg", "Lemma", "case_unproved", "lemma_for", "lem
 
 LEMMAS: dict[str, Lemma] = {
     lemma.name: lemma
-    for family in (elementwise, activations, normalization, products, shape)
+    for family in (elementwise, activations, normalization, products, shape, routing)
     for lemma in family.LEMMAS
 }
 """Every lemma by name."""

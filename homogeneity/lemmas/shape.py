@@ -59,10 +59,17 @@ def _flatten(items: Any) -> list[Any]:
 
 
 def _indexing_law(x: Deg, *args: Any, **kwargs: Any) -> Claim:
+    grade = Grade.EXACT
     for index in _flatten([*args, *kwargs.values()]):
-        if isinstance(index, Deg) and not (index.value == 0 and index.grade is Grade.EXACT):
+        if isinstance(index, Deg) and not (index.value == 0 and index.grade is not Grade.NONE):
             return no_degree(f"indices of degree {fmt(index.value)} ({index.grade})")
-    return _moved_law(x)
+        if isinstance(index, Deg):
+            grade = grade.weaker(index.grade)
+    claim = _moved_law(x)
+    if grade is Grade.EXACT or claim.out.value is None:
+        return claim
+    return Claim("moves entries", Deg(claim.out.value, claim.out.grade.weaker(grade)),
+                 ("integer indices of degree 0 are constant from some c on",))
 
 
 def _positions_law(x: Deg, *args: Any, **kwargs: Any) -> Claim:
@@ -107,7 +114,8 @@ LEMMAS = (
            aten.squeeze.default, aten.flatten.using_ints, aten.unflatten.int, aten.alias.default,
            aten.detach.default, aten.detach_.default, aten.to.dtype, aten.to.device,
            aten.to.dtype_layout, aten.to.other, aten._to_copy.default, aten.type_as.default,
-           aten.lift_fresh_copy.default, aten.repeat.default, aten.roll.default,
+           aten.lift_fresh_copy.default, aten.repeat.default,
+           aten.repeat_interleave.self_int, aten.roll.default,
            aten.flip.default, aten.narrow.default, aten.movedim.int, aten.split.Tensor,
            aten.split_with_sizes.default, aten.chunk.default, aten.unbind.int, aten.tril.default,
            aten.triu.default, aten.diagonal.default, aten.dropout.default,

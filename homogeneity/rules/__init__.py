@@ -3,7 +3,7 @@
 import inspect
 
 from homogeneity.lemmas import lemma_for
-from homogeneity.rules import activations, elementwise, normalization, products, shape
+from homogeneity.rules import activations, elementwise, normalization, products, routing, shape
 from homogeneity.rules.registry import (
     RULES,
     Rule,
@@ -25,7 +25,7 @@ __all__ = [
     "target_name",
 ]
 
-FAMILIES = (products, elementwise, activations, normalization, shape)
+FAMILIES = (products, elementwise, activations, normalization, shape, routing)
 """The rule modules, one family of ops each; importing them is what fills :data:`RULES`."""
 
 

@@ -24,7 +24,8 @@ aten = torch.ops.aten
     aten.unflatten.int, aten.alias.default, aten.detach.default, aten.detach_.default,
     aten.to.dtype, aten.to.device, aten.to.dtype_layout, aten.to.other, aten._to_copy.default,
     aten.type_as.default,
-    aten.lift_fresh_copy.default, aten.repeat.default, aten.roll.default, aten.flip.default,
+    aten.lift_fresh_copy.default, aten.repeat.default, aten.repeat_interleave.self_int,
+    aten.roll.default, aten.flip.default,
     aten.narrow.default, aten.movedim.int, aten.split.Tensor, aten.split_with_sizes.default,
     aten.chunk.default, aten.unbind.int, aten.tril.default, aten.triu.default,
     aten.diagonal.default, aten.dropout.default, aten.feature_dropout.default,
@@ -45,16 +46,24 @@ def rearrangement(x: Degree, *args: Any, **kwargs: Any) -> Degree:
 def indexing(x: Degree, *args: Any, **kwargs: Any) -> Degree:
     """x[idx] with fixed indices selects entries: degree and grade stay (like a view).
 
-    Indices that change with the scaled parameters select different entries: no degree.
+    Indices of degree 0 that are exact do not change with c; approximate or asymptotic ones
+    converge, and integers that converge are constant from some c on (a router's experts once its
+    top-k has settled): degree stays, the grade is the weaker of the two. Indices of another
+    degree select different entries at every scale: no degree.
     """
     indices = [a for a in _flatten(args) + _flatten(list(kwargs.values())) if isinstance(a, Degree)]
     undefined = first_undefined(indices)
     if undefined is not None:
         return undefined
+    grade = Grade.EXACT
     for index in indices:
-        if not (index.single and index.value == 0 and index.grade is Grade.EXACT):
+        if not (index.single and index.value == 0 and index.grade is not Grade.NONE):
             return Degree.none("indices depend on the scaled parameters")
-    return x
+        grade = grade.weaker(index.grade)
+    if grade is Grade.EXACT:
+        return x
+    return lift(lambda d: d if d.grade is Grade.NONE else Degree.of(
+        d.value, d.grade.weaker(grade), f"entries selected by {grade} indices"), x)
 
 
 @rule(aten.nonzero.default, aten.argmax.default, aten.argmin.default, aten.argsort.default)

@@ -79,4 +79,5 @@ def test_dtype_and_layers():
 
 
 def test_builtin_names_are_documented():
-    assert MODEL_NAMES == ("minilm", "bert", "roberta", "t5", "xlnet", "gpt2")
+    assert MODEL_NAMES == ("minilm", "bert", "roberta", "t5", "xlnet", "gpt2", "llama", "mistral",
+                           "qwen2", "gemma", "phi3", "gpt-neox", "mixtral", "qwen2-moe")

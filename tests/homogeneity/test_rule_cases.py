@@ -65,6 +65,7 @@ from homogeneity.rules.products import (
     mul,
     rounding_division,
 )
+from homogeneity.rules.routing import top_k
 from homogeneity.rules.shape import (
     concatenation,
     constant,
@@ -345,7 +346,12 @@ ROWS = [
     same("indexing", "fixed index as a keyword", lambda x: indexing(x, -1, index=E(0)), G(2, ASYM)),
     Row("indexing", "growing indices", lambda: indexing(E(1), [E(1)]), None, NONE,
         "indices depend on the scaled parameters"),
-    Row("indexing", "approximately fixed indices", lambda: indexing(E(1), 0, G(0, APPROX)), None, NONE),
+    Row("indexing", "approximately fixed indices (integers: constant from some c on)",
+        lambda: indexing(E(1), 0, G(0, APPROX)), 1, APPROX),
+    Row("top_k", "a degree-0 input keeps its grade", lambda: top_k(G(0, APPROX), 2), 0, APPROX),
+    Row("top_k", "values and positions of different degrees", lambda: top_k(E(1), 2), None, NONE,
+        "top-k values of degree 1 and positions of degree 0 in one node"),
+    Row("top_k", "an input without degree", lambda: top_k(UNDEFINED, 2), None, NONE),
     Row("indexing", "piecewise indices", lambda: indexing(E(1), [PIECEWISE]), None, NONE),
     Row("indexing", "a growing index before a fixed one", lambda: indexing(E(1), [E(1), E(0)]), None,
         NONE),
@@ -375,7 +381,7 @@ BRANCHES: dict[str, int] = {
     # rule → how many distinct cases its maths has (each needs at least one row)
     "linear": 4, "addmm": 4, "matmul": 3, "einsum": 1, "mul": 2, "div": 6, "rounding_division": 5,
     "embedding": 5, "add": 10, "positively_homogeneous": 1, "pow_scalar": 3, "rsqrt": 2, "sqrt": 2,
-    "reciprocal": 1, "transcendental": 7, "saturating": 7, "comparison": 11, "where": 9,
+    "top_k": 3, "reciprocal": 1, "transcendental": 7, "saturating": 7, "comparison": 11, "where": 9,
     "masked_fill": 4, "elementwise_extremum": 6, "clamp": 6, "softmax": 6, "log_softmax": 4, "gelu": 6,
     "scaled_dot_product_attention": 6, "layer_norm": 13, "native_layer_norm": 3, "rms_norm": 3,
     "reduction": 1, "difference": 4, "variance": 2, "rearrangement": 1, "indexing": 8,

@@ -50,11 +50,14 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_device(args.device)
 
 
-def load_args_model(args: argparse.Namespace, *, random_init: bool | None = None) -> tuple[nn.Module, Any]:
-    """The model and tokenizer the command-line options name (``random_init`` overrides the flag)."""
+def load_args_model(args: argparse.Namespace, *, random_init: bool | None = None,
+                    device: str | None = None) -> tuple[nn.Module, Any]:
+    """The model and tokenizer the command-line options name (``random_init`` and ``device``
+    override the options)."""
     dtype: torch.dtype = parse_dtype(getattr(args, "dtype", None) or "float32")
     return load_model(
         model_spec(args), random_init=args.random_init if random_init is None else random_init,
         seed=args.seed, num_layers=args.num_layers, dtype=dtype,
-        device=getattr(args, "device", "cpu"), tokenizer=args.tokenizer, cache_dir=args.cache_dir,
+        device=device or getattr(args, "device", None) or "cpu", tokenizer=args.tokenizer,
+        cache_dir=args.cache_dir,
     )

@@ -29,7 +29,7 @@ from empirical.cli.options import (
 from empirical.errors import EmpiricalError
 from empirical.models.batching import decoder_inputs
 from empirical.models.factories import is_factory, make
-from empirical.models.loading import check_device
+from empirical.models.loading import check_device, config_only
 from empirical.models.provenance import model_record, versions
 from homogeneity.analysis import analyze
 from homogeneity.certify import certify
@@ -97,7 +97,12 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
                                      "kwargs): degree needs example inputs to trace")
             return model, (), _on(model_inputs(model, made.tokenizer), device)
         return model, _on(made.args, device), _on(made.kwargs, device)
-    model, tokenizer = load_args_model(args)
+    if not getattr(args, "random_init", False) and config_only(name, args.cache_dir):
+        # A configuration without weights: the degree does not depend on them.
+        model, tokenizer = load_args_model(args, device="meta")
+        device = torch.device("meta")
+    else:
+        model, tokenizer = load_args_model(args)
     return model, (), _on(model_inputs(model, tokenizer), device)
 
 

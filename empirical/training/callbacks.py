@@ -12,6 +12,7 @@ from transformers.trainer_callback import CallbackHandler
 
 from empirical.errors import EmpiricalError
 from empirical.training.norms import PREFIX, NormTracker, record_scalars
+from empirical.training.probe import SaturationProbe, probe_scalars
 
 __all__ = ["NormCallback"]
 
@@ -40,6 +41,8 @@ class NormCallback(TrainerCallback):
         json_path: if given, the records are written there as JSON when training ends.
         log: add the records to the Trainer's logs (``False``: only :attr:`records`).
         prefix: the prefix of the logged names.
+        probe: a :class:`~empirical.training.probe.SaturationProbe`, run at the end of each of its
+            steps (global step S: after S updates); its scalars join the next logs.
 
     >>> NormCallback(every=2).records  # filled during ``Trainer.train()``; see docs/norms.md
     []
@@ -53,6 +56,7 @@ class NormCallback(TrainerCallback):
         json_path: str | Path | None = None,
         log: bool = True,
         prefix: str = PREFIX,
+        probe: SaturationProbe | None = None,
     ) -> None:
         if every < 1:
             raise EmpiricalError(f"NormCallback expected every ≥ 1, got {every}")
@@ -63,6 +67,8 @@ class NormCallback(TrainerCallback):
         self.prefix = prefix
         self.tracker: NormTracker | None = None
         self._logged_step: int | None = None
+        self.probe = probe
+        self._probed: dict[str, float] = {}
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -102,16 +108,25 @@ class NormCallback(TrainerCallback):
         if first is not None and mine is not None and first < mine:
             callbacks.insert(first, callbacks.pop(mine))
 
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        model = kwargs.get("model")
+        if self.probe is not None and model is not None and self.probe.due(state.global_step):
+            record = self.probe.measure(model, state.global_step)
+            self._probed.update(probe_scalars(record, self.prefix))
+
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not self.log or logs is None or self.tracker is None:
             return
+        scalars, self._probed = self._probed, {}
         complete = [r for r in self.tracker.records if r["update_projection"] is not None]
-        if not complete or complete[-1]["step"] == self._logged_step:
+        if complete and complete[-1]["step"] != self._logged_step:
+            record = complete[-1]
+            self._logged_step = record["step"]
+            scalars |= {f"{self.prefix}step": record["step"], **record_scalars(record, self.prefix)}
+        if not scalars:
             return
-        record = complete[-1]
-        self._logged_step = record["step"]
-        scalars = {f"{self.prefix}step": record["step"], **record_scalars(record, self.prefix)}
         logs.update(scalars)
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(scalars)  # the Trainer stored a copy before calling us

@@ -38,6 +38,7 @@ from empirical.errors import EmpiricalError
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
+from empirical.training.probe import SaturationProbe, probe_scalars
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -203,6 +204,9 @@ class NormTracker:
             or at once by :meth:`record`) as the scalars of :func:`record_scalars`, at the record's
             step: a ``torch.utils.tensorboard.SummaryWriter`` or any object with ``add_scalar``.
         prefix: the tags' prefix for ``writer``.
+        probe: a :class:`~empirical.training.probe.SaturationProbe` run by :meth:`after_step` at
+            its steps (the step after the update: the state the update made), written to
+            ``writer`` with the norms; it needs ``model`` to be a module.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
@@ -229,7 +233,9 @@ class NormTracker:
         *,
         writer: ScalarWriter | None = None,
         prefix: str = PREFIX,
+        probe: SaturationProbe | None = None,
     ) -> None:
+        self.probe = probe
         if writer is not None and not callable(getattr(writer, "add_scalar", None)):
             raise EmpiricalError(f"NormTracker expected a writer with an add_scalar method (e.g. a "
                                  f"SummaryWriter), got {type(writer).__name__}")
@@ -449,6 +455,11 @@ class NormTracker:
                           update_projection=float(torch.dot(theta, delta)))
         self._awaiting_step = None
         self._write(self.records[-1])
+        if self.probe is not None and self._model is not None and self.probe.due(step + 1):
+            probed = self.probe.measure(self._model, step + 1)
+            if self.writer is not None:
+                for tag, value in probe_scalars(probed, self.prefix).items():
+                    self.writer.add_scalar(tag, value, step + 1)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         if self.writer is not None:

@@ -75,3 +75,26 @@ def test_a_head_above_the_threshold_is_not_warned_about(tiny, caplog):
 def test_bad_probe_options(kwargs, message):
     with pytest.raises(EmpiricalError, match=message):
         SaturationProbe(None, SENTENCES, **kwargs)
+
+
+def test_callback_probes_at_its_steps_and_logs_with_the_trainer(tiny, tmp_path):
+    import transformers
+
+    from empirical.training.callbacks import NormCallback
+
+    tokenizer, model = tiny
+    probe = SaturationProbe(tokenizer, SENTENCES[:2], every=2)
+    callback = NormCallback(probe=probe)
+    ids = torch.randint(1, len(tokenizer), (4, 8), generator=torch.Generator().manual_seed(0))
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, learning_rate=0.05,
+        optim="sgd", report_to=[], logging_steps=2, save_strategy="no", use_cpu=True,
+        disable_tqdm=True, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, callbacks=[callback],
+                                   train_dataset=[{"input_ids": r, "labels": r} for r in ids])
+    trainer.train()
+    assert [r["step"] for r in probe.records] == [2, 4]
+    logged = {entry["step"]: entry for entry in trainer.state.log_history if "normsat/norm" in entry}
+    for record in probe.records:
+        for tag, value in probe_scalars(record, "normsat/").items():
+            assert logged[record["step"]][tag] == value

@@ -307,3 +307,22 @@ def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
     assert decayed["update_projection"] - plain["update_projection"] == pytest.approx(
         -0.1 * 1e-2 * plain["norm"] ** 2, abs=rounding)
     assert result.records[1]["norm"] < runs[0.0].records[1]["norm"]
+
+
+def test_an_interrupted_run_leaves_nothing_and_keeps_the_folder(tmp_path, capsys, monkeypatch):
+    import empirical.cli.commands.train as train_command
+
+    def interrupted(config, out, **kwargs):
+        path = checkpoint_path(out, 0)  # a finished checkpoint, then Ctrl-C
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_command, "train", interrupted)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run), "--overwrite"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging folder left
+    assert [p.name for p in run.iterdir()] == ["notes.txt"]

@@ -5,6 +5,9 @@ Two measurements, each against a baseline run in the same invocation:
 1. Tracking overhead: training steps (forward, backward, AdamW step) of the ``normsat train``
    model (GPT-2 style, :func:`empirical.training.runs.build_model`) on CPU, with and without
    ``NormTracker.after_backward`` / ``after_step`` on every step. Target: ratio ≤ 1.05.
+   Logging overhead: writing one record to a ``SummaryWriter`` (``NormTracker(writer=...)``) and
+   adding it to the Trainer's logs (``NormCallback.on_log``), against the untracked step.
+   Target: ratio ≤ 1.01.
 2. Checkpoint scanning: ``scan_checkpoints`` over a run of safetensors checkpoints (page cache
    warm) against reading the same files: ``read_state_dict`` and a sum of every tensor (safetensors
    maps files lazily, so the sum is what reads them; target: time ratio ≤ 1.5), and, for
@@ -131,6 +134,38 @@ def tracking_overhead(args: argparse.Namespace) -> None:
     print(f"   overhead ratio {t_tracked / t_plain:.3f} tracked / untracked (target ≤ 1.05)")
     print(f"                  {(t_single + t_alone) / t_single:.3f} (fastest untracked step + fastest "
           "tracker call) / fastest untracked step, steadier on a busy machine")
+    logging_overhead(tracker, t_single, args)
+
+
+def logging_overhead(tracker: NormTracker, t_step: float, args: argparse.Namespace) -> None:
+    """Per-step cost of writing a record to TensorBoard and of adding it to the Trainer's logs."""
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers import TrainerControl, TrainerState
+
+    from empirical.training.callbacks import NormCallback
+
+    callback = NormCallback()
+    callback.tracker = tracker
+    state, control = TrainerState(), TrainerControl()
+    record = tracker.records[-1]
+    with tempfile.TemporaryDirectory() as folder, SummaryWriter(folder) as writer:
+        tracker.writer = writer
+
+        def write() -> None:
+            tracker._write(record)
+
+        def on_log() -> None:
+            callback._logged_step = None
+            callback.on_log(None, state, control, logs={})  # type: ignore[arg-type]
+
+        t_write = min(best_of(write, args.steps) for _ in range(args.repeats))
+        t_log = min(best_of(on_log, args.steps) for _ in range(args.repeats))
+        tracker.writer = None
+    print(f"   logging: {len(tracker.layer_names)} layers, one record per step")
+    print(f"   SummaryWriter  {1e3 * t_write:8.3f} ms per record, ratio {(t_step + t_write) / t_step:.4f} "
+          "(target ≤ 1.01)")
+    print(f"   Trainer logs   {1e3 * t_log:8.3f} ms per record, ratio {(t_step + t_log) / t_step:.4f} "
+          "(target ≤ 1.01)")
 
 
 def checkpoint_scan(args: argparse.Namespace) -> None:

@@ -51,8 +51,9 @@ import numpy as np
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["LAWS", "Fit", "Law", "best_fit", "decay_rate", "fit_growth", "fit_law", "fit_norm_growth",
-           "growth_curve", "layer_growth", "skipped_lines"]
+__all__ = ["LAWS", "Fit", "Law", "best_fit", "choose_law", "decay_rate", "extrapolation_scores", "fit_growth",
+           "fit_law", "fit_norm_growth", "growth_curve", "layer_growth", "parameter_intervals",
+           "skipped_lines"]
 
 #: Standard errors within which an extra parameter counts as not significant (Wald test, ≈5%).
 NESTED_TOLERANCE = 2.0
@@ -289,13 +290,116 @@ def _choose(fits: Mapping[str, Fit]) -> str:
     return by_aic
 
 
+#: The first fraction of a run's points the laws are fitted on to score their extrapolation.
+HEAD_FRACTION = 0.7
+#: Laws whose extrapolation error is within this factor of the smallest one extrapolate equally
+#: well (the held-out tail is short and autocorrelated: closer scores are not a difference).
+EXTRAPOLATION_TOLERANCE = 1.1
+#: Fewest held-out points for an extrapolation score.
+MIN_HELD_OUT = 3
+
+
+def extrapolation_scores(
+    steps: Sequence[float], values: Sequence[float], laws: Sequence[str] = tuple(LAWS),
+    head: float = HEAD_FRACTION,
+) -> dict[str, float | None]:
+    """Each law fitted on the first ``head`` of the points, scored by the RMS error of its
+    prediction of the rest (in norm units); ``None`` where the law cannot be fitted on the head or
+    the tail has fewer than :data:`MIN_HELD_OUT` points.
+
+    >>> t = np.arange(0, 400, 10.0)
+    >>> scores = extrapolation_scores(t, 1.0 + 0.5 * np.sqrt(t), ["sqrt", "linear"])
+    >>> scores["sqrt"] < 1e-9 < scores["linear"]
+    True
+    """
+    t, y = _check_data(steps, values)
+    cut = math.floor(head * t.size)
+    scores: dict[str, float | None] = {}
+    for law in laws:
+        if t.size - cut < MIN_HELD_OUT or cut < len(LAWS[law].parameters) + 1:
+            scores[law] = None
+            continue
+        try:
+            fit = fit_law(t[:cut].tolist(), y[:cut].tolist(), law)
+        except EmpiricalError:
+            scores[law] = None
+            continue
+        error = fit.predict(t[cut:]) - y[cut:]
+        rms = float(np.sqrt(np.mean(error**2)))
+        scores[law] = rms if math.isfinite(rms) else None
+    return scores
+
+
+def parameter_intervals(
+    fit: Fit, steps: Sequence[float], values: Sequence[float], level: float = 0.95
+) -> dict[str, tuple[float, float] | None]:
+    """A ``level`` interval per parameter that accounts for autocorrelated residuals.
+
+    The standard errors of :func:`fit_law` are already scaled by (1 + ρ)/(1 − ρ) (ρ: the lag-1
+    autocorrelation of the residuals); the quantile is Student's t with n_eff − k degrees of
+    freedom, n_eff = n·(1 − ρ)/(1 + ρ) the effective sample size (at least 1 degree of freedom).
+    ``None`` where the standard error is undefined.
+    """
+    from scipy.stats import t as student  # heavy, and needed only here
+
+    t, y = _check_data(steps, values)
+    rho = _lag1_autocorrelation(fit.predict(t) - y)
+    n_eff = t.size * (1.0 - rho) / (1.0 + rho)
+    dof = max(n_eff - len(fit.params), 1.0)
+    quantile = float(student.ppf(0.5 + level / 2.0, dof))
+    return {name: None if fit.stderr[name] is None else
+            (value - quantile * fit.stderr[name], value + quantile * fit.stderr[name])  # type: ignore[operator]
+            for name, value in fit.params.items()}
+
+
+def _by_extrapolation(scores: Mapping[str, float | None], fits: Mapping[str, Fit]) -> str | None:
+    """Among the laws that extrapolate within the tolerance of the best, the one with fewest
+    parameters (then the smaller error)."""
+    scored = {law: s for law, s in scores.items() if s is not None}
+    if not scored:
+        return None
+    floor = min(scored.values())
+    near = [law for law, s in scored.items() if s <= EXTRAPOLATION_TOLERANCE * floor + 1e-12]
+    return min(near, key=lambda law: (len(fits[law].params), scored[law]))
+
+
+#: Laws that grow without bound (the power family) against the one that levels off.
+FAMILIES = {"linear": "unbounded", "sqrt": "unbounded", "quarter": "unbounded", "power": "unbounded",
+            "equilibrium": "bounded"}
+
+
+def choose_law(fits: Mapping[str, Fit], scores: Mapping[str, float | None]) -> str:
+    """The law-choice rule of docs/norms.md.
+
+    Within a family (the unbounded power laws), the AIC rule (:func:`_choose`: lowest AIC,
+    simplified while the extra parameter is not significant) decides: their extrapolations differ
+    only as their exponents do, which the exponent's interval already judges. Between the
+    families (growth that goes on against growth that levels off, the question √t asks) the
+    extrapolation decides: the AIC rule's law stands if it extrapolates within the tolerance of the
+    best law, else the law that extrapolates best (fewest parameters among those within the
+    tolerance) replaces it. Without scores (a short run), the AIC rule's law.
+    """
+    by_information = _choose(fits)
+    by_extrapolation = _by_extrapolation(scores, fits)
+    if by_extrapolation is None or FAMILIES.get(by_extrapolation) == FAMILIES.get(by_information):
+        return by_information
+    floor = min(s for s in scores.values() if s is not None)
+    score = scores.get(by_information)
+    if score is not None and score <= EXTRAPOLATION_TOLERANCE * floor + 1e-12:
+        return by_information
+    return by_extrapolation
+
+
 def fit_growth(
     steps: Sequence[float], values: Sequence[float], laws: Sequence[str] = tuple(LAWS)
 ) -> dict[str, Any]:
     """Fit every law in ``laws`` and choose the best (see the module docstring for the rule).
 
     Returns:
-        ``{"fits": [Fit.to_dict(), ...], "best": law, "best_by_aic": law, "n": points}``.
+        ``{"fits": [Fit.to_dict(), ...], "best": law, "best_by_aic": law, "best_by_information":
+        law, "best_by_extrapolation": law | None, "n": points}``; each fit also has
+        ``extrapolation`` (:func:`extrapolation_scores`) and ``interval``
+        (:func:`parameter_intervals`, 95%). ``best`` follows :func:`choose_law`.
 
     >>> import numpy as np
     >>> t = np.arange(0, 200, 10)
@@ -306,10 +410,19 @@ def fit_growth(
     if not laws:
         raise EmpiricalError("fit_growth expected at least one law, got none")
     fits = {law: fit_law(steps, values, law) for law in laws}
+    scores = extrapolation_scores(steps, values, laws)
+    documents = []
+    for law, fit in fits.items():
+        intervals = parameter_intervals(fit, steps, values)
+        documents.append(fit.to_dict() | {
+            "extrapolation": scores[law],
+            "interval": {name: None if i is None else list(i) for name, i in intervals.items()}})
     return {
-        "fits": [fit.to_dict() for fit in fits.values()],
-        "best": _choose(fits),
+        "fits": documents,
+        "best": choose_law(fits, scores),
         "best_by_aic": min(fits, key=lambda name: fits[name].aic),
+        "best_by_information": _choose(fits),
+        "best_by_extrapolation": _by_extrapolation(scores, fits),
         "n": len(steps),
     }
 

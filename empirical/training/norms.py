@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -38,12 +38,15 @@ from empirical.errors import EmpiricalError
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
+from empirical.training.probe import SaturationProbe, probe_scalars
 
 __all__ = [
     "DEFAULT_GROUPS",
     "NormTracker",
+    "ScalarWriter",
     "layer_of",
     "plot_records",
+    "record_scalars",
     "render_records",
 ]
 
@@ -152,6 +155,37 @@ def _chunked_sums(
             None if dot is None else torch.tensor(dot, dtype=torch.float64, device=device))
 
 
+#: The prefix of every scalar a tracker or callback hands to a dashboard.
+PREFIX = "normsat/"
+
+
+class ScalarWriter(Protocol):
+    """What :class:`NormTracker` writes to: ``torch.utils.tensorboard.SummaryWriter`` or any object
+    with this method (a W&B or MLflow adapter is three lines)."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int) -> Any: ...
+
+
+def record_scalars(record: Mapping[str, Any], prefix: str = PREFIX) -> dict[str, float]:
+    """The dashboard scalars of one record, tag → value; ``None`` values (not measured) are left out.
+
+    Tags: ``norm``, ``grad_norm``, ``grad_projection`` (θᵀ∇L), ``update_norm``,
+    ``update_projection`` (θᵀδ), ``cosine_prev``, ``loss``, and ``layer/<layer>`` (norm per layer),
+    each after ``prefix``.
+
+    >>> record_scalars({"step": 3, "norm": 2.0, "cosine_prev": None, "layers": {"h.0": 1.5}})
+    {'normsat/norm': 2.0, 'normsat/layer/h.0': 1.5}
+    """
+    scalars = {f"{prefix}{name}": float(record[name])
+               for name in ("norm", "grad_norm", "grad_projection", "update_norm", "update_projection",
+                            "cosine_prev", "loss")
+               if record.get(name) is not None}
+    for layer, value in (record.get("layers") or {}).items():
+        if value is not None:
+            scalars[f"{prefix}layer/{layer}"] = float(value)
+    return scalars
+
+
 class NormTracker:
     """Record norms, per-layer and per-group norms, projections and direction changes over steps.
 
@@ -166,6 +200,13 @@ class NormTracker:
         groups: parameter groups, name → glob patterns over parameter names; a parameter belongs
             to the first group it matches, and unmatched ones to ``other``. ``None``:
             :data:`DEFAULT_GROUPS`.
+        writer: if given, each record is written to it once complete (after :meth:`after_step`,
+            or at once by :meth:`record`) as the scalars of :func:`record_scalars`, at the record's
+            step: a ``torch.utils.tensorboard.SummaryWriter`` or any object with ``add_scalar``.
+        prefix: the tags' prefix for ``writer``.
+        probe: a :class:`~empirical.training.probe.SaturationProbe` run by :meth:`after_step` at
+            its steps (the step after the update: the state the update made), written to
+            ``writer`` with the norms; it needs ``model`` to be a module.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
@@ -189,7 +230,17 @@ class NormTracker:
         self,
         model: nn.Module | Mapping[str, torch.Tensor],
         groups: Mapping[str, Sequence[str]] | None = None,
+        *,
+        writer: ScalarWriter | None = None,
+        prefix: str = PREFIX,
+        probe: SaturationProbe | None = None,
     ) -> None:
+        self.probe = probe
+        if writer is not None and not callable(getattr(writer, "add_scalar", None)):
+            raise EmpiricalError(f"NormTracker expected a writer with an add_scalar method (e.g. a "
+                                 f"SummaryWriter), got {type(writer).__name__}")
+        self.writer = writer
+        self.prefix = prefix
         self._model = model if isinstance(model, nn.Module) else None
         named = list(model.named_parameters()) if isinstance(model, nn.Module) else list(model.items())
         if not named:
@@ -321,6 +372,7 @@ class NormTracker:
         self._check_not_awaiting("record")
         if state_dict is None:
             self._observe_parameters(step)
+            self._write(self.records[-1])
             return self.records[-1]
         tensors = self._matching(state_dict)
         self._check_step(step)
@@ -329,7 +381,9 @@ class NormTracker:
             previous = list(previous.split(self._sizes))
         sq, dot = _chunked_sums(tensors, previous)
         self._previous = tensors
-        return self._observe(step, sq, self._by_layer(dot))
+        record = self._observe(step, sq, self._by_layer(dot))
+        self._write(record)
+        return record
 
     def _matching(self, state_dict: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         tensors = []
@@ -400,6 +454,17 @@ class NormTracker:
             self.records[-1].update(update_norm=float(delta.norm()),
                           update_projection=float(torch.dot(theta, delta)))
         self._awaiting_step = None
+        self._write(self.records[-1])
+        if self.probe is not None and self._model is not None and self.probe.due(step + 1):
+            probed = self.probe.measure(self._model, step + 1)
+            if self.writer is not None:
+                for tag, value in probe_scalars(probed, self.prefix).items():
+                    self.writer.add_scalar(tag, value, step + 1)
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        if self.writer is not None:
+            for tag, value in record_scalars(record, self.prefix).items():
+                self.writer.add_scalar(tag, value, record["step"])
 
     # -- output ---------------------------------------------------------------------------------
 

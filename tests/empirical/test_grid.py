@@ -39,7 +39,11 @@ def test_two_cells_in_two_processes_match_a_run_in_this_process(tmp_path, capsys
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--lr", "1e-3,fast"], "--lr expected numbers"),
+    (["--lr", "1e-3,fast"], "--lr expected numbers separated by commas, got 'fast' (item 2)"),
+    (["--lr", "1e-3,,"], "--lr expected numbers separated by commas, got an empty item (item 2)"),
+    (["--lr", "1e-3", "--weight-decay", "0,0.1,0.10"],
+     "--weight-decay expected distinct numbers, got '0.10' twice (item 3)"),
+    (["--lr", ""], "--lr expected at least one number"),
     (["--lr", "1e-3", "--jobs", "0"], "jobs must be a positive integer"),
     (["--lr", "-1"], "lr must be a positive finite number"),
 ])

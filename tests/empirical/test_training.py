@@ -106,7 +106,7 @@ def test_a_run_that_fails_after_its_checkpoints_leaves_nothing_behind(tmp_path, 
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(out)]) == 2
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(out), "--overwrite"]) == 2
     assert "did not converge" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
@@ -223,6 +223,42 @@ def test_bad_options_fail_before_training(option, value, message, tmp_path, caps
     assert not (tmp_path / "run").exists()
 
 
+def test_a_folder_that_holds_anything_is_refused_without_overwrite(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "train.json").write_text("{}")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run)]) == 2
+    assert "already holds a run (train.json); pass --overwrite" in capsys.readouterr().err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(other)]) == 2
+    assert "already holds 1 entries (notes.txt)" in capsys.readouterr().err
+    assert (run / "train.json").read_text() == "{}" and (other / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "run"]  # nothing staged
+
+
+def test_overwrite_replaces_the_run_and_keeps_other_files(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "step-0000099.safetensors").write_text("an older run's")
+    (run / "train.json").write_text("{}")
+    (run / "notes.txt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run), "--overwrite"]) == 0
+    assert (run / "notes.txt").read_text() == "mine"
+    assert json.loads((run / "train.json").read_text())["config"]["steps"] == 3
+    assert not (run / "checkpoints" / "step-0000099.safetensors").exists()  # the old run's, replaced
+
+
+def test_overwrite_never_deletes_foreign_files_in_checkpoints(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "best.pt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run), "--overwrite"]) == 2
+    assert "checkpoints/ holds files a run does not write (best.pt)" in capsys.readouterr().err
+    assert (run / "checkpoints" / "best.pt").read_text() == "mine"
+
+
 def test_an_existing_file_as_out_is_refused(tmp_path, capsys):
     target = tmp_path / "taken"
     target.write_text("x")
@@ -271,3 +307,22 @@ def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
     assert decayed["update_projection"] - plain["update_projection"] == pytest.approx(
         -0.1 * 1e-2 * plain["norm"] ** 2, abs=rounding)
     assert result.records[1]["norm"] < runs[0.0].records[1]["norm"]
+
+
+def test_an_interrupted_run_leaves_nothing_and_keeps_the_folder(tmp_path, capsys, monkeypatch):
+    import empirical.cli.commands.train as train_command
+
+    def interrupted(config, out, **kwargs):
+        path = checkpoint_path(out, 0)  # a finished checkpoint, then Ctrl-C
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_command, "train", interrupted)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run), "--overwrite"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging folder left
+    assert [p.name for p in run.iterdir()] == ["notes.txt"]

@@ -69,12 +69,25 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
 
 
 def _numbers(text: str, what: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise EmpiricalError(f"--{what} expected numbers separated by commas, got {text!r}") from None
-    if not values:
+    """The comma-separated numbers of a list option; an empty, non-numeric or repeated item is an
+    error naming it (a grid silently shorter than asked hides a typo)."""
+    items = [item.strip() for item in text.split(",")]
+    if items == [""]:
         raise EmpiricalError(f"--{what} expected at least one number, got {text!r}")
+    values: list[float] = []
+    for position, item in enumerate(items, start=1):
+        if not item:
+            raise EmpiricalError(f"--{what} expected numbers separated by commas, got an empty item "
+                                 f"(item {position}) in {text!r}")
+        try:
+            value = float(item)
+        except ValueError:
+            raise EmpiricalError(f"--{what} expected numbers separated by commas, got {item!r} "
+                                 f"(item {position}) in {text!r}") from None
+        if value in values:
+            raise EmpiricalError(f"--{what} expected distinct numbers, got {item!r} twice "
+                                 f"(item {position}) in {text!r}")
+        values.append(value)
     return values
 
 

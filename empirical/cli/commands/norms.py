@@ -75,7 +75,10 @@ def _table(data: dict[str, Any]) -> str:
         mark = "  ← best" if fit["law"] == data["best"] else ""
         lines.append(f"{fit['law']:<12} {r2:>8} {fit['aic']:>10.2f}  {params}{mark}")
     lines += skipped_lines(data)
-    if data["best"] != data["best_by_aic"]:
+    if data["best"] != data.get("best_by_information", data["best"]):
+        lines.append(f"(AIC rule: {data['best_by_information']}, which extrapolates the last 30% of "
+                     f"the run worse than {data['best']})")
+    elif data["best"] != data["best_by_aic"]:
         lines.append(f"(lowest AIC: {data['best_by_aic']}, whose extra parameter is not significant)")
     ranking = ", ".join(f"{row['layer']} ({row['relative_growth']:+.1%})"
                         for row in data["layer_growth"] if row["relative_growth"] is not None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ from empirical.training.fits import best_fit, skipped_lines
 from empirical.training.plots import plot_norms, plot_saturation
 from empirical.training.runs import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
 
-__all__ = ["add_training_options", "config_from_args", "register", "staged_folder", "write_run"]
+__all__ = ["add_training_options", "check_run_folder", "config_from_args", "register", "staged_folder",
+           "write_run"]
 
 
 SEED_HELP = "seed of the init and batch order (default: 0)"
@@ -73,7 +75,47 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--eval-sentences", type=int, default=64,
                         help="held-out sentences for the saturation measurement (default: 64)")
     parser.add_argument("--out", default="normsat-train", help="run folder (default: normsat-train)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a run already in --out (its train.json, figures and "
+                        "checkpoints/; other files are kept); without it a folder that holds "
+                        "anything is refused")
     parser.set_defaults(func=run)
+
+
+_RUN_FILES = ("train.json", "norms.png", "saturation.png")
+_CHECKPOINT = re.compile(r"step-\d{7}\.safetensors")
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def check_run_folder(out: Path, *, overwrite: bool) -> None:
+    """Refuse a run folder that holds anything, unless ``overwrite``; then refuse one whose
+    ``checkpoints/`` holds files a run does not write (replacing that folder would delete them).
+
+    Raises:
+        EmpiricalError: naming the folder and what it holds.
+    """
+    if not out.is_dir():
+        return
+    held = sorted(p.name for p in out.iterdir())
+    if held and not overwrite:
+        what = "a run (train.json)" if "train.json" in held else f"{len(held)} entries ({_listed(held)})"
+        raise EmpiricalError(f"--out {out} already holds {what}; pass --overwrite to replace the "
+                             f"run's own files there (other files are kept) or choose another folder")
+    checkpoints = out / "checkpoints"
+    if checkpoints.exists():
+        foreign = (sorted(p.name for p in checkpoints.iterdir()
+                          if not (p.is_file() and _CHECKPOINT.fullmatch(p.name)))
+                   if checkpoints.is_dir() else ["(a file, not a folder)"])
+        if foreign:
+            raise EmpiricalError(f"--out {out}: checkpoints/ holds files a run does not write "
+                                 f"({_listed(foreign)}); --overwrite replaces that folder as a whole, "
+                                 f"so move them first or choose another folder")
+    for name in _RUN_FILES:
+        if (out / name).is_dir():
+            raise EmpiricalError(f"--out {out}: {name} is a folder, where the run writes a file")
 
 
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
@@ -118,6 +160,7 @@ def staged_folder(out: Path) -> Iterator[Path]:
 
 def run(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, what="--out")
+    check_run_folder(out, overwrite=args.overwrite)
     check_device(args.device)
     config = config_from_args(args)
     with staged_folder(out) as staging:

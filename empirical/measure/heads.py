@@ -39,8 +39,8 @@ from tqdm.auto import tqdm
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
+from empirical.measure.pipeline import corpus_record, prepare, texts_of
 from empirical.measure.scaling import scaled_forward
-from empirical.measure.similarity import _prepare
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import atomic_path
@@ -661,19 +661,15 @@ def head_atlas(
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
         raise EmpiricalError("the head atlas reads one stack of self-attention; encoder–decoder "
                              "models are not supported")
-    texts = list(sentences)
+    texts = texts_of(sentences)
     # Under torchrun each rank measures its share of the batches (empirical.distributed).
-    _, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
-                          sharded=True)
-    prepared = [HeadBatch(b.inputs, b.stacks[0][1]) for b in batches]
-    atlas = measure_heads(model, prepared, causal=_is_causal(model), eps=eps, settings=settings,
+    prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size, sharded=True)
+    batches = [HeadBatch(b.inputs, b.stacks[0][1]) for b in prepared.batches]
+    atlas = measure_heads(model, batches, causal=_is_causal(model), eps=eps, settings=settings,
                           paper=paper, thresholds=thresholds,
                           progress=progress and distributed.is_writer(), sharded=True)
-    corpus = sentences.to_dict() if isinstance(sentences, Corpus) else {
-        "source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
-    tokens = sum(int(b.stacks[0][1].sum()) for b in batches)
-    record = {**atlas.record, "corpus": corpus, "batch_size": batch_size, "max_length": max_length,
-              "distributed": distributed.provenance(tokens)}
+    record = {**atlas.record, "corpus": corpus_record(sentences, texts), "batch_size": batch_size,
+              "max_length": max_length, "distributed": distributed.provenance(prepared.n_tokens())}
     return HeadAtlas(atlas.heads, atlas.layers, atlas.n_heads, eps, atlas.thresholds, record)
 
 

@@ -14,13 +14,18 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from empirical import distributed
 from empirical.errors import EmpiricalError
+from empirical.measure.pipeline import (
+    Sums,
+    forward,
+    hidden_states,
+    layer_labels,
+    prepare,
+    texts_of,
+    token_cosines,
+)
 from empirical.measure.scaling import check_scale, scaled_forward
-from empirical.measure.similarity import _forward, _layer_labels, _prepare, _read_fields, _token_cosines
-from empirical.models.batching import hidden_states
 from empirical.models.corpus import Corpus
 
 __all__ = ["Convergence", "limit_convergence"]
@@ -92,30 +97,27 @@ def limit_convergence(
     checked = [check_scale(c) for c in scales]
     if any(math.isinf(c) for c in checked):
         raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
-    _, batches = _prepare(model, tokenizer, list(sentences), max_length=max_length,
-                          batch_size=batch_size, sharded=True)
-    limit = scaled_forward(model, math.inf, _read_fields(batches))
+    prepared = prepare(model, tokenizer, texts_of(sentences), max_length=max_length, batch_size=batch_size,
+                       sharded=True)
+    limit = scaled_forward(model, math.inf, prepared.fields())
     runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
-    sums: dict[float, torch.Tensor] = {}
+    sums = Sums()
     labels: list[str] = []
-    count = 0
-    with torch.inference_mode():
-        for batch in tqdm(batches, desc="convergence to the limit",
-                          disable=not progress or not distributed.is_writer()):
-            target = _forward(model, batch.inputs, limit)
-            labels = labels or [name for stack, _ in batch.stacks for name in _layer_labels(
-                stack, len(hidden_states(target, stack, model)))]
-            for c, run in runs.items():
-                grown = _forward(model, batch.inputs, run)
-                cosines = torch.stack([
-                    _token_cosines(a, b, mask).sum() for stack, mask in batch.stacks
-                    for a, b in zip(hidden_states(grown, stack, model), hidden_states(target, stack, model))
-                ])
-                sums[c] = sums.get(c, torch.zeros_like(cosines)) + cosines
-            # Every stack of a batch has the same real tokens (see empirical.models.batching).
-            count += int(batch.stacks[0][1].sum())
-    ranks = distributed.provenance(count)
-    sums, count = distributed.reduce_sums(sums), distributed.reduce_counts({"": count})[""]
+    for batch in prepared.iterate("convergence to the limit", progress=progress):
+        target = forward(model, batch.inputs, limit)
+        labels = labels or [name for stack, _ in batch.stacks for name in layer_labels(
+            stack, len(hidden_states(target, stack, model)))]
+        for c, run in runs.items():
+            grown = forward(model, batch.inputs, run)
+            sums.add(c, torch.stack([
+                token_cosines(a, b, mask).sum() for stack, mask in batch.stacks
+                for a, b in zip(hidden_states(grown, stack, model), hidden_states(target, stack, model))
+            ]))
+        # Every stack of a batch has the same real tokens (see empirical.models.batching).
+        sums.count("", int(batch.stacks[0][1].sum()))
+    ranks = sums.provenance()
+    totals, counts = sums.reduced()
+    count = counts[""]
     return Convergence(tuple(labels), tuple(checked),
-                       {c: tuple(float(v) / count for v in total) for c, total in sums.items()},
+                       {c: tuple(float(v) / count for v in total) for c, total in totals.items()},
                        count, ranks)

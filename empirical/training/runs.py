@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.errors import EmpiricalError
+from empirical.measure.scaling import parameter_norm
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path
@@ -390,10 +391,6 @@ def _next_token(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torc
     return loss, (logits.argmax(-1) == targets).sum()
 
 
-def _parameter_norm(model: nn.Module) -> float:
-    return math.sqrt(sum(float(p.detach().double().square().sum()) for p in model.parameters()))
-
-
 @dataclass
 class _Data:
     tokenizer: CompactTokenizer
@@ -425,7 +422,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
     loss_value = total / predictions
     result: dict[str, Any] = {
         "step": step, "loss": loss_value, "perplexity": math.exp(min(loss_value, 700.0)),
-        "accuracy": correct / predictions, "norm": _parameter_norm(model),
+        "accuracy": correct / predictions, "norm": parameter_norm(model.parameters()),
     }
     if config.saturation:
         sentences = data.heldout_sentences[: config.eval_sentences]

@@ -24,7 +24,7 @@ from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import token_cosines
 from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
 from empirical.models.provenance import model_record
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 from saturated.errors import SaturationError
 from saturated.saturate import saturate
 
@@ -123,7 +123,7 @@ def random_inputs(sequences: int, length: int, hidden: int = 10, *, seed: int = 
 
 
 @dataclass(frozen=True)
-class ComponentSaturation:
+class ComponentSaturation(Result):
     """Figure 5: mean token cosine of each variant's output at c·θ with two references.
 
     Attributes:
@@ -192,10 +192,7 @@ class ComponentSaturation:
         left.set_ylabel("mean token cosine")
         right.legend(fontsize="small", loc="lower right")
         fig.tight_layout()
-        out = Path(path)
-        with atomic_path(out) as temporary:
-            fig.savefig(temporary)
-        return out
+        return save_figure(fig, path)
 
 
 def component_saturation(components: Mapping[str, nn.Module], inputs: torch.Tensor,

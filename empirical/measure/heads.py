@@ -25,7 +25,6 @@ allowed positions, ``"local"`` if to at most two positions, ``"mixed"`` otherwis
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,7 +42,7 @@ from empirical.measure.pipeline import corpus_record, prepare, texts_of
 from empirical.measure.scaling import scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 from homogeneity.tracing import export_ready
 from saturated.bounds import interval_bits, scale_to_saturate_map
 from saturated.errors import SaturationError
@@ -164,7 +163,7 @@ class _Totals:
 
 
 @dataclass(frozen=True)
-class HeadAtlas:
+class HeadAtlas(Result):
     """Every head of a model, measured and classified.
 
     Attributes:
@@ -204,14 +203,6 @@ class HeadAtlas:
             "heads": [h.to_dict() for h in self.heads],
             **self.record,
         }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The atlas as strict JSON, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False, default=str)
-        if path is not None:
-            with atomic_path(Path(path)) as temporary:
-                temporary.write_text(text + "\n", encoding="utf-8")
-        return text
 
     def table(self) -> str:
         """One line per head: class, the exact statistics, the paper's approximation, the scale."""
@@ -713,7 +704,4 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out = Path(path)
-    with atomic_path(out) as temporary:
-        fig.savefig(temporary, format=out.suffix.lstrip(".") or "png")
-    return out
+    return save_figure(fig, path)

@@ -27,12 +27,15 @@ from empirical.measure.pipeline import (
 )
 from empirical.measure.scaling import check_scale, scaled_forward
 from empirical.models.corpus import Corpus
+from empirical.outputs import Result
 
 __all__ = ["Convergence", "limit_convergence"]
 
+SCHEMA = "normsat.convergence/1"
+
 
 @dataclass(frozen=True)
-class Convergence:
+class Convergence(Result):
     """Mean token cosine of each hidden state at c·θ with the exact limit, per scale.
 
     Attributes:
@@ -48,6 +51,29 @@ class Convergence:
     to_limit: dict[float, tuple[float, ...]]
     n_tokens: int
     distributed: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (schema ``normsat.convergence/1``); a rate that cannot be fitted is null."""
+        return {
+            "schema": SCHEMA,
+            "scales": list(self.scales),
+            "layers": [
+                {"name": name, "cosine_to_limit": [self.to_limit[c][i] for c in self.scales],
+                 "rate": None if math.isnan(rate := self.rate(i)) else rate}
+                for i, name in enumerate(self.layers)
+            ],
+            "n_tokens": self.n_tokens,
+            "distributed": self.distributed,
+        }
+
+    def table(self) -> str:
+        """Plain text: one row per layer, the cosine to the limit at each c and the fitted rate."""
+        width = max(len("layer"), *(len(n) for n in self.layers))
+        rows = [f"{'layer':<{width}}  " + "  ".join(f"{f'c={c:g}':>9}" for c in self.scales) + "      rate"]
+        for i, name in enumerate(self.layers):
+            cells = "  ".join(f"{self.to_limit[c][i]:>9.6f}" for c in self.scales)
+            rows.append(f"{name:<{width}}  {cells}  {self.rate(i):>8.3f}")
+        return "\n".join(rows)
 
     def rate(self, layer: int) -> float:
         """Fitted exponent r of 1 − cos ≈ C·c^(−r) over the scales above 1 (NaN if already exact)."""

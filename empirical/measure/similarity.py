@@ -7,11 +7,9 @@ by c. Near 1: the layer already computes (up to scale) what its saturated versio
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,7 +29,7 @@ from empirical.measure.pipeline import (
 )
 from empirical.measure.scaling import check_scale, scaled_forward
 from empirical.models.corpus import Corpus
-from empirical.outputs import write_text
+from empirical.outputs import Result
 
 __all__ = ["SimilarityResult", "representation_similarity"]
 
@@ -40,7 +38,7 @@ _SINGLE_STACK = "all"  # the JSON label of the token count of a single-stack mod
 
 
 @dataclass(frozen=True)
-class SimilarityResult:
+class SimilarityResult(Result):
     """Per-layer similarity of a model's representations at θ and at c·θ.
 
     Attributes:
@@ -109,13 +107,6 @@ class SimilarityResult:
             n_truncated=data["n_truncated"], max_length=data["max_length"],
             record={k: v for k, v in data.items() if k not in known},
         )
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The result as JSON text, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2, default=str, allow_nan=False)
-        if path is not None:
-            write_text(text + "\n", path)
-        return text
 
     def table(self) -> str:
         """A plain-text table, one row per layer."""

@@ -27,7 +27,7 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from empirical.measure.scaling import call_scaled, check_scale, parameter_norm, scaled_parameters
 from empirical.models.provenance import model_record
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 
 __all__ = [
     "Projection",
@@ -141,7 +141,7 @@ def equilibrium_scale(scales: Sequence[float], projections: Sequence[float]) -> 
 
 
 @dataclass(frozen=True)
-class ProjectionCurves:
+class ProjectionCurves(Result):
     """Figure 1: projections over a grid of scales and accuracies, for each variant.
 
     Attributes:
@@ -232,8 +232,7 @@ class ProjectionCurves:
         bottom.legend(fontsize="small")
         fig.tight_layout()
         out = Path(path)
-        with atomic_path(out) as temporary:
-            fig.savefig(temporary)
+        save_figure(fig, out)
         return out
 
 

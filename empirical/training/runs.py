@@ -41,7 +41,7 @@ from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import check_output_dir, write_json
+from empirical.outputs import Result, check_output_dir
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
 from homogeneity import Grade, HomogeneityError, analyze
@@ -436,7 +436,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
 
 
 @dataclass
-class TrainResult:
+class TrainResult(Result):
     """What a run produced: per-step records, log-spaced evaluations, checkpoint cosines, fits.
 
     Attributes:
@@ -474,9 +474,12 @@ class TrainResult:
                 "checkpoints": self.checkpoints, "records": self.records,
                 "vocabulary": self.vocabulary, "provenance": self.provenance}
 
-    def to_json(self, path: str | Path) -> Path:
-        """Write strict JSON (a NaN or infinity is an error) to ``path``, atomically."""
-        return write_json(self.to_dict(), path)
+    def table(self) -> str:
+        """Plain text: one row per evaluation step (held-out loss, accuracy, ‖θ‖)."""
+        rows = [f"{'step':>8}  {'loss':>8}  {'accuracy':>8}  {'norm':>10}"]
+        rows += [f"{e['step']:>8}  {e['loss']:>8.4f}  {e['accuracy']:>8.4f}  {e['norm']:>10.4f}"
+                 for e in self.evaluations]
+        return "\n".join(rows)
 
 
 def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,

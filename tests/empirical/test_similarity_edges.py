@@ -149,8 +149,7 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
                    {"name": "layer 1", "stack": "", "similarity": 0.25}],
         "n_sentences": 2, "n_tokens": {"all": 9}, "n_truncated": 1, "max_length": 16, "batch_size": 4,
     }
-    text = result.to_json(tmp_path / "r.json")
-    assert (tmp_path / "r.json").read_text(encoding="utf-8") == text + "\n"
+    text = result.to_json(tmp_path / "r.json").read_text(encoding="utf-8")
     assert SimilarityResult.from_dict(json.loads(text)) == result
     assert result.table() == ("layer       cos(θ, c→∞ limit)\n"
                               "embeddings  1.0000\n"
@@ -164,7 +163,8 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
     assert SimilarityResult.from_dict(two_stacks.to_dict()) == two_stacks
     assert finite.table() == "layer       cos(θ, 1000·θ)\nembeddings  0.5000"
     with pytest.raises(ValueError):
-        SimilarityResult(("embeddings",), (math.nan,), ("",), 2.0, 1, {"": 1}, 0, 8).to_json()
+        SimilarityResult(("embeddings",), (math.nan,), ("",), 2.0, 1, {"": 1}, 0, 8).to_json(
+            tmp_path / "nan.json")
 
 
 def test_from_dict_names_the_schema_it_expected() -> None:
@@ -353,7 +353,7 @@ def test_the_exact_limit_flag_alone_marks_the_limit() -> None:
 def test_json_is_indented_by_two_and_writes_other_record_values_as_text(tmp_path: Any) -> None:
     result = SimilarityResult(("embeddings",), (0.5,), ("",), 2.0, 1, {"": 3}, 0, 8,
                               record={"checkpoint": tmp_path / "model.pt", "dtype": torch.float32})
-    text = result.to_json()
+    text = result.to_json(tmp_path / "r.json").read_text()
     assert text.splitlines()[:3] == ["{", '  "schema": "normsat.similarity/1",', '  "scale": 2.0,']
     data = json.loads(text)
     assert (data["checkpoint"], data["dtype"]) == (str(tmp_path / "model.pt"), "torch.float32")

@@ -8,6 +8,7 @@ from pathlib import Path
 from empirical.cli.sections.context import ReportContext, Section
 from empirical.measure.saturation import Convergence, limit_convergence
 from empirical.measure.similarity import representation_similarity
+from empirical.outputs import save_figure
 
 __all__ = ["limit_section", "plot_convergence"]
 
@@ -37,9 +38,7 @@ def plot_convergence(results: dict[str, Convergence], path: Path, *, title: str 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def _rate(result: Convergence, layer: int) -> str:

@@ -29,7 +29,7 @@ from timing import best_of
 
 from empirical.measure.heads import HeadBatch, measure_heads
 from empirical.measure.pipeline import prepare
-from empirical.measure.scaling import scaled_forward
+from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
 from saturated.bounds import scale_to_saturate_map

@@ -42,7 +42,7 @@ from empirical.claims.strategies import (
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import forward, layer_labels, token_cosines
-from empirical.measure.scaling import check_scale
+from empirical.measure.scaled import check_scale
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
 from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
@@ -171,7 +171,7 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
     """Claim: at c·θ every hidden state is within ``eps`` of the exact limit's.
 
     Per hidden state h (embeddings first), the gap is 1 − cos(h(x; c·θ), s-h(x; θ)) averaged over
-    the real tokens, the measure of :func:`empirical.measure.saturation.limit_convergence`; the limit is
+    the real tokens, the measure of :func:`empirical.measure.convergence.limit_convergence`; the limit is
     :func:`saturated.saturate`'s, exact.
 
     Args:

@@ -22,7 +22,7 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import token_cosines
-from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.measure.scaled import call_scaled, check_scale, scaled_parameters
 from empirical.models.provenance import model_record
 from empirical.outputs import Result, save_figure
 from saturated.errors import SaturationError

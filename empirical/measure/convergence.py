@@ -25,7 +25,7 @@ from empirical.measure.pipeline import (
     texts_of,
     token_cosines,
 )
-from empirical.measure.scaling import check_scale, scaled_forward
+from empirical.measure.scaled import check_scale, scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.outputs import Result
 

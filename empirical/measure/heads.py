@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from empirical import distributed
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import corpus_record, prepare, texts_of
-from empirical.measure.scaling import scaled_forward
+from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import Result, save_figure
@@ -191,14 +191,14 @@ class HeadAtlas(Result):
 
     Attributes:
         heads: one :class:`HeadStats` per (layer, head), layer-major.
-        layers: the number of layers; ``n_heads`` the heads per layer.
+        num_layers: the number of layers (``layers`` in JSON); ``n_heads`` the heads per layer.
         eps: the tolerance of the certified scales.
         thresholds: the classification thresholds.
         record: model, corpus, dtype, limit settings and versions, for the JSON file.
     """
 
     heads: tuple[HeadStats, ...]
-    layers: int
+    num_layers: int
     n_heads: int
     eps: float
     thresholds: Thresholds
@@ -207,7 +207,7 @@ class HeadAtlas(Result):
     def grid(self) -> list[list[str]]:
         """The classes as a layer × head grid."""
         return [[h.kind for h in self.heads[layer * self.n_heads:(layer + 1) * self.n_heads]]
-                for layer in range(self.layers)]
+                for layer in range(self.num_layers)]
 
     def counts(self) -> dict[str, int]:
         """How many heads of each class."""
@@ -216,7 +216,7 @@ class HeadAtlas(Result):
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (schema ``normsat.heads/1``)."""
         return {
-            "schema": SCHEMA, "eps": self.eps, "layers": self.layers, "n_heads": self.n_heads,
+            "schema": SCHEMA, "eps": self.eps, "layers": self.num_layers, "n_heads": self.n_heads,
             "thresholds": {**asdict(self.thresholds),
                            "rule": "global if mean fraction of allowed positions attended >= "
                                    "global_fraction; else local if mean positions attended <= "
@@ -536,7 +536,7 @@ def head_atlas(
     >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=1)
     >>> atlas = head_atlas(model, tokenizer, ["The cat sat on the mat."], paper=False)
-    >>> atlas.layers, atlas.n_heads, sorted(atlas.counts())
+    >>> atlas.num_layers, atlas.n_heads, sorted(atlas.counts())
     (1, 12, ['global', 'local', 'mixed'])
     """
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
@@ -551,7 +551,7 @@ def head_atlas(
                           progress=progress and distributed.is_writer(), sharded=True)
     record = {**atlas.record, "corpus": corpus_record(sentences, texts), "batch_size": batch_size,
               "max_length": max_length, "distributed": distributed.provenance(prepared.n_tokens())}
-    return HeadAtlas(atlas.heads, atlas.layers, atlas.n_heads, eps, atlas.thresholds, record)
+    return HeadAtlas(atlas.heads, atlas.num_layers, atlas.n_heads, eps, atlas.thresholds, record)
 
 
 _COLORS = {"local": "#1f77b4", "mixed": "#bbbbbb", "global": "#d62728"}
@@ -576,7 +576,7 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_xticks(range(0, atlas.n_heads, max(1, atlas.n_heads // 12)))
-        ax.set_yticks(range(0, atlas.layers, max(1, atlas.layers // 12)))
+        ax.set_yticks(range(0, atlas.num_layers, max(1, atlas.num_layers // 12)))
         counts = atlas.counts()
         ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
         ax.legend(handles=[Patch(color=_COLORS[k], label=k) for k in CLASSES], fontsize=7,

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import call_scaled, check_scale, parameter_norm, scaled_parameters
+from empirical.measure.scaled import call_scaled, check_scale, parameter_norm, scaled_parameters
 from empirical.models.provenance import model_record
 from empirical.outputs import Result, save_figure
 

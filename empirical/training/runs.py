@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import parameter_norm
+from empirical.measure.scaled import parameter_norm
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path

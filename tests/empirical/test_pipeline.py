@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from empirical.measure.components import ComponentSaturation
+from empirical.measure.convergence import Convergence
 from empirical.measure.heads import HeadAtlas, Thresholds
 from empirical.measure.pipeline import Sums, corpus_record, texts_of, token_cosines
-from empirical.measure.saturation import Convergence
 from empirical.measure.similarity import SimilarityResult
 from empirical.outputs import Result, save_figure
 from empirical.training.projection import ProjectionCurves

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from empirical.cli.sections.context import ReportContext, Section
-from empirical.measure.saturation import Convergence, limit_convergence
+from empirical.measure.convergence import Convergence, limit_convergence
 from empirical.measure.similarity import representation_similarity
 from empirical.outputs import save_figure
 

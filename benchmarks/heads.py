@@ -28,8 +28,8 @@ import torch
 from timing import best_of
 
 from empirical.measure.heads import HeadBatch, measure_heads
-from empirical.measure.scaling import scaled_forward
-from empirical.measure.similarity import _prepare
+from empirical.measure.pipeline import prepare
+from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
 from saturated.bounds import scale_to_saturate_map
@@ -54,8 +54,8 @@ def main() -> None:
     parser.add_argument("--ties", choices=("nan", "uniform"), default="nan")
     args = parser.parse_args()
     model, tokenizer = load_model("minilm")
-    _, prepared = _prepare(model, tokenizer, list(load_corpus(n=args.sentences)), max_length=512,
-                           batch_size=16)
+    _, prepared = prepare(model, tokenizer, list(load_corpus(n=args.sentences)), max_length=512,
+                          batch_size=16)
     batches = [HeadBatch(b.inputs, b.stacks[0][1]) for b in prepared]
     options = {"output_attentions": True, "return_dict": True}
     limit = SaturatedModel(model, Settings(ties=args.ties))

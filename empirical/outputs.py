@@ -2,7 +2,9 @@
 
 A typo in an output path must not cost a finished run, so commands call :func:`check_output` (or
 :func:`check_output_dir`) before computing. A crash must not leave half a file, so every file is
-written to a temporary sibling and renamed into place (:func:`atomic_path`).
+written to a temporary sibling and renamed into place (:func:`atomic_path`): JSON through
+:func:`write_json`, figures through :func:`save_figure`. Every result type is a :class:`Result`:
+``to_dict()``, ``to_json(path)`` (returns the path written) and ``table()``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +21,9 @@ from typing import Any
 from empirical import distributed
 from empirical.errors import EmpiricalError
 
-__all__ = ["atomic_path", "check_output", "check_output_dir", "write_json", "write_text"]
+__all__ = [
+    "Result", "atomic_path", "check_output", "check_output_dir", "save_figure", "write_json", "write_text",
+]
 
 
 def _writable_ancestor(path: Path, what: str) -> None:
@@ -118,3 +123,58 @@ def write_json(data: Any, path: str | Path) -> Path:
     # allow_nan=False: strict JSON, so a NaN or infinity is an error here, not in the reader's parser
     text = json.dumps(data, indent=2, default=str, allow_nan=False) + "\n"
     return write_text(text, path)
+
+
+def save_figure(figure: Any, path: str | Path, **options: Any) -> Path:
+    """Write a matplotlib figure atomically (its format from the extension, PNG without one).
+
+    Args:
+        figure: a ``matplotlib.figure.Figure``, or image bytes already rendered (written as they are).
+        path: the output file.
+        options: passed to ``Figure.savefig`` (``bbox_inches="tight"``, …).
+
+    >>> import tempfile
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(1, 1))
+    >>> _ = fig.add_subplot().plot([0, 1])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     out = save_figure(fig, f"{folder}/plots/a.png")
+    ...     out.name, out.read_bytes()[:4]
+    ('a.png', b'\\x89PNG')
+    """
+    out = Path(path)
+    with atomic_path(out) as temporary:
+        if isinstance(figure, bytes | bytearray):
+            temporary.write_bytes(figure)
+        else:
+            figure.savefig(temporary, format=out.suffix.lstrip(".").lower() or "png", **options)
+    return out
+
+
+class Result(ABC):
+    """What every result type offers: a JSON-ready dictionary, an atomic JSON file and a text table.
+
+    A subclass writes :meth:`to_dict` and :meth:`table`; :meth:`to_json` writes the dictionary as
+    strict JSON through :func:`write_json` and returns the path.
+
+    >>> import tempfile
+    >>> class Answer(Result):
+    ...     def to_dict(self): return {"answer": 42}
+    ...     def table(self): return "answer  42"
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     Answer().to_json(f"{folder}/a.json").read_text()
+    '{\\n  "answer": 42\\n}\\n'
+    """
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dictionary, with its schema and provenance."""
+
+    @abstractmethod
+    def table(self) -> str:
+        """The result as a plain-text table."""
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as strict JSON (a NaN or infinity is an error) to ``path``,
+        atomically; returns the path."""
+        return write_json(self.to_dict(), path)

@@ -55,9 +55,11 @@ __all__ = [
     "FormatThreshold",
     "MapScales",
     "RateFit",
+    "certified_row_scales",
     "certify_bound",
     "format_thresholds",
     "interval_bits",
+    "scale_bounds_of_rows",
     "scale_to_saturate",
     "scale_to_saturate_map",
     "scaling_rate",
@@ -66,6 +68,7 @@ __all__ = [
     "softmax_bound",
     "softmax_constant",
     "softmax_error",
+    "softmax_log_error",
     "tanh_bound",
     "tanh_error",
 ]
@@ -970,3 +973,160 @@ def scaling_rate(error: Callable[[mpmath.mpf], mpmath.mpf], scales: Sequence[flo
     errors = tuple(math.exp(v) if v > -745 else 0.0 for v in logs)
     return RateFit(kind, -slope, math.exp(intercept) if intercept < 709 else math.inf,
                    tuple(float(c) for c in scales), errors, r_squared)
+
+
+# --- Certified scales of attention rows read from a model (the head atlas, empirical.measure.heads).
+# The weights come from a real softmax in floating point: every bound covers their rounding.
+
+
+def softmax_log_error(p: np.ndarray, gap: np.ndarray, u: float, tiny: float) -> np.ndarray:
+    """A bound on |log p̂_j − (s_j − logsumexp(s))| up to one constant per row, for a softmax
+    computed in a format with unit roundoff u from the scores s: rounding x_j = s_j − max(s)
+    moves the exponent by ≤ u·|x_j| (|x_j| is the gap, up to rounding), exp adds ≤ 2 ulp (4u) and
+    the division by the row's sum ≤ u (the sum's own error is one factor for the whole row and
+    cancels in every gap): u·(gap + 8) leaves room for log(1 + r) ≥ r. A subnormal result is off
+    by ≤ ``tiny`` absolutely (2·tiny/p̂ in the log); the float64 log adds ~1e-16 relatively."""
+    with np.errstate(divide="ignore"):
+        return u * (gap + 8.0) + 2 * tiny / p + 1e-15 * (np.abs(np.log(p)) + 1.0)
+
+
+def scale_bounds_of_rows(margin: torch.Tensor, tied: torch.Tensor, allowed: torch.Tensor, eps: float,
+                         slack: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, cheap lower and upper bounds on the certified scale, to pick the rows that may set
+    a head's maximum (:func:`certified_row_scales` then certifies them): with t winners, n allowed,
+    margin δ known to within ``slack``, K = max(1/t, (n − t)/t²), c* ≤ log(K/eps)/(δ − slack),
+    and c* ≥ −log(x)/(δ + slack) where the winners' error with one loser at the margin meets eps,
+    x = eps·t²/(1 − eps·t)."""
+    t, n = tied.double(), allowed.double()
+    k = torch.maximum(1 / t, (n - t) / t**2)
+    upper = torch.log(k / eps).clamp_min(0) / (margin - slack).clamp_min(0)
+    x = eps * t**2 / (1 - eps * t)
+    lower = torch.where((x > 0) & (x < 1), -torch.log(x.clamp(1e-300, 1)) / (margin + slack), 0.0)
+    return lower.nan_to_num(0.0), upper.nan_to_num(math.inf, posinf=math.inf)
+
+
+def _exceeds(t: int, near: np.ndarray, far: np.ndarray, eps: float) -> float:
+    """A certified scale at which a lower bound on the error of t tied winners exceeds eps (0 if
+    none is found): the winners' R/(t(t + R)) with R = Σ e^(−c·near), and the top loser's
+    x/(t + x + S) with x = e^(−c·near[0]) and S = Σ e^(−c·far) (both grow with x and R, fall with
+    S). Each is log-concave in c, so the last crossing of eps is bracketed on a grid, bisected in
+    float64 and checked in ``mpmath.iv`` slightly below it."""
+    if not len(near):
+        return 0.0
+    log_eps, log_t = math.log(eps), math.log(t)
+
+    def log_errors(c: float) -> tuple[float, float]:
+        r = float(np.logaddexp.reduce(-c * near))
+        x = -c * float(near[0])
+        s = float(np.logaddexp.reduce(-c * far)) if len(far) else -math.inf
+        return (r - log_t - float(np.logaddexp(log_t, r)),
+                x - float(np.logaddexp.reduce([log_t, x, s])))
+
+    best = 0.0
+    end = math.log(max(len(near), 2) / (t * eps)) / float(near[0])  # both below eps beyond it
+    grid = np.linspace(0.0, end, 201)[1:]
+    for which in range(2):
+        above = [log_errors(c)[which] > log_eps for c in grid]
+        if not any(above):
+            continue
+        last = max(i for i, a in enumerate(above) if a)
+        lo, hi = float(grid[last]), float(grid[min(last + 1, len(grid) - 1)]) * 1.01
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if log_errors(mid)[which] > log_eps else (lo, mid)
+        c = lo * (1 - 1e-6)
+        if c > best and _certify_exceeds(t, near, far, c, eps, which):
+            best = c
+    return best
+
+
+def _certify_exceeds(t: int, near: np.ndarray, far: np.ndarray, c: float, eps: float, which: int) -> bool:
+    with interval_bits(80):
+        scale = iv.mpf(c)
+        terms = [iv.exp(-scale * iv.mpf(float(g))) for g in near]
+        if which == 0:
+            total = sum(terms, iv.mpf(0))
+            error = total / (t * (t + total))
+        else:
+            rest = sum((iv.exp(-scale * iv.mpf(float(g))) for g in far), iv.mpf(0))
+            error = 1 / ((t + rest) / terms[0] + 1)
+        return bool(error.a > iv.mpf(eps).b)
+
+
+def certified_row_scales(weights: np.ndarray, winners: np.ndarray, allowed: np.ndarray, eps: float,
+                         unit: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of softmax weights, (lo, hi) containing the scale c* of the scores the model
+    actually softmaxed, not of their rounded log-probabilities.
+
+    ``weights`` are the rows as computed (in a format with unit roundoff and smallest positive
+    number ``unit``), ``winners`` the tie set already judged at θ, ``allowed`` the positions the
+    row may attend to (all boolean arrays of the same shape); c* is the smallest c at which the
+    softmax of c·s is within ``eps`` of hard attention on the winners.
+
+    Each gap g_j = log p̂_top − log p̂_j is known to within β_j (:func:`_log_error` at j and, twice,
+    at the top). The winners' error R/(t(t + R)) grows with R, which falls as any gap grows; with
+    one winner it is the whole error. So lo comes from the row with every gap at g + β (the error
+    there is a lower bound, and weights that underflowed to 0 are left out), hi from the row with
+    every gap at g − β and every underflowed weight at its smallest possible gap. With tied
+    winners the top loser's error x/(t + x + S) grows with its own term x and falls with the
+    others' sum S: hi also covers the row with one loser at min(g − β) and the others at g + β
+    (the largest of those left out), and lo is where the winners' error with every gap at g + β,
+    or the nearest loser's at g + β with the others at g − β, exceeds eps (:func:`_exceeds`).
+    """
+    u, tiny = unit
+    p = np.asarray(weights, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(p)
+        top = np.max(np.where(winners, logs, -np.inf), axis=1, keepdims=True)
+        gap = top - logs
+        p_top = np.exp(top)
+        top_error = softmax_log_error(p_top, np.zeros_like(top), u, tiny)
+        beta = (softmax_log_error(p, gap, u, tiny) + 2 * top_error) * (1 + 1e-9)
+    beta = np.where(p > 0, beta, 0.0)  # zero weights (masked or underflowed) are handled apart
+    losers = allowed & ~winners & (p > 0)
+    under = allowed & (p == 0)
+    t = winners.sum(1)
+    hopeless = (losers & (gap - beta <= 0)).any(1)  # rounding may hide a tie: no finite bound
+    low_gap = np.where(losers, gap - beta, np.inf)
+    high_gap = np.where(losers, gap + beta, np.inf)
+    # An underflowed weight is below the format's smallest number: its gap is at least this.
+    under_gap = (top - math.log(tiny) - 2 * top_error) * (1 - 1e-9)
+    low_gap = np.where(under, under_gap, low_gap)
+    low_gap = np.where(hopeless[:, None], 1.0, np.maximum(low_gap, 0.0))
+
+    def scores(gaps: np.ndarray) -> np.ndarray:
+        return np.where(winners, 0.0, -gaps)
+
+    up, down = scores(high_gap), scores(low_gap)
+    # Tied winners: the top loser at its smallest gap, the others at their largest but one.
+    tied = np.nonzero(t > 1)[0]
+    mixed = np.where(winners[tied], 0.0, -high_gap[tied])
+    if len(tied):
+        nearest = np.argmin(high_gap[tied], axis=1)
+        found = np.isfinite(high_gap[tied, nearest])
+        mixed[np.arange(len(tied))[found], nearest[found]] = -np.inf
+        first = np.min(np.where(losers[tied], gap[tied] - beta[tied], np.inf), axis=1)
+        mixed = np.concatenate([mixed, -first[:, None]], axis=1)
+    width = max(up.shape[1], mixed.shape[1] if len(tied) else 0)
+
+    def widen(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=-np.inf)
+
+    grid = np.concatenate([widen(up), widen(down), widen(mixed)]) if len(tied) else np.concatenate([up, down])
+    # The winners are already split from the losers (by the tie rule of the attention's dtype):
+    # the certificate must not judge ties again.
+    scales = np.array(scale_to_saturate_map(grid, eps, rtol=0.0).rows)
+    m = len(p)
+    lo, hi = scales[:m, 0].copy(), scales[m:2 * m, 1].copy()
+    if len(tied):
+        hi[tied] = np.maximum(hi[tied], scales[2 * m:, 1])
+        for i in tied:
+            near = np.sort(high_gap[i][np.isfinite(high_gap[i])])
+            order = np.argsort(high_gap[i])
+            first = order[0] if np.isfinite(high_gap[i][order[0]]) else -1
+            far = low_gap[i][losers[i] | under[i]]
+            if first >= 0 and losers[i, first]:  # the others' sum, at their smallest gaps
+                far = np.delete(low_gap[i], first)[np.delete(losers[i] | under[i], first)]
+            lo[i] = _exceeds(int(t[i]), near, far, eps)
+    hi[hopeless] = math.inf
+    return lo, hi

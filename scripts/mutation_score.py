@@ -43,9 +43,9 @@ _NO_TESTS = {5, 33}
 
 EQUIVALENT: dict[str, str] = {
     # mutant name → why it cannot change behaviour. Keep each reason specific.
-    "empirical.measure.scaling.x_check_scale__mutmut_6":
+    "empirical.measure.scaled.x_check_scale__mutmut_6":
         "`value > 0` → `value >= 0` after math.isinf(value): an infinite value is never 0",
-    "empirical.measure.scaling.x_check_scale__mutmut_7":
+    "empirical.measure.scaled.x_check_scale__mutmut_7":
         "`value > 0` → `value > 1` after math.isinf(value): +inf exceeds both, -inf neither",
     "homogeneity.rules.normalization.x__affine__mutmut_2":
         "the weight branch taken for weight=None too: product with None (a degree-0 constant) "
@@ -69,14 +69,14 @@ EQUIVALENT: dict[str, str] = {
     "empirical.models.batching.x__decoder_start_id__mutmut_11":
         "getattr(model, 'config', None) → getattr(model, 'config'): only called for models whose "
         "config says is_encoder_decoder, so the config exists",
-    "empirical.measure.scaling.x_call_scaled__mutmut_4":
+    "empirical.measure.scaled.x_call_scaled__mutmut_4":
         "functional_call(args=()) → args=None: None is functional_call's own default for no "
         "positional arguments",
-    "empirical.measure.scaling.x_call_scaled__mutmut_6":
+    "empirical.measure.scaled.x_call_scaled__mutmut_6":
         "functional_call(strict=False) → strict=None: torch only tests `if strict:`",
-    "empirical.measure.scaling.x_call_scaled__mutmut_9":
+    "empirical.measure.scaled.x_call_scaled__mutmut_9":
         "args=() dropped: functional_call's default (None) means no positional arguments",
-    "empirical.measure.scaling.x_call_scaled__mutmut_11":
+    "empirical.measure.scaled.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
     "empirical.measure.similarity.x__prepare__mutmut_48":
         "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "

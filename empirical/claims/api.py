@@ -41,8 +41,8 @@ from empirical.claims.strategies import (
     token_sequences,
 )
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import check_scale
-from empirical.measure.similarity import _forward, _layer_labels, _token_cosines
+from empirical.measure.pipeline import forward, layer_labels, token_cosines
+from empirical.measure.scaled import check_scale
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
 from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
@@ -171,7 +171,7 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
     """Claim: at c·θ every hidden state is within ``eps`` of the exact limit's.
 
     Per hidden state h (embeddings first), the gap is 1 − cos(h(x; c·θ), s-h(x; θ)) averaged over
-    the real tokens, the measure of :func:`empirical.measure.saturation.limit_convergence`; the limit is
+    the real tokens, the measure of :func:`empirical.measure.convergence.limit_convergence`; the limit is
     :func:`saturated.saturate`'s, exact.
 
     Args:
@@ -196,13 +196,13 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
         return lambda **kw: _outputs_at(model, at, **kw)
 
     with torch.inference_mode():
-        target = _forward(model, batch.inputs, run(math.inf))
-        grown = _forward(model, batch.inputs, run(c))
+        target = forward(model, batch.inputs, run(math.inf))
+        grown = forward(model, batch.inputs, run(c))
     gaps: dict[str, float] = {}
     for stack, mask in batch.stacks:
         ours, limit = hidden_states(grown, stack, model), hidden_states(target, stack, model)
-        for label, a, b in zip(_layer_labels(stack, len(ours)), ours, limit):
-            gaps[label] = float(1 - _token_cosines(a, b, mask).mean())
+        for label, a, b in zip(layer_labels(stack, len(ours)), ours, limit):
+            gaps[label] = float(1 - token_cosines(a, b, mask).mean())
     chosen = _choose(list(gaps), layers)
     if any(not gaps[label] <= eps for label in chosen):  # NaN fails too
         listed = ", ".join(f"{label} 1 − cos = {gaps[label]:.3e}" for label in chosen)

@@ -21,9 +21,10 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.measure.pipeline import token_cosines
+from empirical.measure.scaled import call_scaled, check_scale, scaled_parameters
 from empirical.models.provenance import model_record
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 from saturated.errors import SaturationError
 from saturated.saturate import saturate
 
@@ -121,13 +122,8 @@ def random_inputs(sequences: int, length: int, hidden: int = 10, *, seed: int = 
     return torch.randn(sequences, length, hidden, generator=generator, dtype=dtype)
 
 
-def _token_cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    a, b = a.reshape(-1, a.shape[-1]).double(), b.reshape(-1, b.shape[-1]).double()
-    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
-
-
 @dataclass(frozen=True)
-class ComponentSaturation:
+class ComponentSaturation(Result):
     """Figure 5: mean token cosine of each variant's output at c·θ with two references.
 
     Attributes:
@@ -196,10 +192,7 @@ class ComponentSaturation:
         left.set_ylabel("mean token cosine")
         right.legend(fontsize="small", loc="lower right")
         fig.tight_layout()
-        out = Path(path)
-        with atomic_path(out) as temporary:
-            fig.savefig(temporary)
-        return out
+        return save_figure(fig, path)
 
 
 def component_saturation(components: Mapping[str, nn.Module], inputs: torch.Tensor,
@@ -235,8 +228,8 @@ def component_saturation(components: Mapping[str, nn.Module], inputs: torch.Tens
         with torch.no_grad():
             far = _scaled_output(module, ref, inputs, name)
             outputs = [_scaled_output(module, c, inputs, name) for c in cs]
-        to_reference[name] = tuple(float(_token_cosines(out, far).mean()) for out in outputs)
-        to_limit[name] = tuple(float(_token_cosines(out, limit).mean()) for out in outputs)
+        to_reference[name] = tuple(float(token_cosines(out, far).mean()) for out in outputs)
+        to_limit[name] = tuple(float(token_cosines(out, limit).mean()) for out in outputs)
     record = {
         "inputs": {"shape": list(inputs.shape), "dtype": str(inputs.dtype)},
         "components": {name: model_record(module) for name, module in components.items()},

@@ -12,7 +12,7 @@ For every layer and head, on a corpus, each query row i is measured four ways:
   :func:`saturated.bounds.scale_to_saturate_map` certifies the head's *score scale*: the smallest
   factor c such that softmax(c·s) stays within eps of hardmax(s) for every query, for the scores
   the model softmaxed (the rounding of the weights, underflow to 0 included, is enclosed; see
-  :func:`_certified_rows`);
+  :func:`saturated.bounds.certified_row_scales`);
 * the paper's approximation: at 1000·θ, the number of weights above 1e-5.
 
 Per head the paper's three statistics follow exactly: the mean of n_i ("# positions attended"),
@@ -25,27 +25,24 @@ allowed positions, ``"local"`` if to at most two positions, ``"mixed"`` otherwis
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import scaled_forward
-from empirical.measure.similarity import _prepare
+from empirical.measure.pipeline import corpus_record, prepare, texts_of
+from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 from homogeneity.tracing import export_ready
-from saturated.bounds import interval_bits, scale_to_saturate_map
 from saturated.errors import SaturationError
 from saturated.functional import default_rtol
 from saturated.rounding import smallest_subnormal, unit_roundoff
@@ -148,35 +145,60 @@ class HeadBatch:
     real: Tensor  # bool (batch, positions)
 
 
+@dataclass(frozen=True)
+class _LayerSums:
+    """One layer's sums over measured queries, one value per head (float64): the queries counted
+    and left undetermined, n and n², split rows, fractions of allowed positions, attention mass,
+    entropy, agreement of the top set with the limit, and the paper's n, n² and split rows."""
+
+    count: Tensor
+    undetermined: Tensor
+    n: Tensor
+    n2: Tensor
+    split: Tensor
+    fraction: Tensor
+    mass: Tensor
+    entropy: Tensor
+    agree: Tensor
+    paper_n: Tensor | None = None
+    paper_n2: Tensor | None = None
+    paper_split: Tensor | None = None
+
+    def tensors(self) -> dict[str, Tensor]:
+        """The sums by field name (the paper's left out when not measured)."""
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+
+    def __add__(self, other: _LayerSums) -> _LayerSums:
+        mine, theirs = self.tensors(), other.tensors()
+        return _LayerSums(**{name: mine[name] + theirs[name] for name in mine})
+
+
 @dataclass
 class _Totals:
     """Running sums per (layer, head) over queries, and the rows that may set the head's scale."""
 
-    sums: dict[str, Tensor] = field(default_factory=dict)
+    sums: list[_LayerSums] = field(default_factory=list)  # per layer
     margins: list[list[Tensor]] = field(default_factory=list)  # per layer, (heads, rows) chunks
     candidates: list[list[_Candidates]] = field(default_factory=list)
     floor: list[Tensor] = field(default_factory=list)  # per layer and head, the largest lower bound on c*
     rtol: float = 0.0  # the tie tolerance of the attention's dtype
     unit: tuple[float, float] = (0.0, 0.0)  # its unit roundoff and smallest positive number
 
-    def add(self, name: str, value: Tensor) -> None:
-        self.sums[name] = self.sums.get(name, torch.zeros_like(value)) + value
-
 
 @dataclass(frozen=True)
-class HeadAtlas:
+class HeadAtlas(Result):
     """Every head of a model, measured and classified.
 
     Attributes:
         heads: one :class:`HeadStats` per (layer, head), layer-major.
-        layers: the number of layers; ``n_heads`` the heads per layer.
+        num_layers: the number of layers (``layers`` in JSON); ``n_heads`` the heads per layer.
         eps: the tolerance of the certified scales.
         thresholds: the classification thresholds.
         record: model, corpus, dtype, limit settings and versions, for the JSON file.
     """
 
     heads: tuple[HeadStats, ...]
-    layers: int
+    num_layers: int
     n_heads: int
     eps: float
     thresholds: Thresholds
@@ -185,7 +207,7 @@ class HeadAtlas:
     def grid(self) -> list[list[str]]:
         """The classes as a layer × head grid."""
         return [[h.kind for h in self.heads[layer * self.n_heads:(layer + 1) * self.n_heads]]
-                for layer in range(self.layers)]
+                for layer in range(self.num_layers)]
 
     def counts(self) -> dict[str, int]:
         """How many heads of each class."""
@@ -194,7 +216,7 @@ class HeadAtlas:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (schema ``normsat.heads/1``)."""
         return {
-            "schema": SCHEMA, "eps": self.eps, "layers": self.layers, "n_heads": self.n_heads,
+            "schema": SCHEMA, "eps": self.eps, "layers": self.num_layers, "n_heads": self.n_heads,
             "thresholds": {**asdict(self.thresholds),
                            "rule": "global if mean fraction of allowed positions attended >= "
                                    "global_fraction; else local if mean positions attended <= "
@@ -204,14 +226,6 @@ class HeadAtlas:
             "heads": [h.to_dict() for h in self.heads],
             **self.record,
         }
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The atlas as strict JSON, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False, default=str)
-        if path is not None:
-            with atomic_path(Path(path)) as temporary:
-                temporary.write_text(text + "\n", encoding="utf-8")
-        return text
 
     def table(self) -> str:
         """One line per head: class, the exact statistics, the paper's approximation, the scale."""
@@ -250,31 +264,6 @@ def _rounding(dtype: torch.dtype) -> tuple[float, float]:
     return unit_roundoff(dtype), smallest_subnormal(dtype)
 
 
-def _log_error(p: np.ndarray, gap: np.ndarray, u: float, tiny: float) -> np.ndarray:
-    """A bound on |log p̂_j − (s_j − logsumexp(s))| up to one constant per row, for a softmax
-    computed in a format with unit roundoff u from the scores s: rounding x_j = s_j − max(s)
-    moves the exponent by ≤ u·|x_j| (|x_j| is the gap, up to rounding), exp adds ≤ 2 ulp (4u) and
-    the division by the row's sum ≤ u (the sum's own error is one factor for the whole row and
-    cancels in every gap): u·(gap + 8) leaves room for log(1 + r) ≥ r. A subnormal result is off
-    by ≤ ``tiny`` absolutely (2·tiny/p̂ in the log); the float64 log adds ~1e-16 relatively."""
-    with np.errstate(divide="ignore"):
-        return u * (gap + 8.0) + 2 * tiny / p + 1e-15 * (np.abs(np.log(p)) + 1.0)
-
-
-def _scale_bounds(margin: Tensor, tied: Tensor, allowed: Tensor, eps: float,
-                  slack: Tensor) -> tuple[Tensor, Tensor]:
-    """Per row, cheap lower and upper bounds on the certified scale (to pick the rows that may set
-    a head's maximum): with t winners, n allowed, margin δ known to within ``slack``,
-    K = max(1/t, (n − t)/t²), c* ≤ log(K/eps)/(δ − slack), and c* ≥ −log(x)/(δ + slack) where
-    the winners' error with one loser at the margin meets eps, x = eps·t²/(1 − eps·t)."""
-    t, n = tied.double(), allowed.double()
-    k = torch.maximum(1 / t, (n - t) / t**2)
-    upper = torch.log(k / eps).clamp_min(0) / (margin - slack).clamp_min(0)
-    x = eps * t**2 / (1 - eps * t)
-    lower = torch.where((x > 0) & (x < 1), -torch.log(x.clamp(1e-300, 1)) / (margin + slack), 0.0)
-    return lower.nan_to_num(0.0), upper.nan_to_num(math.inf, posinf=math.inf)
-
-
 def _check_finite(plain: Tensor, sums: Tensor, counted: Tensor, layer: int) -> None:
     """Refuse NaN or infinite attention weights in a measured row, naming layer and heads."""
     bad = counted & ~torch.isfinite(sums)
@@ -295,6 +284,8 @@ def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, al
     only per-row results are summed in float64, and only the rows that may set a head's scale are
     kept (all heads at once, no loop over heads or rows).
     """
+    from saturated.bounds import scale_bounds_of_rows  # with mpmath and scipy: loaded on first use
+
     f32 = torch.float32
     counted = queries & (n_allowed >= 2)
     attended = limit > 0  # the limit gives masked positions no weight
@@ -303,14 +294,10 @@ def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, al
     undetermined = torch.isnan(limit.sum(-1))
     mask = counted & ~undetermined  # (batch, heads, queries)
     weight = mask.double()
-    totals.add(f"undetermined{layer}", (counted & undetermined).double().sum((0, 2)))
-    totals.add(f"count{layer}", weight.sum((0, 2)))
-    totals.add(f"n{layer}", (n * weight).sum((0, 2)))
-    totals.add(f"n2{layer}", (n**2 * weight).sum((0, 2)))
-    totals.add(f"split{layer}", ((n > 1).double() * weight).sum((0, 2)))
-    totals.add(f"fraction{layer}", (n / n_allowed.clamp_min(1) * weight).sum((0, 2)))
-    totals.add(f"mass{layer}", ((plain * attended).sum(-1).double() * weight).sum((0, 2)))
-    totals.add(f"entropy{layer}", (torch.special.entr(plain).sum(-1).double() * weight).sum((0, 2)))
+
+    def per_head(rows: Tensor) -> Tensor:
+        return (rows * weight).sum((0, 2))
+
     # Scores at θ up to a per-row constant (masked and underflowed positions have weight 0);
     # ties judged once, as the attention's dtype allows, and that judgement is what the
     # certified scale uses.
@@ -321,14 +308,22 @@ def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, al
     top = plain.amax(-1, keepdim=True)
     smallest = plain.masked_fill(~visible, math.inf).amin(-1, keepdim=True)
     top_set = plain >= top * torch.exp(totals.rtol * smallest.log())
-    totals.add(f"agree{layer}", ((top_set == attended).all(-1).double() * weight).sum((0, 2)))
     second = plain.masked_fill(top_set, 0.0).amax(-1)
     margin = (top[..., 0].double().log() - second.double().log())  # ∞: all visible positions tie
-    if paper is not None:
-        over = (paper > PAPER_THRESHOLD).sum(-1, dtype=f32).double()
-        totals.add(f"pn{layer}", (over * weight).sum((0, 2)))
-        totals.add(f"pn2{layer}", (over**2 * weight).sum((0, 2)))
-        totals.add(f"psplit{layer}", ((over > 1).double() * weight).sum((0, 2)))
+    over = None if paper is None else (paper > PAPER_THRESHOLD).sum(-1, dtype=f32).double()
+    sums = _LayerSums(
+        count=weight.sum((0, 2)), undetermined=(counted & undetermined).double().sum((0, 2)),
+        n=per_head(n), n2=per_head(n**2), split=per_head((n > 1).double()),
+        fraction=per_head(n / n_allowed.clamp_min(1)), mass=per_head((plain * attended).sum(-1).double()),
+        entropy=per_head(torch.special.entr(plain).sum(-1).double()),
+        agree=per_head((top_set == attended).all(-1).double()),
+        paper_n=None if over is None else per_head(over),
+        paper_n2=None if over is None else per_head(over**2),
+        paper_split=None if over is None else per_head((over > 1).double()))
+    if len(totals.sums) <= layer:
+        totals.sums.append(sums)
+    else:
+        totals.sums[layer] = totals.sums[layer] + sums
     heads = n.shape[1]
     if len(totals.margins) <= layer:
         totals.margins.append([])
@@ -336,12 +331,12 @@ def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, al
         totals.floor.append(torch.zeros(heads, dtype=torch.float64))
     totals.margins[layer].append(margin.masked_fill(~mask, math.nan).transpose(0, 1).reshape(heads, -1))
     # The margin's rounding, with the loser's weight at least e^(−δ)/n (it is read from a
-    # log-probability; see _log_error).
+    # log-probability; see saturated.bounds.softmax_log_error).
     u, tiny = totals.unit
     n_keys = n_allowed.expand_as(margin)
     slack = 3 * (u * (margin + 8) + 2 * tiny * n_keys * torch.exp(margin.clamp_max(700))
                  + 1e-15 * (margin + n_keys.log() + 1))
-    lower, upper = _scale_bounds(margin, top_set.sum(-1), n_keys, eps, slack)
+    lower, upper = scale_bounds_of_rows(margin, top_set.sum(-1), n_keys, eps, slack)
     floor = torch.maximum(totals.floor[layer], torch.where(mask, lower, 0.0).amax((0, 2)))
     totals.floor[layer] = floor
     chosen = mask & (upper >= floor[None, :, None]) & torch.isfinite(margin)
@@ -388,128 +383,12 @@ def _merge(chunks: list[_Candidates], floor: Tensor) -> _Candidates | None:
                        torch.cat([pad(c.allowed) for c in chunks]))
 
 
-def _exceeds(t: int, near: np.ndarray, far: np.ndarray, eps: float) -> float:
-    """A certified scale at which a lower bound on the error of t tied winners exceeds eps (0 if
-    none is found): the winners' R/(t(t + R)) with R = Σ e^(−c·near), and the top loser's
-    x/(t + x + S) with x = e^(−c·near[0]) and S = Σ e^(−c·far) (both grow with x and R, fall with
-    S). Each is log-concave in c, so the last crossing of eps is bracketed on a grid, bisected in
-    float64 and checked in ``mpmath.iv`` slightly below it."""
-    if not len(near):
-        return 0.0
-    log_eps, log_t = math.log(eps), math.log(t)
-
-    def log_errors(c: float) -> tuple[float, float]:
-        r = float(np.logaddexp.reduce(-c * near))
-        x = -c * float(near[0])
-        s = float(np.logaddexp.reduce(-c * far)) if len(far) else -math.inf
-        return (r - log_t - float(np.logaddexp(log_t, r)),
-                x - float(np.logaddexp.reduce([log_t, x, s])))
-
-    best = 0.0
-    end = math.log(max(len(near), 2) / (t * eps)) / float(near[0])  # both below eps beyond it
-    grid = np.linspace(0.0, end, 201)[1:]
-    for which in range(2):
-        above = [log_errors(c)[which] > log_eps for c in grid]
-        if not any(above):
-            continue
-        last = max(i for i, a in enumerate(above) if a)
-        lo, hi = float(grid[last]), float(grid[min(last + 1, len(grid) - 1)]) * 1.01
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if log_errors(mid)[which] > log_eps else (lo, mid)
-        c = lo * (1 - 1e-6)
-        if c > best and _certify_exceeds(t, near, far, c, eps, which):
-            best = c
-    return best
-
-
-def _certify_exceeds(t: int, near: np.ndarray, far: np.ndarray, c: float, eps: float, which: int) -> bool:
-    from mpmath import iv  # heavy, and needed only to certify a scale
-
-    with interval_bits(80):
-        scale = iv.mpf(c)
-        terms = [iv.exp(-scale * iv.mpf(float(g))) for g in near]
-        if which == 0:
-            total = sum(terms, iv.mpf(0))
-            error = total / (t * (t + total))
-        else:
-            rest = sum((iv.exp(-scale * iv.mpf(float(g))) for g in far), iv.mpf(0))
-            error = 1 / ((t + rest) / terms[0] + 1)
-        return bool(error.a > iv.mpf(eps).b)
-
-
-def _certified_rows(rows: _Candidates, eps: float,
-                    unit: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Per candidate row, (lo, hi) containing the scale c* of the scores the model actually
-    softmaxed, not of their rounded log-probabilities.
-
-    Each gap g_j = log p̂_top − log p̂_j is known to within β_j (:func:`_log_error` at j and, twice,
-    at the top). The winners' error R/(t(t + R)) grows with R, which falls as any gap grows; with
-    one winner it is the whole error. So lo comes from the row with every gap at g + β (the error
-    there is a lower bound, and weights that underflowed to 0 are left out), hi from the row with
-    every gap at g − β and every underflowed weight at its smallest possible gap. With tied
-    winners the top loser's error x/(t + x + S) grows with its own term x and falls with the
-    others' sum S: hi also covers the row with one loser at min(g − β) and the others at g + β
-    (the largest of those left out), and lo is where the winners' error with every gap at g + β,
-    or the nearest loser's at g + β with the others at g − β, exceeds eps (:func:`_exceeds`).
-    """
-    u, tiny = unit
-    p = rows.weights.double().numpy()
-    winners, allowed = rows.winners.numpy(), rows.allowed.numpy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.log(p)
-        top = np.max(np.where(winners, logs, -np.inf), axis=1, keepdims=True)
-        gap = top - logs
-        p_top = np.exp(top)
-        beta = (_log_error(p, gap, u, tiny) + 2 * _log_error(p_top, np.zeros_like(top), u, tiny)) * (1 + 1e-9)
-    beta = np.where(p > 0, beta, 0.0)  # zero weights (masked or underflowed) are handled apart
-    losers = allowed & ~winners & (p > 0)
-    under = allowed & (p == 0)
-    t = winners.sum(1)
-    hopeless = (losers & (gap - beta <= 0)).any(1)  # rounding may hide a tie: no finite bound
-    low_gap = np.where(losers, gap - beta, np.inf)
-    high_gap = np.where(losers, gap + beta, np.inf)
-    # An underflowed weight is below the format's smallest number: its gap is at least this.
-    under_gap = (top - math.log(tiny) - 2 * _log_error(p_top, np.zeros_like(top), u, tiny)) * (1 - 1e-9)
-    low_gap = np.where(under, under_gap, low_gap)
-    low_gap = np.where(hopeless[:, None], 1.0, np.maximum(low_gap, 0.0))
-
-    def scores(gaps: np.ndarray) -> np.ndarray:
-        return np.where(winners, 0.0, -gaps)
-
-    up, down = scores(high_gap), scores(low_gap)
-    # Tied winners: the top loser at its smallest gap, the others at their largest but one.
-    tied = np.nonzero(t > 1)[0]
-    mixed = np.where(winners[tied], 0.0, -high_gap[tied])
-    if len(tied):
-        nearest = np.argmin(high_gap[tied], axis=1)
-        found = np.isfinite(high_gap[tied, nearest])
-        mixed[np.arange(len(tied))[found], nearest[found]] = -np.inf
-        first = np.min(np.where(losers[tied], gap[tied] - beta[tied], np.inf), axis=1)
-        mixed = np.concatenate([mixed, -first[:, None]], axis=1)
-    width = max(up.shape[1], mixed.shape[1] if len(tied) else 0)
-
-    def widen(a: np.ndarray) -> np.ndarray:
-        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=-np.inf)
-
-    grid = np.concatenate([widen(up), widen(down), widen(mixed)]) if len(tied) else np.concatenate([up, down])
-    # The winners are already split from the losers (by the tie rule of the attention's dtype):
-    # the certificate must not judge ties again.
-    scales = np.array(scale_to_saturate_map(grid, eps, rtol=0.0).rows)
-    m = len(p)
-    lo, hi = scales[:m, 0].copy(), scales[m:2 * m, 1].copy()
-    if len(tied):
-        hi[tied] = np.maximum(hi[tied], scales[2 * m:, 1])
-        for i in tied:
-            near = np.sort(high_gap[i][np.isfinite(high_gap[i])])
-            order = np.argsort(high_gap[i])
-            first = order[0] if np.isfinite(high_gap[i][order[0]]) else -1
-            far = low_gap[i][losers[i] | under[i]]
-            if first >= 0 and losers[i, first]:  # the others' sum, at their smallest gaps
-                far = np.delete(low_gap[i], first)[np.delete(losers[i] | under[i], first)]
-            lo[i] = _exceeds(int(t[i]), near, far, eps)
-    hi[hopeless] = math.inf
-    return lo, hi
+def _reduce_layer_sums(sums: list[_LayerSums]) -> list[_LayerSums]:
+    """Every rank's per-layer sums, added up."""
+    reduced = distributed.reduce_sums({(layer, name): value for layer, record in enumerate(sums)
+                                       for name, value in record.tensors().items()})
+    return [_LayerSums(**{name: reduced[layer, name] for name in record.tensors()})
+            for layer, record in enumerate(sums)]
 
 
 def _across_ranks(totals: _Totals) -> _Totals:
@@ -521,7 +400,7 @@ def _across_ranks(totals: _Totals) -> _Totals:
     ranks = distributed.gather((totals.margins, totals.candidates, totals.floor))
     layers = range(len(totals.floor))
     return _Totals(
-        sums=distributed.reduce_sums(totals.sums),
+        sums=_reduce_layer_sums(totals.sums),
         margins=[[chunk for rank in ranks for chunk in rank[0][layer]] for layer in layers],
         candidates=[[chunk for rank in ranks for chunk in rank[1][layer]] for layer in layers],
         floor=[torch.stack([rank[2][layer] for rank in ranks]).amax(0) for layer in layers],
@@ -530,36 +409,38 @@ def _across_ranks(totals: _Totals) -> _Totals:
 
 def _finish(totals: _Totals, layers: int, heads: int, eps: float, thresholds: Thresholds,
             with_paper: bool) -> tuple[HeadStats, ...]:
+    from saturated.bounds import certified_row_scales  # with mpmath and scipy: loaded on first use
+
     out = []
     for layer in range(layers):
-        sums = {key: totals.sums[f"{key}{layer}"] for key in
-                ("count", "n", "n2", "split", "fraction", "mass", "entropy", "agree")}
-        count = sums["count"].clamp_min(1)
-        mean = sums["n"] / count
-        std = (sums["n2"] / count - mean**2).clamp_min(0).sqrt()
+        sums = totals.sums[layer]
+        count = sums.count.clamp_min(1)
+        mean = sums.n / count
+        std = (sums.n2 / count - mean**2).clamp_min(0).sqrt()
         paper = None
-        if with_paper:
-            pmean = totals.sums[f"pn{layer}"] / count
-            paper = (pmean, (totals.sums[f"pn2{layer}"] / count - pmean**2).clamp_min(0).sqrt(),
-                     totals.sums[f"psplit{layer}"] / count)
+        if with_paper and sums.paper_n is not None and sums.paper_n2 is not None \
+                and sums.paper_split is not None:
+            pmean = sums.paper_n / count
+            paper = (pmean, (sums.paper_n2 / count - pmean**2).clamp_min(0).sqrt(), sums.paper_split / count)
         margins = torch.cat(totals.margins[layer], dim=1).nanmedian(dim=1).values
         scales = [(0.0, 0.0)] * heads
         rows = _merge(totals.candidates[layer], totals.floor[layer])
         if rows is not None:
-            lo, hi = _certified_rows(rows, eps, totals.unit)
+            lo, hi = certified_row_scales(rows.weights.double().numpy(), rows.winners.numpy(),
+                                          rows.allowed.numpy(), eps, totals.unit)
             head_of = rows.head.numpy()
             scales = [(float(lo[head_of == h].max()), float(hi[head_of == h].max()))
                       if (head_of == h).any() else (0.0, 0.0) for h in range(heads)]
         for h in range(heads):
-            fraction = float(sums["fraction"][h] / count[h])
+            fraction = float(sums.fraction[h] / count[h])
             out.append(HeadStats(
                 layer=layer, head=h, kind=thresholds.classify(float(mean[h]), fraction),
-                queries=int(sums["count"][h]), positions=float(mean[h]), positions_std=float(std[h]),
-                split=float(sums["split"][h] / count[h]), fraction=fraction,
-                mass=float(sums["mass"][h] / count[h]), entropy=float(sums["entropy"][h] / count[h]),
+                queries=int(sums.count[h]), positions=float(mean[h]), positions_std=float(std[h]),
+                split=float(sums.split[h] / count[h]), fraction=fraction,
+                mass=float(sums.mass[h] / count[h]), entropy=float(sums.entropy[h] / count[h]),
                 margin=math.inf if math.isnan(float(margins[h])) else float(margins[h]),
-                agreement=float(sums["agree"][h] / count[h]), scale=scales[h],
-                undetermined=int(totals.sums[f"undetermined{layer}"][h]),
+                agreement=float(sums.agree[h] / count[h]), scale=scales[h],
+                undetermined=int(sums.undetermined[h]),
                 paper_positions=None if paper is None else float(paper[0][h]),
                 paper_std=None if paper is None else float(paper[1][h]),
                 paper_split=None if paper is None else float(paper[2][h]),
@@ -655,26 +536,22 @@ def head_atlas(
     >>> from empirical.models.loading import load_model
     >>> model, tokenizer = load_model("minilm", num_layers=1)
     >>> atlas = head_atlas(model, tokenizer, ["The cat sat on the mat."], paper=False)
-    >>> atlas.layers, atlas.n_heads, sorted(atlas.counts())
+    >>> atlas.num_layers, atlas.n_heads, sorted(atlas.counts())
     (1, 12, ['global', 'local', 'mixed'])
     """
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
         raise EmpiricalError("the head atlas reads one stack of self-attention; encoder–decoder "
                              "models are not supported")
-    texts = list(sentences)
+    texts = texts_of(sentences)
     # Under torchrun each rank measures its share of the batches (empirical.distributed).
-    _, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
-                          sharded=True)
-    prepared = [HeadBatch(b.inputs, b.stacks[0][1]) for b in batches]
-    atlas = measure_heads(model, prepared, causal=_is_causal(model), eps=eps, settings=settings,
+    prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size, sharded=True)
+    batches = [HeadBatch(b.inputs, b.stacks[0][1]) for b in prepared.batches]
+    atlas = measure_heads(model, batches, causal=_is_causal(model), eps=eps, settings=settings,
                           paper=paper, thresholds=thresholds,
                           progress=progress and distributed.is_writer(), sharded=True)
-    corpus = sentences.to_dict() if isinstance(sentences, Corpus) else {
-        "source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
-    tokens = sum(int(b.stacks[0][1].sum()) for b in batches)
-    record = {**atlas.record, "corpus": corpus, "batch_size": batch_size, "max_length": max_length,
-              "distributed": distributed.provenance(tokens)}
-    return HeadAtlas(atlas.heads, atlas.layers, atlas.n_heads, eps, atlas.thresholds, record)
+    record = {**atlas.record, "corpus": corpus_record(sentences, texts), "batch_size": batch_size,
+              "max_length": max_length, "distributed": distributed.provenance(prepared.n_tokens())}
+    return HeadAtlas(atlas.heads, atlas.num_layers, atlas.n_heads, eps, atlas.thresholds, record)
 
 
 _COLORS = {"local": "#1f77b4", "mixed": "#bbbbbb", "global": "#d62728"}
@@ -700,7 +577,7 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_xticks(range(0, atlas.n_heads, max(1, atlas.n_heads // 12)))
-        ax.set_yticks(range(0, atlas.layers, max(1, atlas.layers // 12)))
+        ax.set_yticks(range(0, atlas.num_layers, max(1, atlas.num_layers // 12)))
         counts = atlas.counts()
         ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
         ax.legend(handles=[Patch(color=_COLORS[k], label=k) for k in CLASSES], fontsize=7,
@@ -725,7 +602,4 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out = Path(path)
-    with atomic_path(out) as temporary:
-        fig.savefig(temporary, format=out.suffix.lstrip(".") or "png")
-    return out
+    return save_figure(fig, path)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from empirical.measure.similarity import SimilarityResult
-from empirical.outputs import atomic_path
+from empirical.outputs import save_figure
 
 __all__ = ["PLOT_SUFFIXES", "plot_similarity", "text_color"]
 
@@ -69,7 +69,4 @@ def plot_similarity(
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    out = Path(path)
-    with atomic_path(out) as temporary:
-        fig.savefig(temporary)
-    return out
+    return save_figure(fig, path)

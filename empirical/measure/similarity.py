@@ -14,31 +14,30 @@ were left out. A layer with no determined token has no value (NaN; null in JSON)
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import check_scale, scaled_forward
-from empirical.models.batching import (
-    Batch,
-    TokenizedCorpus,
-    hidden_state_field,
+from empirical.measure.pipeline import (
+    Sums,
+    corpus_record,
+    forward,
     hidden_states,
-    make_batches,
-    tokenize,
+    layer_labels,
+    prepare,
+    run_record,
+    texts_of,
+    token_cosines,
 )
+from empirical.measure.scaled import check_scale, scaled_forward
 from empirical.models.corpus import Corpus
-from empirical.models.provenance import model_record, versions
-from empirical.outputs import write_text
+from empirical.outputs import Result
 
 __all__ = ["SimilarityResult", "representation_similarity"]
 
@@ -47,7 +46,7 @@ _SINGLE_STACK = "all"  # the JSON label of the token count of a single-stack mod
 
 
 @dataclass(frozen=True)
-class SimilarityResult:
+class SimilarityResult(Result):
     """Per-layer similarity of a model's representations at θ and at c·θ.
 
     Attributes:
@@ -140,13 +139,6 @@ class SimilarityResult:
             n_undetermined=tuple(layer.get("undetermined_tokens", 0) for layer in layers),
         )
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The result as JSON text, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2, default=str, allow_nan=False)
-        if path is not None:
-            write_text(text + "\n", path)
-        return text
-
     def table(self) -> str:
         """A plain-text table, one row per layer; a layer with undetermined tokens is marked and
         listed below the table.
@@ -176,22 +168,6 @@ class SimilarityResult:
         return "\n".join(rows)
 
 
-def _layer_labels(stack: str, count: int) -> list[str]:
-    prefix = f"{stack} " if stack else ""
-    return [f"{prefix}embeddings", *(f"{prefix}layer {i}" for i in range(1, count))]
-
-
-def _token_cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Cosines of the real tokens' vectors, in float64.
-
-    float64, because hidden states at c·θ can be ~c³ in size and because float32 rounding lets a
-    cosine of 1 come out as 1 + 1e-7, outside [−1, 1].
-    """
-    a, b = a[mask].double(), b[mask].double()
-    norms = (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(torch.finfo(a.dtype).tiny)
-    return ((a * b).sum(-1) / norms).clamp(-1.0, 1.0)  # rounding can put a parallel pair at 1 + ε
-
-
 def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mask: torch.Tensor,
                       where: str, undetermined: bool = False) -> None:
     """Raise on a hidden state that overflowed; with ``undetermined`` (the exact limit), NaN marks
@@ -209,61 +185,6 @@ def _raise_non_finite(states: Sequence[torch.Tensor], labels: Sequence[str], mas
                 f"hidden state '{label}' is not finite {where} in {state.dtype} (overflow); use "
                 f"{remedy}"
             )
-
-
-def _forward(
-    model: nn.Module, inputs: dict[str, torch.Tensor], run: Callable[..., Any] | None = None
-) -> Any:
-    """One forward pass asking for hidden states: the model's own, or ``run`` (e.g. at c·θ)."""
-    options = {**inputs, "output_hidden_states": True, "return_dict": True}
-    try:
-        return (run or model)(**options)
-    except TypeError as err:
-        if "argument" not in str(err):  # a bug inside forward, not a signature that does not fit
-            raise
-        raise EmpiricalError(
-            f"expected a Hugging Face model whose forward accepts output_hidden_states=True and "
-            f"returns hidden states; {type(model).__name__}.forward does not ({err})"
-        ) from err
-
-
-def _prepare(
-    model: nn.Module, tokenizer: Any, texts: Sequence[str], *, max_length: int, batch_size: int,
-    sharded: bool = False,
-) -> tuple[TokenizedCorpus, list[Batch]]:
-    """Checks shared by every per-layer measurement, then tokens and length-sorted batches.
-
-    ``sharded``: under ``torchrun``, check that every rank has the same text and keep this rank's
-    share of the batches (:mod:`empirical.distributed`); the caller then adds up its sums with
-    :func:`empirical.distributed.reduce_sums`.
-    """
-    if not texts:
-        raise EmpiricalError("expected at least one sentence, got an empty list")
-    if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
-        raise EmpiricalError(
-            f"expected a transformer (an nn.Module with parameters), got {type(model).__name__}"
-        )
-    if model.training:
-        raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
-    for name, parameter in model.named_parameters():
-        if not torch.isfinite(parameter).all():
-            raise EmpiricalError(
-                f"parameter '{name}' has non-finite entries (NaN or ±inf); expected finite θ: the "
-                "checkpoint or the model is broken, not the precision"
-            )
-    device = next(model.parameters()).device
-    tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
-    batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
-    if not sharded:
-        return tokens, batches
-    distributed.check_same_corpus(Corpus(tuple(texts), "").sha256)
-    return tokens, distributed.shard(batches)
-
-
-def _read_fields(batches: Sequence[Batch]) -> set[str]:
-    """The output fields a per-layer measurement reads: the hidden states of every stack (an exact
-    limit computes only these)."""
-    return {hidden_state_field(stack) for batch in batches for stack, _ in batch.stacks}
 
 
 def representation_similarity(
@@ -308,68 +229,57 @@ def representation_similarity(
     True
     """
     c = check_scale(scale)
-    texts = [sentences] if isinstance(sentences, str) else list(sentences)  # a string: one sentence
-    if not all(isinstance(text, str) for text in texts):
-        kinds = sorted({type(text).__name__ for text in texts if not isinstance(text, str)})
-        raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
-    tokens, batches = _prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
-                               sharded=True)
-    grow = scaled_forward(model, c, _read_fields(batches), undetermined="nan")
+    texts = texts_of(sentences)
+    prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
+                       sharded=True)
+    grow = scaled_forward(model, c, prepared.fields(), undetermined="nan")
 
-    sums: dict[str, torch.Tensor] = {}
-    counts: dict[str, int] = {}
+    sums = Sums()
     labels: dict[str, list[str]] = {}
     unknown: dict[str, torch.Tensor] = {}  # per stack, (layer, sentence): undetermined tokens
-    with torch.inference_mode():
-        for batch in tqdm(batches, desc=f"similarity c={c:g}", unit="batch",
-                          disable=not progress or not distributed.is_writer()):
-            plain = _forward(model, batch.inputs)
-            grown = _forward(model, batch.inputs, grow)
-            for stack, mask in batch.stacks:
-                ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
-                names = labels.setdefault(stack, _layer_labels(stack, len(ours)))
-                per_token = [_token_cosines(a, b, mask) for a, b in zip(ours, theirs)]
-                cosines = torch.stack([values.nansum() for values in per_token])
-                if not torch.isfinite(torch.stack([values.sum() for values in per_token])).all():
-                    # a non-finite vector makes its cosine NaN; in the exact limit, NaN is a
-                    # token whose limit is undetermined
-                    _raise_non_finite(ours, names, mask, "at θ")
-                    _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}", math.isinf(c))
-                    table = unknown.setdefault(
-                        stack, torch.zeros(len(per_token), len(texts), dtype=torch.float64))
-                    owner = torch.tensor(batch.indices).unsqueeze(1).expand(mask.shape)[mask]
-                    for layer, values in enumerate(per_token):
-                        table[layer].index_add_(0, owner, torch.isnan(values).double())
-                sums[stack] = sums.get(stack, torch.zeros_like(cosines)) + cosines
-                counts[stack] = counts.get(stack, 0) + int(mask.sum())
-    ranks = distributed.provenance(next(iter(counts.values())))  # every stack has the same tokens
-    sums, counts = distributed.reduce_sums(sums), distributed.reduce_counts(counts)
+    for batch in prepared.iterate(f"similarity c={c:g}", progress=progress):
+        plain = forward(model, batch.inputs)
+        grown = forward(model, batch.inputs, grow)
+        for stack, mask in batch.stacks:
+            ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
+            names = labels.setdefault(stack, layer_labels(stack, len(ours)))
+            per_token = [token_cosines(a, b, mask) for a, b in zip(ours, theirs)]
+            cosines = torch.stack([values.nansum() for values in per_token])
+            if not torch.isfinite(torch.stack([values.sum() for values in per_token])).all():
+                # a non-finite vector makes its cosine NaN; in the exact limit, NaN is a token
+                # whose limit is undetermined
+                _raise_non_finite(ours, names, mask, "at θ")
+                _raise_non_finite(theirs, names, mask, f"at c·θ with c={c:g}", math.isinf(c))
+                table = unknown.setdefault(
+                    stack, torch.zeros(len(per_token), len(texts), dtype=torch.float64))
+                owner = torch.tensor(batch.indices).unsqueeze(1).expand(mask.shape)[mask]
+                for layer, values in enumerate(per_token):
+                    table[layer].index_add_(0, owner, torch.isnan(values).double())
+            sums.add(stack, cosines)
+            sums.count(stack, int(mask.sum()))
+    ranks = sums.provenance()  # every stack has the same tokens
+    totals, counts = sums.reduced()
     if math.isinf(c):  # every rank takes part in the reduction, with or without undetermined tokens
         unknown = distributed.reduce_sums(
-            {stack: unknown.get(stack, torch.zeros(len(labels[stack]), len(texts))) for stack in sums})
+            {stack: unknown.get(stack, torch.zeros(len(labels[stack]), len(texts), dtype=torch.float64))
+             for stack in totals})
     left = {stack: unknown[stack].sum(1) if stack in unknown else torch.zeros(len(labels[stack]))
-            for stack in sums}
-    layers = [name for stack in sums for name in labels[stack]]
-    stacks = [stack for stack in sums for _ in labels[stack]]
+            for stack in totals}
+    layers = [name for stack in totals for name in labels[stack]]
+    stacks = [stack for stack in totals for _ in labels[stack]]
     means = [float(v) if n < counts[stack] else math.nan
-             for stack in sums for v, n in zip(sums[stack] / (counts[stack] - left[stack]), left[stack])]
+             for stack in totals for v, n in zip(totals[stack] / (counts[stack] - left[stack]), left[stack])]
     undetermined = tuple(tuple(torch.nonzero(row).flatten().tolist()) if stack in unknown else ()
-                         for stack in sums for row in unknown.get(stack, torch.zeros(len(labels[stack]), 0)))
-    n_undetermined = tuple(int(n) for stack in sums for n in left[stack])
+                         for stack in totals
+                         for row in unknown.get(stack, torch.zeros(len(labels[stack]), 0)))
+    n_undetermined = tuple(int(n) for stack in totals for n in left[stack])
+    run = run_record(model)
     record = {
-        "model": model_record(model),
-        "dtype": str(next(model.parameters()).dtype),
-        "device": str(next(model.parameters()).device),
-        "batch_size": batch_size,
-        "corpus": sentences.to_dict() if isinstance(sentences, Corpus) else {
-            "source": "in-memory list", "n_sentences": len(texts),
-            "sha256": Corpus(tuple(texts), "").sha256,
-        },
-        "versions": versions(),
-        "distributed": ranks,
+        "model": run["model"], "dtype": run["dtype"], "device": run["device"], "batch_size": batch_size,
+        "corpus": corpus_record(sentences, texts), "versions": run["versions"], "distributed": ranks,
     }
     return SimilarityResult(
         layers=tuple(layers), per_layer=tuple(means), stacks=tuple(stacks), scale=c, n_sentences=len(texts),
-        n_tokens=dict(counts), n_truncated=tokens.n_truncated, max_length=tokens.max_length,
+        n_tokens=dict(counts), n_truncated=prepared.tokens.n_truncated, max_length=prepared.tokens.max_length,
         record=record, undetermined=undetermined, n_undetermined=n_undetermined,
     )

@@ -51,7 +51,7 @@ import numpy as np
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["LAWS", "Fit", "Law", "best_fit", "choose_law", "decay_rate", "extrapolation_scores", "fit_growth",
+__all__ = ["LAWS", "Fit", "Law", "best_fit", "choose_law", "extrapolation_scores", "fit_growth",
            "fit_law", "fit_norm_growth", "growth_curve", "layer_growth", "parameter_intervals",
            "skipped_lines"]
 
@@ -502,26 +502,6 @@ def best_fit(growth: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     return next((dict(fit) for fit in growth["fits"] if fit["law"] == growth["best"]), None)
 
-
-def decay_rate(scales: Sequence[float], gaps: Sequence[float], *, floor: float = 1e-12) -> float:
-    """The exponent r of ``gap ≈ C·c^(−r)``: minus the least-squares slope of log gap on log c
-    (``scipy.stats.linregress``), over the scales above 1 whose gap exceeds ``floor``.
-
-    NaN when fewer than two points remain (already exact at every scale).
-
-    >>> round(decay_rate([1, 10, 100, 1000], [0.5, 3e-2, 3e-4, 3e-6]), 6)
-    2.0
-    >>> decay_rate([1, 10, 100], [0.5, 0.0, 0.0])
-    nan
-    """
-    from scipy.stats import linregress
-
-    points = [(math.log(c), math.log(gap)) for c, gap in zip(scales, gaps, strict=True)
-              if c > 1 and gap > floor]
-    if len(points) < 2:
-        return math.nan
-    xs, ys = zip(*points, strict=True)
-    return -float(linregress(xs, ys).slope)
 
 
 def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: int = 200

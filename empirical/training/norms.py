@@ -36,7 +36,7 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import write_text
+from empirical.outputs import save_figure, write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
 
@@ -509,11 +509,7 @@ def plot_records(
     title: str = "",
 ) -> Path:
     """Write :func:`render_records` to a PNG file; returns its path."""
-    png = render_records(records, fitted=fitted, title=title)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(png)
-    return out
+    return save_figure(render_records(records, fitted=fitted, title=title), path)
 
 
 def render_records(

@@ -9,6 +9,7 @@ from typing import Any
 
 from empirical.errors import EmpiricalError
 from empirical.measure.plotting import text_color
+from empirical.outputs import save_figure
 from empirical.training.fits import growth_curve
 from empirical.training.norms import plot_records
 
@@ -126,10 +127,7 @@ def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: st
 
 
 def _save(fig: Any, path: str | Path) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, bbox_inches="tight")  # tight: colorbars and rotated step labels stay inside
-    return out
+    return save_figure(fig, path, bbox_inches="tight")  # tight: colorbars and rotated step labels stay inside
 
 
 def _final_norm(cell: Mapping[str, Any] | None) -> float:

@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import call_scaled, check_scale, scaled_parameters
+from empirical.measure.scaled import call_scaled, check_scale, parameter_norm, scaled_parameters
 from empirical.models.provenance import model_record
-from empirical.outputs import atomic_path
+from empirical.outputs import Result, save_figure
 
 __all__ = [
     "Projection",
@@ -94,7 +94,7 @@ def gradient_projections(model: nn.Module, scale: float, losses: Sequence[Callab
     if not isinstance(output, torch.Tensor):
         raise EmpiricalError(f"expected the model to return one tensor, got {type(output).__name__}")
     found = []
-    norm = math.sqrt(sum(float(p.detach().double().square().sum()) for p in params.values()))
+    norm = parameter_norm(params.values())
     for loss in losses:
         leaf = output.detach().requires_grad_(True)
         value = loss(leaf)
@@ -141,7 +141,7 @@ def equilibrium_scale(scales: Sequence[float], projections: Sequence[float]) -> 
 
 
 @dataclass(frozen=True)
-class ProjectionCurves:
+class ProjectionCurves(Result):
     """Figure 1: projections over a grid of scales and accuracies, for each variant.
 
     Attributes:
@@ -232,8 +232,7 @@ class ProjectionCurves:
         bottom.legend(fontsize="small")
         fig.tight_layout()
         out = Path(path)
-        with atomic_path(out) as temporary:
-            fig.savefig(temporary)
+        save_figure(fig, out)
         return out
 
 
@@ -299,7 +298,7 @@ def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor,
                     raise EmpiricalError(f"the projection of '{name}' at c = {c:g}, a = {a:g} is not "
                                          f"finite in {inputs.dtype}; use float64 or smaller scales")
                 curves[a].append(projection.value)
-        norms[name] = float(torch.cat([p.detach().double().flatten() for p in module.parameters()]).norm())
+        norms[name] = parameter_norm(module.parameters())
         projections[name] = {a: tuple(values) for a, values in curves.items()}
     record = {
         "inputs": {"shape": list(inputs.shape), "dtype": str(inputs.dtype), "samples": samples},

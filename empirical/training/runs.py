@@ -36,11 +36,12 @@ from tqdm.auto import tqdm
 from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.errors import EmpiricalError
+from empirical.measure.scaled import parameter_norm
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import check_output_dir, write_json
+from empirical.outputs import Result, check_output_dir
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
 from homogeneity import Grade, HomogeneityError, analyze
@@ -400,10 +401,6 @@ def _next_token(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torc
     return loss, (logits.argmax(-1) == targets).sum()
 
 
-def _parameter_norm(model: nn.Module) -> float:
-    return math.sqrt(sum(float(p.detach().double().square().sum()) for p in model.parameters()))
-
-
 @dataclass
 class _Data:
     tokenizer: CompactTokenizer
@@ -435,7 +432,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
     loss_value = total / predictions
     result: dict[str, Any] = {
         "step": step, "loss": loss_value, "perplexity": math.exp(min(loss_value, 700.0)),
-        "accuracy": correct / predictions, "norm": _parameter_norm(model),
+        "accuracy": correct / predictions, "norm": parameter_norm(model.parameters()),
     }
     if config.limit_similarity:
         sentences = data.heldout_sentences[: config.eval_sentences]
@@ -449,7 +446,7 @@ def _evaluate(config: TrainConfig, model: nn.Module, data: _Data, step: int) -> 
 
 
 @dataclass
-class TrainResult:
+class TrainResult(Result):
     """What a run produced: per-step records, log-spaced evaluations, checkpoint cosines, fits.
 
     Attributes:
@@ -487,9 +484,12 @@ class TrainResult:
                 "checkpoints": self.checkpoints, "records": self.records,
                 "vocabulary": self.vocabulary, "provenance": self.provenance}
 
-    def to_json(self, path: str | Path) -> Path:
-        """Write strict JSON (a NaN or infinity is an error) to ``path``, atomically."""
-        return write_json(self.to_dict(), path)
+    def table(self) -> str:
+        """Plain text: one row per evaluation step (held-out loss, accuracy, ‖θ‖)."""
+        rows = [f"{'step':>8}  {'loss':>8}  {'accuracy':>8}  {'norm':>10}"]
+        rows += [f"{e['step']:>8}  {e['loss']:>8.4f}  {e['accuracy']:>8.4f}  {e['norm']:>10.4f}"
+                 for e in self.evaluations]
+        return "\n".join(rows)
 
 
 def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,

@@ -18,8 +18,8 @@ import transformers
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
+from empirical.measure.convergence import limit_convergence
 from empirical.measure.heads import head_atlas
-from empirical.measure.saturation import limit_convergence
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import minilm_path

@@ -153,7 +153,7 @@ def test_classes_are_stable_across_corpora() -> None:
 
 def test_json_and_plot(reference_atlas: Any, tmp_path: Any) -> None:
     _, atlas = reference_atlas
-    data = json.loads(atlas.to_json(tmp_path / "heads.json"))
+    data = json.loads(atlas.to_json(tmp_path / "heads.json").read_text())
     assert data["schema"] == "normsat.heads/1"
     assert [(h["layer"], h["head"], h["class"]) for h in data["heads"]] == [
         (0, 0, "global"), (0, 1, "local"), (0, 2, "mixed")]

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import homogeneity
-from empirical.measure.scaling import call_scaled, scaled_forward, scaled_parameters
+from empirical.measure.scaled import call_scaled, scaled_forward, scaled_parameters
 from homogeneity.verify import check_euler, check_scaling
 from saturated.errors import SaturationError
 from saturated.saturate import saturate

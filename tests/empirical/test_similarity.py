@@ -99,14 +99,14 @@ def test_bad_scales_say_what_is_expected(small_models, scale):
         representation_similarity(model, tokenizer, SENTENCES[:1], scale=scale)
 
 
-def test_infinite_scale_is_the_limit_of_growing_scales():
+def test_infinite_scale_is_the_limit_of_growing_scales(tmp_path):
     model, tokenizer = load_model("minilm", num_layers=2, dtype=torch.float64)
     limit = representation_similarity(model, tokenizer, SENTENCES[:3], scale=float("inf"))
     far = representation_similarity(model, tokenizer, SENTENCES[:3], scale=1e7)
     near = representation_similarity(model, tokenizer, SENTENCES[:3], scale=10.0)
     assert limit.per_layer == pytest.approx(far.per_layer, abs=1e-4)
     assert max(abs(a - b) for a, b in zip(limit.per_layer, near.per_layer)) > 1e-3  # c = 10 is not yet there
-    data = json.loads(limit.to_json())
+    data = json.loads(limit.to_json(tmp_path / "limit.json").read_text())
     assert data["scale"] is None and data["exact_limit"] is True
     assert SimilarityResult.from_dict(data).scale == math.inf
     assert "c→∞ limit" in limit.table()
@@ -165,7 +165,7 @@ def test_model_without_hidden_states_is_a_clear_error(small_models):
 def test_json_records_what_reproduces_the_number(small_models, tmp_path):
     model, tokenizer = small_models["gpt2"]
     result = representation_similarity(model, tokenizer, load_corpus(n=3), scale=10.0)
-    data = json.loads(result.to_json(tmp_path / "r.json"))
+    data = json.loads(result.to_json(tmp_path / "r.json").read_text())
     assert data == json.loads((tmp_path / "r.json").read_text())
     assert data["schema"] == "normsat.similarity/1" and data["scale"] == 10.0
     assert [layer["name"] for layer in data["layers"]] == list(result.layers)

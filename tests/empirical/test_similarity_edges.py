@@ -22,15 +22,9 @@ from transformers import BertConfig, BertModel, T5Config, T5Model
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
-from empirical.measure import similarity
-from empirical.measure.similarity import (
-    SimilarityResult,
-    _layer_labels,
-    _prepare,
-    _read_fields,
-    _token_cosines,
-    representation_similarity,
-)
+from empirical.measure import pipeline
+from empirical.measure.pipeline import layer_labels, prepare, read_fields, token_cosines
+from empirical.measure.similarity import SimilarityResult, representation_similarity
 from empirical.models.batching import TokenizedCorpus, check_token_ids, make_batches, tokenize
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
@@ -79,22 +73,22 @@ def _by_hand(model: nn.Module, sentences: list[str], c: float) -> list[float]:
 
 
 def test_layer_labels_per_stack() -> None:
-    assert _layer_labels("", 3) == ["embeddings", "layer 1", "layer 2"]
-    assert _layer_labels("decoder", 2) == ["decoder embeddings", "decoder layer 1"]
+    assert layer_labels("", 3) == ["embeddings", "layer 1", "layer 2"]
+    assert layer_labels("decoder", 2) == ["decoder embeddings", "decoder layer 1"]
 
 
 def test_token_cosines_use_real_tokens_only_and_survive_zero_vectors() -> None:
     a = torch.tensor([[[1.0, 0.0], [3.0, 4.0], [0.0, 0.0], [9.0, 9.0]]], dtype=torch.float32)
     b = torch.tensor([[[2.0, 0.0], [-3.0, -4.0], [1.0, 1.0], [1.0, -1.0]]], dtype=torch.float32)
     mask = torch.tensor([[True, True, True, False]])
-    cosines = _token_cosines(a, b, mask)
+    cosines = token_cosines(a, b, mask)
     assert cosines.dtype == torch.float64
     assert cosines.tolist() == [1.0, -1.0, 0.0]  # the zero vector's cosine is 0, not NaN
 
 
 def test_token_cosines_of_huge_vectors_stay_within_one() -> None:
     a = torch.full((1, 2, 4), 3e30)
-    assert _token_cosines(a, a * 7, torch.ones(1, 2, dtype=torch.bool)).tolist() == [1.0, 1.0]
+    assert token_cosines(a, a * 7, torch.ones(1, 2, dtype=torch.bool)).tolist() == [1.0, 1.0]
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 4])
@@ -157,8 +151,7 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
                     "undetermined_tokens": 0}],
         "n_sentences": 2, "n_tokens": {"all": 9}, "n_truncated": 1, "max_length": 16, "batch_size": 4,
     }
-    text = result.to_json(tmp_path / "r.json")
-    assert (tmp_path / "r.json").read_text(encoding="utf-8") == text + "\n"
+    text = result.to_json(tmp_path / "r.json").read_text(encoding="utf-8")
     assert SimilarityResult.from_dict(json.loads(text)) == result
     assert result.table() == ("layer       cos(θ, c→∞ limit)\n"
                               "embeddings  1.0000\n"
@@ -172,7 +165,8 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
     assert SimilarityResult.from_dict(two_stacks.to_dict()) == two_stacks
     assert finite.table() == "layer       cos(θ, 1000·θ)\nembeddings  0.5000"
     with pytest.raises(ValueError):
-        SimilarityResult(("embeddings",), (math.nan,), ("",), 2.0, 1, {"": 1}, 0, 8).to_json()
+        SimilarityResult(("embeddings",), (math.nan,), ("",), 2.0, 1, {"": 1}, 0, 8).to_json(
+            tmp_path / "nan.json")
 
 
 def test_from_dict_names_the_schema_it_expected() -> None:
@@ -337,8 +331,8 @@ def test_cosines_of_parallel_vectors_whose_norms_round_low_are_exactly_one_and_m
     ones = torch.ones(1, 1, 3)
     mask = torch.ones(1, 1, dtype=torch.bool)
     assert math.sqrt(3) * math.sqrt(3) < 3
-    assert _token_cosines(ones, ones, mask).tolist() == [1.0]
-    assert _token_cosines(ones, -ones, mask).tolist() == [-1.0]
+    assert token_cosines(ones, ones, mask).tolist() == [1.0]
+    assert token_cosines(ones, -ones, mask).tolist() == [-1.0]
 
 
 @pytest.mark.parametrize("scale", ["inf", None])
@@ -361,7 +355,7 @@ def test_the_exact_limit_flag_alone_marks_the_limit() -> None:
 def test_json_is_indented_by_two_and_writes_other_record_values_as_text(tmp_path: Any) -> None:
     result = SimilarityResult(("embeddings",), (0.5,), ("",), 2.0, 1, {"": 3}, 0, 8,
                               record={"checkpoint": tmp_path / "model.pt", "dtype": torch.float32})
-    text = result.to_json()
+    text = result.to_json(tmp_path / "r.json").read_text()
     assert text.splitlines()[:3] == ["{", '  "schema": "normsat.similarity/1",', '  "scale": 2.0,']
     data = json.loads(text)
     assert (data["checkpoint"], data["dtype"]) == (str(tmp_path / "model.pt"), "torch.float32")
@@ -463,8 +457,8 @@ def test_the_fields_read_are_the_hidden_states_of_every_stack() -> None:
     corpus = TokenizedCorpus(((101, 1001, 102),), 0, 8)
     (single,) = make_batches(_tiny_bert(), WordTokenizer(), corpus, batch_size=1, device="cpu")
     (pair,) = make_batches(_tiny_t5(), WordTokenizer(), corpus, batch_size=1, device="cpu")
-    assert _read_fields([single]) == {"hidden_states"}
-    assert _read_fields([pair]) == {"encoder_hidden_states", "decoder_hidden_states"}
+    assert read_fields([single]) == {"hidden_states"}
+    assert read_fields([pair]) == {"encoder_hidden_states", "decoder_hidden_states"}
 
 
 # --- Preparing the batches: pad id, device, and the rank's share under torchrun. ------------------
@@ -475,7 +469,7 @@ def test_batches_are_padded_with_the_tokenizers_pad_id_when_the_model_has_none()
     model.config.pad_token_id = None
     tokenizer = WordTokenizer()
     tokenizer.pad_token_id = 7
-    tokens, batches = _prepare(model, tokenizer, SENTENCES, max_length=32, batch_size=4)
+    tokens, batches = prepare(model, tokenizer, SENTENCES, max_length=32, batch_size=4)
     assert tokens.ids[1] == (101, 1004, 102)
     ((ids, mask),) = [(b.inputs["input_ids"], b.inputs["attention_mask"]) for b in batches]
     assert ids[0].tolist() == [101, 1004, 102, 7, 7, 7, 7]  # "dddd", the shortest, comes first
@@ -489,9 +483,9 @@ def test_batches_are_built_on_the_device_of_the_model(monkeypatch: pytest.Monkey
         devices.append(device)
         return make_batches(*args, device=device, **kwargs)
 
-    monkeypatch.setattr(similarity, "make_batches", recording)
+    monkeypatch.setattr(pipeline, "make_batches", recording)
     model = _tiny_bert()
-    _prepare(model, WordTokenizer(), SENTENCES, max_length=32, batch_size=4)
+    prepare(model, WordTokenizer(), SENTENCES, max_length=32, batch_size=4)
     assert devices == [next(model.parameters()).device] == [torch.device("cpu")]
 
 
@@ -517,14 +511,14 @@ def rank_one_of_two(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def test_a_sharded_preparation_checks_the_corpus_and_keeps_every_second_batch(
         rank_one_of_two: list[Any]) -> None:
     # Length-sorted: "dddd" (3 tokens), "jj k" (4), "a bb ccc" (5), "ee f gg hhh iiii" (7).
-    _, mine = _prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1,
+    _, mine = prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1,
                        sharded=True)
     assert [b.indices for b in mine] == [(3,), (2,)]
     assert rank_one_of_two == [Corpus(tuple(SENTENCES), "").sha256]
-    _, every = _prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1)
+    _, every = prepare(_tiny_bert(), WordTokenizer(), SENTENCES, max_length=32, batch_size=1)
     assert [b.indices for b in every] == [(1,), (3,), (0,), (2,)]
     with pytest.raises(EmpiricalError, match=r"^the ranks disagree on the corpus"):
-        _prepare(_tiny_bert(), WordTokenizer(), SENTENCES[::-1], max_length=32, batch_size=1,
+        prepare(_tiny_bert(), WordTokenizer(), SENTENCES[::-1], max_length=32, batch_size=1,
                  sharded=True)
 
 

@@ -10,7 +10,7 @@ import pytest
 from empirical.cli.report import SECTIONS, write_report
 from empirical.cli.sections.limit import limit_section
 from empirical.errors import EmpiricalError
-from empirical.measure.saturation import limit_convergence
+from empirical.measure.convergence import limit_convergence
 from empirical.models.loading import load_model
 
 

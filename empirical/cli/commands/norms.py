@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.commands.common import atomic_path, check_outputs, write_json
+from empirical.cli.commands.common import check_outputs, write_json
 from empirical.cli.options import output_options, runtime_options
 from empirical.models.provenance import versions
+from empirical.outputs import save_figure
 from empirical.training.checkpoints import scan_checkpoints
 from empirical.training.fits import fit_norm_growth, growth_curve, skipped_lines
 from empirical.training.norms import render_records
@@ -98,7 +99,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(f"\nJSON: {write_json(data, args.json)}")
     if png is not None:
-        with atomic_path(args.plot) as temporary:
-            temporary.write_bytes(png)
-        print(f"plot: {args.plot}")
+        print(f"plot: {save_figure(png, args.plot)}")
     return 0

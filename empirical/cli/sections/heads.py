@@ -14,7 +14,7 @@ SENTENCES = 20
 def _summary(label: str, atlas: HeadAtlas) -> list[str]:
     """One Markdown row per layer: its heads' classes, and the layer's mean statistics."""
     rows = []
-    for layer in range(atlas.layers):
+    for layer in range(atlas.num_layers):
         heads = atlas.heads[layer * atlas.n_heads:(layer + 1) * atlas.n_heads]
         classes = "".join(h.kind[0].upper() for h in heads)
         mean = sum(h.positions for h in heads) / len(heads)

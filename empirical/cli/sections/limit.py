@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 
 from empirical.cli.sections.context import ReportContext, Section
-from empirical.measure.saturation import Convergence, limit_convergence
+from empirical.measure.convergence import Convergence, limit_convergence
 from empirical.measure.similarity import representation_similarity
-from empirical.training.fits import decay_rate
+from empirical.outputs import save_figure
 
 __all__ = ["limit_section", "plot_convergence"]
 
@@ -38,18 +38,11 @@ def plot_convergence(results: dict[str, Convergence], path: Path, *, title: str 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
-
-
-def _layer_rate(result: Convergence, layer: int) -> float:
-    """The exponent r of 1 − cos ≈ C·c^(−r) of ``layer`` (NaN where the layer is exact)."""
-    return decay_rate(result.scales, [1 - result.to_limit[c][layer] for c in result.scales])
+    return save_figure(fig, path)
 
 
 def _rate(result: Convergence, layer: int) -> str:
-    rate = _layer_rate(result, layer)
+    rate = result.rate(layer)
     return "exact" if math.isnan(rate) else f"{rate:.2f}"
 
 
@@ -91,7 +84,7 @@ def limit_section(ctx: ReportContext) -> Section:
                 "to_limit": {f"{c:g}": list(v) for c, v in result.to_limit.items()},
                 # null where the layer is exact at every c (no rate to fit); JSON has no NaN
                 "rates": [None if math.isnan(r) else r
-                          for r in (_layer_rate(result, i) for i in range(len(result.layers)))]}
+                          for r in (result.rate(i) for i in range(len(result.layers)))]}
         for label, result in converge.items()
     }
     return Section("limit", "Similarity to the exact limit (c = ∞)", markdown, data)

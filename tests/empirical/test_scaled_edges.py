@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from empirical.measure.scaling import call_scaled, check_scale, scaled_forward, scaled_parameters
+from empirical.measure.scaled import call_scaled, check_scale, scaled_forward, scaled_parameters
 from empirical.models.batching import (
     TokenizedCorpus,
     embedding_rows,

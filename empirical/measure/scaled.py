@@ -7,7 +7,7 @@ tensors are never written, so they are bit-identical afterwards, also when the f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import torch
@@ -18,7 +18,17 @@ from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
 
-__all__ = ["call_scaled", "check_scale", "scaled_forward", "scaled_parameters"]
+__all__ = ["call_scaled", "check_scale", "parameter_norm", "scaled_forward", "scaled_parameters"]
+
+
+def parameter_norm(parameters: Iterable[torch.Tensor]) -> float:
+    """‖θ‖: the Euclidean norm of all the tensors together, summed in float64 tensor by tensor (no
+    concatenated copy of θ).
+
+    >>> parameter_norm([torch.tensor([3.0]), torch.tensor([[4.0]])])
+    5.0
+    """
+    return math.sqrt(sum(float(p.detach().double().square().sum()) for p in parameters))
 
 
 def check_scale(scale: float) -> float:

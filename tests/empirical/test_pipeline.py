@@ -1,0 +1,100 @@
+"""The measurement pipeline's pieces, the result protocol and save_figure."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from empirical.measure.components import ComponentSaturation
+from empirical.measure.convergence import Convergence
+from empirical.measure.heads import HeadAtlas, Thresholds
+from empirical.measure.pipeline import Sums, corpus_record, texts_of, token_cosines
+from empirical.measure.similarity import SimilarityResult
+from empirical.outputs import Result, save_figure
+from empirical.training.projection import ProjectionCurves
+from empirical.training.runs import TrainResult
+
+
+def test_sums_add_and_count_by_key() -> None:
+    sums = Sums()
+    sums.add(1.0, torch.tensor([1.0, 2.0]))
+    sums.add(1.0, torch.tensor([0.5, 0.5]))
+    sums.add("x", torch.tensor([3.0]))
+    sums.count("encoder", 4)
+    sums.count("encoder", 2)
+    totals, counts = sums.reduced()
+    assert totals[1.0].tolist() == [1.5, 2.5] and totals[1.0].dtype == torch.float64
+    assert counts == {"encoder": 6}
+    assert sums.provenance()["tokens_per_rank"] == [6]
+
+
+def test_token_cosines_are_clamped_masked_and_float64() -> None:
+    a = torch.tensor([[[1.0, 1e-3], [0.0, 0.0], [5.0, 5.0]]])
+    mask = torch.tensor([[True, True, False]])
+    cosines = token_cosines(a, a * 3, mask)
+    assert cosines.dtype == torch.float64 and cosines.tolist() == [1.0, 0.0]
+    assert token_cosines(a, -a).tolist() == pytest.approx([-1.0, 0.0, -1.0], abs=1e-15)
+    assert token_cosines(a, -a).min() >= -1.0
+
+
+def test_texts_and_corpus_record() -> None:
+    assert texts_of("one") == ["one"]
+    with pytest.raises(Exception, match="expected sentences as strings"):
+        texts_of(["a", 3])  # type: ignore[list-item]
+    assert corpus_record(["a"], ["a"])["source"] == "in-memory list"
+
+
+def _results() -> list[Result]:
+    convergence = Convergence(("embeddings", "layer 1"), (1.0, 10.0, 100.0),
+                              {1.0: (0.5, 0.25), 10.0: (0.9, 0.75), 100.0: (0.99, 0.975)}, 7)
+    return [
+        SimilarityResult(("embeddings",), (0.5,), ("",), 2.0, 1, {"": 3}, 0, 8),
+        convergence,
+        HeadAtlas((), 0, 0, 1e-3, Thresholds()),
+        ComponentSaturation((1.0,), 1000.0, {"v": (0.5,)}, {"v": (0.25,)}, {"v": 1.0}),
+        ProjectionCurves((1.0,), (0.5,), {"v": 2.0}, {"v": {0.5: (-1.0,)}}),
+        TrainResult(config=None, records=[], checkpoints=[],  # type: ignore[arg-type]
+                    evaluations=[{"step": 1, "loss": 2.0, "accuracy": 0.5, "norm": 3.0}],
+                    fits={}, model={}, corpus={}, vocabulary=[]),
+    ]
+
+
+@pytest.mark.parametrize("result", _results(), ids=lambda r: type(r).__name__)
+def test_every_result_writes_its_dictionary_and_returns_the_path(result: Result, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    if isinstance(result, TrainResult):  # a run's config is a dataclass; a stand-in is enough here
+        monkeypatch.setattr("empirical.training.runs.asdict", lambda config: {})
+    out = result.to_json(tmp_path / "sub" / "result.json")
+    assert out == tmp_path / "sub" / "result.json"
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result.to_dict(), default=str))
+    assert isinstance(result.table(), str)
+
+
+def test_convergence_dictionary_and_table() -> None:
+    convergence = _results()[1]
+    data = convergence.to_dict()
+    assert data["schema"] == "normsat.convergence/1" and data["n_tokens"] == 7
+    assert data["layers"][0]["cosine_to_limit"] == [0.5, 0.9, 0.99]
+    assert data["layers"][1]["rate"] == pytest.approx(1.0)
+    assert convergence.table().splitlines()[0].startswith("layer")
+    exact = Convergence(("embeddings",), (1.0, 10.0), {1.0: (1.0,), 10.0: (1.0,)}, 1)
+    assert exact.to_dict()["layers"][0]["rate"] is None and math.isnan(exact.rate(0))
+
+
+def test_save_figure_is_atomic(tmp_path: Path) -> None:
+    class Broken:
+        def savefig(self, path: Any, **options: Any) -> None:
+            Path(path).write_bytes(b"half")
+            raise RuntimeError("renderer failed")
+
+    target = tmp_path / "plot.png"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        save_figure(Broken(), target)
+    assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["plot.png"]
+    assert save_figure(b"\x89PNG", target).read_bytes() == b"\x89PNG"

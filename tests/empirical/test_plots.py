@@ -32,11 +32,11 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
 
 
 class _Atlas:
-    def __init__(self, heads: list[Any], layers: int, n_heads: int) -> None:
-        self.heads, self.layers, self.n_heads = heads, layers, n_heads
+    def __init__(self, heads: list[Any], num_layers: int, n_heads: int) -> None:
+        self.heads, self.num_layers, self.n_heads = heads, num_layers, n_heads
 
     def grid(self) -> list[list[str]]:
-        return [[h.kind for h in self.heads if h.layer == layer] for layer in range(self.layers)]
+        return [[h.kind for h in self.heads if h.layer == layer] for layer in range(self.num_layers)]
 
     def counts(self) -> dict[str, int]:
         return {k: sum(h.kind == k for h in self.heads) for k in CLASSES}

@@ -539,11 +539,12 @@ def test_rule_for_and_rule_table_rows() -> None:
 
 def test_rule_table_markdown_groups_ops_by_rule() -> None:
     lines = rule_table_markdown().splitlines()
-    assert lines[:2] == ["| rule | ops | maths |", "|---|---|---|"]
+    assert lines[:2] == ["| rule | ops | maths | proved lemma |", "|---|---|---|---|"]
     assert len(lines) == 2 + len(BRANCHES)
     (var_row,) = [line for line in lines if line.startswith("| `variance` |")]
     assert var_row == ("| `variance` | `aten.var.correction`, `aten.var.default`, `aten.var.dim` | "
-                       "Var(cᵏz) = c²ᵏ Var(z): degree 2k. |")
+                       "Var(cᵏz) = c²ᵏ Var(z): degree 2k. | Var(cᵏz) = c²ᵏ Var(z): degree 2k, the input's "
+                       "grade |")
     names = [line.split("`")[1] for line in lines[2:]]
     assert names == sorted(names)
     (abs_row,) = [line for line in lines if line.startswith("| `positively_homogeneous` |")]

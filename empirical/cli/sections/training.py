@@ -10,6 +10,7 @@ from typing import Any
 from empirical.cli.sections.context import ReportContext, Section
 from empirical.errors import EmpiricalError
 from empirical.training.fits import best_fit
+from empirical.training.norms import layer_labels
 from empirical.training.plots import plot_norm_comparison, plot_norms, plot_saturation
 from empirical.training.runs import TrainConfig, read_run, train
 
@@ -76,6 +77,7 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
     tail = records[-max(1, len(records) // 10):]
     negative = sum(r["grad_projection"] < 0 for r in records) / len(records)
     cosines = {c["step"]: c["cosine_prev"] for c in run["checkpoints"]}
+    names = layer_labels([row["layer"] for row in run["layer_growth"]])
     lines = [
         f"A `{config['arch']}` causal LM ({config['layers']} layers, width {config['width']}, "
         f"{run['model']['num_parameters']:,} parameters) trained {config['steps']} steps with "
@@ -95,8 +97,8 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
         "",
         "| layer | norm at start | at end | relative growth |",
         "|---|---|---|---|",
-        *(f"| {row['layer']} | {row['start']:.3f} | {row['end']:.3f} | {_cell(row['relative_growth'])} |"
-          for row in run["layer_growth"]),
+        *(f"| {names[row['layer']]} | {row['start']:.3f} | {row['end']:.3f} | "
+          f"{_cell(row['relative_growth'])} |" for row in run["layer_growth"]),
         "",
     ]
     with_saturation = [e for e in run["evaluations"] if "saturation" in e]

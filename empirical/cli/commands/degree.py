@@ -156,10 +156,9 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     if args.certificate:
         check_output(args.certificate, suffixes=(".json",), what="--certificate")
-    with stage_bar(args, "degree", 3 if args.certificate else 2) as bar:
-        bar.set_postfix_str("loading the model")
-        model, example_args, example_kwargs = resolve_model(args)
-        bar.update()
+    # Loaded before the bar: a model that cannot be loaded is a one-line error on a clean stderr.
+    model, example_args, example_kwargs = resolve_model(args)
+    with stage_bar(args, "degree", 2 if args.certificate else 1) as bar:
         bar.set_postfix_str("tracing and deriving")
         with torch.no_grad():
             report = analyze(model, *example_args, params=args.params, **example_kwargs)

@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not {1.0, 0.8} <= set(accuracies):
         raise EmpiricalError(f"expected --accuracies to include 1.0 and 0.8 for --plot (its two top "
                              f"panels), got {accuracies}")
+    if any(not 0.0 <= a <= 1.0 for a in accuracies):
+        raise EmpiricalError(f"expected --accuracies in [0, 1], got {accuracies}")
+    scales = figure1_scales(args.max_scale, args.scale_step)  # bad input fails before any bar
     dtype, device = parse_dtype(args.dtype), check_device(args.device)
     # Built and drawn on the CPU from their seeds (the same numbers on every device), then moved.
     components = {name: module.to(device) for name, module in
@@ -115,10 +118,8 @@ def run(args: argparse.Namespace) -> int:
                            dtype=dtype).to(device)
     with stage_bar(args, "projection", 1 if args.no_saturation else 2) as bar:
         bar.set_postfix_str("Figure 1: gradient projection")
-        curves = projection_curves(components, inputs,
-                                   scales=figure1_scales(args.max_scale, args.scale_step),
-                                   accuracies=accuracies, classes=args.classes, seed=args.seed + 2,
-                                   progress=not args.quiet)
+        curves = projection_curves(components, inputs, scales=scales, accuracies=accuracies,
+                                   classes=args.classes, seed=args.seed + 2, progress=not args.quiet)
         bar.update()
         saturation = None
         if not args.no_saturation:

@@ -26,6 +26,14 @@ __all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
 SCHEMA = "normsat.report/1"
 
 
+LAYERS = (
+    "Every table and figure numbers layers as the similarity section does: `embeddings` is the "
+    "hidden state before the first block, layer 1 the first transformer block and layer L the last. "
+    "Module paths (the degree section) keep the model's own indices from 0 (`encoder.layer.0` is "
+    "layer 1), and so do the `layer` fields of the head atlas in `results.json`."
+)
+"""The report's one statement of its layer numbering."""
+
 SectionFunction = Callable[[ReportContext], Section]
 SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_section, heads_section,
                                    training_section]
@@ -54,6 +62,8 @@ def write_report(
         "",
         f"Model `{ctx.model}` ({_models_compared(ctx.model, ctx.seed)}); corpus "
         f"`{ctx.corpus.source}`, {len(ctx.corpus)} sentences (sha256 `{ctx.corpus.sha256[:16]}…`).",
+        "",
+        LAYERS,
         "",
     ]
     for section in built:

@@ -89,7 +89,8 @@ class HeadStats:
     """One head's measurements (means over its queries unless said otherwise).
 
     Attributes:
-        layer: the layer, from 0.
+        layer: the layer's index, from 0 (in JSON too); tables and plots show index + 1, the
+            numbering of the similarity measure, where layer 1 is the first block.
         head: the head, from 0.
         kind: ``"local"``, ``"mixed"`` or ``"global"`` (``class`` in JSON).
         queries: the queries measured (those with at least two allowed positions).
@@ -228,13 +229,15 @@ class HeadAtlas(Result):
         }
 
     def table(self) -> str:
-        """One line per head: class, the exact statistics, the paper's approximation, the scale."""
+        """One line per head: class, the exact statistics, the paper's approximation, the scale
+        (layer 1 is the first block, as in the similarity measure; heads from 0)."""
         rows = [f"{'layer':>5} {'head':>4}  {'class':<6} {'#pos':>6} {'std(n)':>6} {'split':>5} "
                 f"{'frac':>5} {'mass':>5} {'H':>5}  {'paper #pos/std/split':>20}  scale(eps={self.eps:g})"]
         for h in self.heads:
             paper = ("-" if h.paper_positions is None else
                      f"{h.paper_positions:.2f}/{h.paper_std:.2f}/{h.paper_split:.2f}")
-            rows.append(f"{h.layer:>5} {h.head:>4}  {h.kind:<6} {h.positions:>6.2f} {h.positions_std:>6.2f} "
+            rows.append(f"{h.layer + 1:>5} {h.head:>4}  {h.kind:<6} {h.positions:>6.2f} "
+                        f"{h.positions_std:>6.2f} "
                         f"{h.split:>5.2f} {h.fraction:>5.2f} {h.mass:>5.2f} {h.entropy:>5.2f}  "
                         f"{paper:>20}  {h.scale[1]:.4g}")
         return "\n".join(rows)
@@ -580,6 +583,8 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
         ax.set_yticks(range(0, atlas.num_layers, max(1, atlas.num_layers // 12)))
         counts = atlas.counts()
         ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
+        # rows are indices from 0; labelled as the similarity measure numbers layers (1 = first block)
+        ax.set_yticklabels([str(int(tick) + 1) for tick in ax.get_yticks()])
         ax.legend(handles=[Patch(color=_COLORS[k], label=k) for k in CLASSES], fontsize=7,
                   loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     statistics = (("positions", "# positions attended"), ("positions_std", "std(n)"),

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_GROUPS",
     "NormTracker",
     "ScalarWriter",
+    "layer_labels",
     "layer_of",
     "plot_records",
     "record_scalars",
@@ -87,6 +88,29 @@ def layer_of(name: str) -> str:
     if any(fnmatchcase(name, pattern) for pattern in DEFAULT_GROUPS["embeddings"]):
         return "embeddings"
     return "other"
+
+
+def layer_labels(layers: Sequence[str]) -> dict[str, str]:
+    """How tables and figures name the layers of :func:`layer_of`: as the similarity measure
+    numbers hidden states, so layer 1 is the first block (the module path's index 0); with several
+    stacks, each block's stack is named.
+
+    >>> layer_labels(["embeddings", "blocks.0", "blocks.1", "other"])
+    {'embeddings': 'embeddings', 'blocks.0': 'layer 1', 'blocks.1': 'layer 2', 'other': 'other'}
+    >>> layer_labels(["encoder.block.0", "decoder.block.0"])
+    {'encoder.block.0': 'encoder layer 1', 'decoder.block.0': 'decoder layer 1'}
+    """
+    blocks = {layer: _LAYER.search(layer) for layer in layers}
+    stacks = {layer[: match.start()] for layer, match in blocks.items() if match}
+    labels = {}
+    for layer, match in blocks.items():
+        if match is None:
+            labels[layer] = layer
+            continue
+        stack = layer[: match.start()].rpartition(".")[2]
+        prefix = f"{stack} " if len(stacks) > 1 and stack else ""
+        labels[layer] = f"{prefix}layer {int(match.group(1)) + 1}"
+    return labels
 
 
 def _group_of(name: str, groups: Mapping[str, Sequence[str]]) -> str:
@@ -541,13 +565,14 @@ def render_records(
     total.set_xlabel("step")
     total.set_ylabel("parameter norm ‖θ‖")
     total.legend(fontsize="small", loc="lower right")  # the first records sit at the left
+    labels = layer_labels(list(records[0]["layers"]))
     for index, layer in enumerate(records[0]["layers"]):
         color = f"C{index % 10}"
-        per_layer.plot(steps, [r["layers"][layer] for r in records], color=color, label=layer)
+        per_layer.plot(steps, [r["layers"][layer] for r in records], color=color, label=labels[layer])
         cos = [(r["step"], r["layer_cosine_prev"][layer]) for r in records
                if r["layer_cosine_prev"] is not None and r["layer_cosine_prev"][layer] is not None]
         if cos:
-            cosine.plot(*zip(*cos), color=color, marker=".", label=layer)
+            cosine.plot(*zip(*cos), color=color, marker=".", label=labels[layer])
     per_layer.set_xlabel("step")
     per_layer.set_ylabel("layer norm")
     cosine.set_xlabel("step")

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from empirical.errors import EmpiricalError
 from empirical.measure.scaled import call_scaled, check_scale, parameter_norm, scaled_parameters
@@ -238,7 +239,7 @@ class ProjectionCurves(Result):
 
 def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor, *,
                       scales: Sequence[float], accuracies: Sequence[float], classes: int = 10,
-                      seed: int = 0) -> ProjectionCurves:
+                      seed: int = 0, progress: bool = False) -> ProjectionCurves:
     """Measure Figure 1 for ``components`` on ``inputs`` (every token is one sample).
 
     Args:
@@ -249,6 +250,7 @@ def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor,
         accuracies: fractions a in [0, 1] of samples labelled with their prediction.
         classes: outputs of the random affine layer.
         seed: seeds the affine layer, which samples are wrong, and their wrong labels.
+        progress: a tqdm bar over the components.
 
     >>> from empirical.measure.components import build_components, random_inputs
     >>> parts = build_components(["feed-forward (no biases)"])
@@ -289,7 +291,8 @@ def projection_curves(components: Mapping[str, nn.Module], inputs: torch.Tensor,
     losses = {a: loss_at(a) for a in accs}
     norms: dict[str, float] = {}
     projections: dict[str, dict[float, tuple[float, ...]]] = {}
-    for name, module in components.items():
+    for name, module in tqdm(components.items(), desc="gradient projection", unit="variant",
+                             disable=not progress):
         curves: dict[float, list[float]] = {a: [] for a in accs}
         for c in cs:
             found = gradient_projections(module, c, list(losses.values()), hidden_states=inputs)

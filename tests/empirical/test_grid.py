@@ -69,7 +69,7 @@ def test_a_cell_whose_fit_fails_is_marked_and_the_grid_goes_on(tmp_path, capsys,
             raise EmpiricalError(f"the {law} law did not converge on these {len(steps)} points")
         return real_fit(steps, values, law)
 
-    def in_process(base, lrs, decays, *, jobs):  # monkeypatches do not reach spawned workers
+    def in_process(base, lrs, decays, *, jobs, progress):  # monkeypatches do not reach spawned workers
         cells = []
         for wd in decays:
             for lr in lrs:

@@ -110,3 +110,19 @@ def test_labels_have_no_literal_underscore(drawn: list[Figure], tmp_path: Any) -
     for text in texts:
         plain = re.sub(r"\$[^$]*\$", "", text)  # mathtext renders its underscores as subscripts
         assert "_" not in plain, text
+
+
+def test_layers_are_numbered_as_the_similarity_measure_does(drawn: list[Figure], tmp_path: Any) -> None:
+    """Layer 1 is the first block in the head atlas grid and in the per-layer norm legends."""
+    heads = [SimpleNamespace(layer=layer, head=head, kind="local", positions=1.0, positions_std=0.0,
+                             split=0.0) for layer in range(2) for head in range(3)]
+    plot_atlas({"A": _Atlas(heads, 2, 3)}, tmp_path / "heads.png")
+    grid = next(ax for ax in drawn[-1].axes if ax.get_ylabel() == "layer")
+    assert [t.get_text() for t in grid.get_yticklabels()] == ["1", "2"]
+    records = [{"step": step, "norm": 1.0, "layers": {"embeddings": 1.0, "blocks.0": 1.0, "blocks.1": 1.0},
+                "layer_cosine_prev": None if step == 0 else {"embeddings": 0.9, "blocks.0": 0.9,
+                                                             "blocks.1": 0.9}} for step in range(3)]
+    plot_records(records, tmp_path / "norms.png")
+    legends = [text.get_text() for ax in drawn[-1].axes if ax.get_legend()
+               for text in ax.get_legend().get_texts()]
+    assert {"embeddings", "layer 1", "layer 2"} <= set(legends) and "blocks.0" not in legends

@@ -209,9 +209,12 @@ def test_cli_writes_strict_json_with_provenance_and_both_plots(tmp_path, capsys)
     (["--accuracies", "0.9", "--plot", "x.png"], "include 1.0 and 0.8"),
     (["--no-saturation", "--saturation-plot", "x.png"], "got both"),
     (["--scale-step", "0"], "--scale-step > 0"),
+    (["--accuracies", "1.0", "1.5"], "--accuracies in [0, 1]"),
 ])
 def test_cli_bad_input_is_exit_code_two(extra, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     assert main(["projection", "--variants", EXACT, "--sequences", "1", "--length", "2",
                  "--max-scale", "1", *extra]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1  # one line, before any progress bar

@@ -7,6 +7,7 @@ import json
 from empirical.cli.report import SECTIONS, write_report
 from empirical.cli.sections.context import Section
 from empirical.cli.sections.similarity import similarity_section
+from empirical.cli.sections.training import loss_sentence, saturation_sentence
 
 
 def test_report_with_the_similarity_section(tmp_path):
@@ -29,3 +30,38 @@ def test_a_section_is_one_function(tmp_path):
     assert "## Hello\n\n2 sentences" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "results.json").read_text())["sections"] == {"greeting": {"n": 2}}
     assert similarity_section in SECTIONS
+
+
+def _evaluations(losses, similarities=None):
+    """Hand-made evaluations of a normsat.train run: steps 0, 100, …; the last layer's similarity
+    to the limit at c = ∞ when given."""
+    evaluations = []
+    for index, loss in enumerate(losses):
+        evaluation = {"step": 100 * index, "loss": loss}
+        if similarities is not None:
+            evaluation["saturation"] = {"1000": {"embeddings": 1.0, "layer 1": 0.5, "layer 2": 0.5},
+                                        "inf": {"embeddings": 1.0, "layer 1": 0.5,
+                                                "layer 2": similarities[index]}}
+        evaluations.append(evaluation)
+    return evaluations
+
+
+def test_the_training_section_says_whether_saturation_rose_or_fell():
+    fell = saturation_sentence(_evaluations([3.0, 2.0, 1.0], [0.812, 0.7, 0.431]))
+    assert fell == ("Saturation fell while training: the similarity of layer 2 to the exact limit "
+                    "(c = ∞) went from 0.812 at step 0 to 0.431 at step 200.")
+    rose = saturation_sentence(_evaluations([3.0, 2.0, 1.0], [0.25, 0.5, 0.9375]))
+    assert rose is not None and rose.startswith("Saturation rose while training") and \
+        "from 0.250 at step 0 to 0.938 at step 200" in rose
+    level = saturation_sentence(_evaluations([3.0, 2.0], [0.5, 0.5]))
+    assert level is not None and level.startswith("Saturation stayed level")
+    assert saturation_sentence(_evaluations([3.0, 2.0])) is None  # a run without saturation
+
+
+def test_the_training_section_says_whether_the_run_overfits():
+    overfits = loss_sentence(_evaluations([9.0, 4.47, 5.0, 7.14]))
+    assert overfits == ("Held-out loss was lowest at step 100 (4.470) and rose to 7.140 by step 300: "
+                        "the run overfits.")
+    steady = loss_sentence(_evaluations([9.0, 6.0, 5.5]))
+    assert steady == "Held-out loss was lowest at the last evaluation, step 200 (5.500): the run does " \
+                     "not overfit."

@@ -589,6 +589,7 @@ def test_undetermined_tokens_of_the_exact_limit_are_left_out_and_named(tmp_path:
     assert result.table().endswith("layer 2: 2 of 17 tokens (sentences 0, 2)")
     nothing = SimilarityResult(("embeddings", "layer 1"), (1.0, math.nan), ("", ""), math.inf, 1,
                                {"": 3}, 0, 8, undetermined=((), (0,)), n_undetermined=(0, 3))
-    assert json.loads(nothing.to_json(tmp_path / "nothing.json").read_text(encoding="utf-8"))["layers"][1]["similarity"] is None
+    written = nothing.to_json(tmp_path / "nothing.json").read_text(encoding="utf-8")
+    assert json.loads(written)["layers"][1]["similarity"] is None
     assert "layer 1     undetermined *" in nothing.table()
     assert SimilarityResult.from_dict(nothing.to_dict()).n_undetermined == (0, 3)

@@ -88,6 +88,11 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
     assert section.data["evaluations"] == data["evaluations"]
     assert f"Best law: **{data['best']}**" in section.markdown
     assert "| 6 |" in section.markdown and "layer 1, c = ∞" in section.markdown
+    # ... and says in words what its tables show (the numbers are this run's own)
+    assert "the similarity of layer 1 to the exact limit (c = ∞) went from" in section.markdown
+    assert "Held-out loss was lowest at " in section.markdown
+    # layers as the similarity measure numbers them: blocks.0 is layer 1
+    assert "| layer 1 |" in section.markdown and "blocks.0" not in section.markdown
     assert (tmp_path / "report" / "training_saturation.png").stat().st_size > 0
 
 

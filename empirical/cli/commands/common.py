@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from empirical.cli.options import MODEL_HELP, positive_int
 from empirical.errors import EmpiricalError
@@ -28,9 +29,16 @@ __all__ = [
     "model_spec",
     "parse_dtype",
     "positive_int",
+    "stage_bar",
     "write_json",
     "write_text",
 ]
+
+def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
+    """A progress bar on stderr over a command's ``stages`` (silent with ``--quiet``): name the
+    stage under way with ``set_postfix_str``, count it done with ``update()``."""
+    return tqdm(total=stages, desc=desc, unit="stage", disable=bool(getattr(args, "quiet", False)))
+
 
 def model_spec(args: argparse.Namespace) -> str:
     """The model named on the command line (``--model`` or the positional form)."""

@@ -16,6 +16,7 @@ from empirical.cli.commands.common import (
     load_args_model,
     model_spec,
     parse_dtype,
+    stage_bar,
     write_json,
     write_text,
 )
@@ -55,7 +56,7 @@ def register(subparsers: Any) -> None:
         parents=[model_options(positional=True),
                  device_options(dtype_default=None, dtype_help="float32; a factory's model keeps its own"),
                  output_options(json_help="write the full report as JSON to this path"),
-                 runtime_options(quiet=False, seed_help="seed of the random initialization (default: 0)")],
+                 runtime_options(seed_help="seed of the random initialization (default: 0)")],
     )
     parser.add_argument("--params", action="append", default=None, metavar="GLOB",
                         help="parameters that scale: a name or glob pattern, repeatable "
@@ -155,11 +156,19 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     if args.certificate:
         check_output(args.certificate, suffixes=(".json",), what="--certificate")
+    # Loaded before the bar: a model that cannot be loaded is a one-line error on a clean stderr.
     model, example_args, example_kwargs = resolve_model(args)
-    with torch.no_grad():
-        report = analyze(model, *example_args, params=args.params, **example_kwargs)
-        certificate = certify(model, *example_args, params=args.params, **example_kwargs) \
-            if args.certificate else None
+    with stage_bar(args, "degree", 2 if args.certificate else 1) as bar:
+        bar.set_postfix_str("tracing and deriving")
+        with torch.no_grad():
+            report = analyze(model, *example_args, params=args.params, **example_kwargs)
+            bar.update()
+            certificate = None
+            if args.certificate:
+                bar.set_postfix_str("certificate")
+                certificate = certify(model, *example_args, params=args.params, **example_kwargs)
+                bar.update()
+        bar.set_postfix_str("done")
     print(report.table(depth=args.depth))
     if certificate is not None:
         state = "complete" if certificate.complete else f"INCOMPLETE (no proved lemma for " \

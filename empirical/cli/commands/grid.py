@@ -9,6 +9,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
 from empirical.cli.options import runtime_options
 from empirical.errors import EmpiricalError
@@ -56,8 +58,9 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
 
 
 def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *,
-             jobs: int = 2) -> list[dict[str, Any]]:
-    """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order."""
+             jobs: int = 2, progress: bool = False) -> list[dict[str, Any]]:
+    """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order
+    (``progress``: a tqdm bar counting the finished cells)."""
     if jobs < 1:
         raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
     configs = [replace(base, lr=lr, weight_decay=wd, limit_similarity=False) for wd in decays for lr in lrs]
@@ -65,7 +68,8 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
         config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(run_cell, configs))
+        return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid", unit="cell",
+                         disable=not progress))
 
 
 def _numbers(text: str, what: str) -> list[float]:
@@ -98,7 +102,7 @@ def register(subparsers: Any) -> None:
         description="Train one small LM per (learning rate, weight decay) in parallel processes and "
         "draw the final parameter norm and its best growth law as a heatmap: where norm growth is "
         "tamed and where it runs away. Writes DIR/grid.json and DIR/grid.png.",
-        parents=[runtime_options(quiet=False, seed_help=SEED_HELP)],
+        parents=[runtime_options(seed_help=SEED_HELP)],
     )
     parser.add_argument("--lr", required=True, help="learning rates, comma-separated, e.g. 1e-4,1e-3")
     parser.add_argument("--weight-decay", default="0",
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
     out = check_output_dir(args.out, what="--out")
     base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], limit_similarity=False)
-    cells = run_grid(base, lrs, decays, jobs=args.jobs)
+    cells = run_grid(base, lrs, decays, jobs=args.jobs, progress=not args.quiet)
     document = {"schema": SCHEMA, "config": asdict(base) | {"lr": lrs, "weight_decay": decays},
                 "cells": cells, "versions": versions()}
     path = write_json(document, out / "grid.json")

@@ -7,7 +7,7 @@ import argparse
 import math
 from typing import Any
 
-from empirical.cli.commands.common import check_output, check_outputs, write_json
+from empirical.cli.commands.common import check_output, check_outputs, stage_bar, write_json
 from empirical.cli.options import device_options, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
         parents=[device_options(dtypes=["float32", "float64"], dtype_default="float64"),
                  output_options(json_help="write Figure 1 and Figure 5 data as JSON to this path",
                                 plot=True),
-                 runtime_options(quiet=False, seed_help="seed: components use it, inputs seed + 1, "
+                 runtime_options(seed_help="seed: components use it, inputs seed + 1, "
                                  "the loss seed + 2 (default: 0)")],
     )
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, metavar="NAME",
@@ -107,14 +107,26 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not {1.0, 0.8} <= set(accuracies):
         raise EmpiricalError(f"expected --accuracies to include 1.0 and 0.8 for --plot (its two top "
                              f"panels), got {accuracies}")
+    if any(not 0.0 <= a <= 1.0 for a in accuracies):
+        raise EmpiricalError(f"expected --accuracies in [0, 1], got {accuracies}")
+    scales = figure1_scales(args.max_scale, args.scale_step)  # bad input fails before any bar
     dtype, device = parse_dtype(args.dtype), check_device(args.device)
     # Built and drawn on the CPU from their seeds (the same numbers on every device), then moved.
     components = {name: module.to(device) for name, module in
                   build_components(args.variants, hidden=args.hidden, seed=args.seed, dtype=dtype).items()}
     inputs = random_inputs(args.sequences, args.length, args.hidden, seed=args.seed + 1,
                            dtype=dtype).to(device)
-    curves = projection_curves(components, inputs, scales=figure1_scales(args.max_scale, args.scale_step),
-                               accuracies=accuracies, classes=args.classes, seed=args.seed + 2)
+    with stage_bar(args, "projection", 1 if args.no_saturation else 2) as bar:
+        bar.set_postfix_str("Figure 1: gradient projection")
+        curves = projection_curves(components, inputs, scales=scales, accuracies=accuracies,
+                                   classes=args.classes, seed=args.seed + 2, progress=not args.quiet)
+        bar.update()
+        saturation = None
+        if not args.no_saturation:
+            bar.set_postfix_str("Figure 5: component saturation")
+            saturation = component_saturation(components, inputs, saturation_scales())
+            bar.update()
+        bar.set_postfix_str("done")
     print("Equilibrium norm ρ*(a): the first norm c·ρ₀ with a positive projection (Figure 1)")
     print(curves.table())
     signs = {a: sign_summary(curves, a) for a in (1.0, 0.8) if a in curves.accuracies}
@@ -137,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
         "projection": curves.to_dict(),
         "signs": {str(a): summary for a, summary in signs.items()},
     }
-    if not args.no_saturation:
-        saturation = component_saturation(components, inputs, saturation_scales())
+    if saturation is not None:
         print("\nComponent saturation (Figure 5): cos to f(x; 1000θ) / cos to the exact limit")
         print(saturation.table(REPORTED_SCALES))
         document["saturation"] = saturation.to_dict()

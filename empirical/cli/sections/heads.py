@@ -14,14 +14,16 @@ SENTENCES = 20
 def _summary(label: str, atlas: HeadAtlas) -> list[str]:
     """One Markdown row per layer: its heads' classes, and the layer's mean statistics."""
     rows = []
-    for layer in range(atlas.num_layers):
-        heads = atlas.heads[layer * atlas.n_heads:(layer + 1) * atlas.n_heads]
+    for layer in sorted({h.layer for h in atlas.heads}):
+        heads = [h for h in atlas.heads if h.layer == layer]
         classes = "".join(h.kind[0].upper() for h in heads)
         mean = sum(h.positions for h in heads) / len(heads)
         split = sum(h.split for h in heads) / len(heads)
         paper = [h.paper_split for h in heads if h.paper_split is not None]
         paper_text = f"{sum(paper) / len(paper):.3f}" if paper else "-"
-        rows.append(f"| {label} | {layer} | `{classes}` | {mean:.2f} | {split:.3f} | {paper_text} |")
+        # indices from 0, labelled as the similarity section's layers (layer 1: the first block)
+        rows.append(f"| {label} | layer {layer + 1} | `{classes}` | {mean:.2f} | {split:.3f} "
+                    f"| {paper_text} |")
     return rows
 
 

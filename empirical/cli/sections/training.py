@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -9,10 +10,12 @@ from typing import Any
 from empirical.cli.sections.context import ReportContext, Section
 from empirical.errors import EmpiricalError
 from empirical.training.fits import best_fit
+from empirical.training.norms import layer_labels
 from empirical.training.plots import plot_norm_comparison, plot_norms, plot_saturation
 from empirical.training.runs import TrainConfig, read_run, train
 
-__all__ = ["SHORT_RUN", "SHORT_RUN_DECAY", "comparison_markdown", "run_markdown", "training_section"]
+__all__ = ["SHORT_RUN", "SHORT_RUN_DECAY", "comparison_markdown", "loss_sentence", "run_markdown",
+           "saturation_sentence", "training_section"]
 
 SHORT_RUN = TrainConfig(arch="pre", layers=2, width=32, steps=300, evaluations=5, eval_sentences=16)
 """The run the report trains when no ``--train-dir`` is given (17 s measured on 2 shared cores)."""
@@ -25,6 +28,48 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def saturation_sentence(evaluations: Sequence[Mapping[str, Any]]) -> str | None:
+    """Whether the last hidden state's similarity to the saturated network rose or fell from the
+    first to the last evaluation that measured it, in words and numbers (None: not measured).
+
+    >>> sat = lambda v: {"inf": {"embeddings": 1.0, "layer 1": v}}
+    >>> said = saturation_sentence([{"step": 0, "saturation": sat(0.9)},
+    ...                             {"step": 50, "saturation": sat(0.5)}])
+    >>> said.split(": ")[0], said.split("went ")[1]
+    ('Saturation fell while training', 'from 0.900 at step 0 to 0.500 at step 50.')
+    """
+    measured = [e for e in evaluations if "saturation" in e]
+    if len(measured) < 2:
+        return None
+    first, last = measured[0], measured[-1]
+    scale = "inf" if "inf" in first["saturation"] else list(first["saturation"])[-1]
+    layer = list(first["saturation"][scale])[-1]
+    start, end = first["saturation"][scale][layer], last["saturation"][scale][layer]
+    if start is None or end is None or math.isnan(start) or math.isnan(end):
+        return None
+    where = "the exact limit (c = ∞)" if scale == "inf" else f"c = {scale}"
+    trend = ("stayed level" if f"{start:.3f}" == f"{end:.3f}" else
+             "rose" if end > start else "fell")
+    return (f"Saturation {trend} while training: the similarity of {layer} to {where} went from "
+            f"{start:.3f} at step {first['step']} to {end:.3f} at step {last['step']}.")
+
+
+def loss_sentence(evaluations: Sequence[Mapping[str, Any]]) -> str:
+    """Where held-out loss was lowest, and whether it rose after that (the run overfits).
+
+    >>> evals = [{"step": s, "loss": v} for s, v in ((0, 9.0), (369, 4.47), (2000, 7.14))]
+    >>> loss_sentence(evals)
+    'Held-out loss was lowest at step 369 (4.470) and rose to 7.140 by step 2000: the run overfits.'
+    """
+    lowest = min(evaluations, key=lambda e: e["loss"])
+    last = evaluations[-1]
+    if last["loss"] > lowest["loss"]:
+        return (f"Held-out loss was lowest at step {lowest['step']} ({lowest['loss']:.3f}) and rose "
+                f"to {last['loss']:.3f} by step {last['step']}: the run overfits.")
+    return (f"Held-out loss was lowest at the last evaluation, step {last['step']} "
+            f"({last['loss']:.3f}): the run does not overfit.")
+
+
 def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | None) -> str:
     """Markdown of a ``normsat.train/2`` document: fits, gradient projection, evaluations, layers."""
     config, records = run["config"], run["records"]
@@ -32,6 +77,7 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
     tail = records[-max(1, len(records) // 10):]
     negative = sum(r["grad_projection"] < 0 for r in records) / len(records)
     cosines = {c["step"]: c["cosine_prev"] for c in run["checkpoints"]}
+    names = layer_labels([row["layer"] for row in run["layer_growth"]])
     lines = [
         f"A `{config['arch']}` causal LM ({config['layers']} layers, width {config['width']}, "
         f"{run['model']['num_parameters']:,} parameters) trained {config['steps']} steps with "
@@ -51,8 +97,8 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
         "",
         "| layer | norm at start | at end | relative growth |",
         "|---|---|---|---|",
-        *(f"| {row['layer']} | {row['start']:.3f} | {row['end']:.3f} | {_cell(row['relative_growth'])} |"
-          for row in run["layer_growth"]),
+        *(f"| {names[row['layer']]} | {row['start']:.3f} | {row['end']:.3f} | "
+          f"{_cell(row['relative_growth'])} |" for row in run["layer_growth"]),
         "",
     ]
     with_saturation = [e for e in run["evaluations"] if "saturation" in e]
@@ -67,7 +113,9 @@ def run_markdown(run: Mapping[str, Any], norms_png: str, saturation_png: str | N
         if last_layer and "saturation" in e:
             row += f" {e['saturation']['1000'][last_layer]:.3f} | {e['saturation']['inf'][last_layer]:.3f} |"
         lines.append(row)
-    lines += ["", f"![norms]({norms_png})"]
+    said = [sentence for sentence in (saturation_sentence(run["evaluations"]),
+                                      loss_sentence(run["evaluations"])) if sentence]
+    lines += ["", " ".join(said), "", f"![norms]({norms_png})"]
     if saturation_png:
         lines += ["", "Per-layer similarity to the saturated network while training "
                   "(cos(h(x; θ_t), h(x; c·θ_t)) on held-out sentences):", "",

@@ -86,6 +86,9 @@ CASES = [
              Grade.EXACT),
     RuleCase("clamp", lambda x, a: (x * a).clamp(min=0), [V3], 1, Grade.EXACT),
     RuleCase("softmax", lambda x, a: torch.softmax(x * a * 3, -1), [V3], 0, Grade.APPROXIMATE),
+    # a router's top-k of probabilities: values of degree 0, approximately (no tie at θ)
+    RuleCase("top_k", lambda x, a: torch.topk(torch.softmax(x * a * 3, -1), 2, -1).values, [V3], 0,
+             Grade.APPROXIMATE),
     RuleCase("log_softmax", lambda x, a: torch.log_softmax(x * a * 3, -1), [V3], 1,
              Grade.APPROXIMATE),
     RuleCase("gelu", lambda x, a: F.gelu(x * a * 3), [V3], 1, Grade.APPROXIMATE),

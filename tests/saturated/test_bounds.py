@@ -441,12 +441,18 @@ def test_global_precision_is_never_changed() -> None:
         lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), lambda: scale_to_saturate([math.nan], 0.1),
         lambda: bounds.scaling_rate(lambda c: mpmath.mpf(0), [1, 2, 3]),
         lambda: _inside(bounds.interval_bits(90)),
+        lambda: bounds.softmax_log_error(np.array([0.5, 1e-40]), np.array([0.0, 90.0]), 2**-24, 1e-45),
+        lambda: bounds.scale_bounds_of_rows(torch.tensor([1.0]), torch.tensor([1]), torch.tensor([3]), 1e-3,
+                                            torch.tensor([0.0])),
+        lambda: bounds.certified_row_scales(np.array([[0.7, 0.2, 0.1]]), np.array([[True, False, False]]),
+                                            np.ones((1, 3), dtype=bool), 1e-3, (2**-24, 1e-45)),
     ]
     assert {name for name in bounds.__all__ if callable(getattr(bounds, name))} - {
         "Certificate", "FormatThreshold", "MapScales", "RateFit"} <= {
         "sigmoid_error", "tanh_error", "softmax_error", "sigmoid_bound", "tanh_bound", "softmax_bound",
         "softmax_constant", "certify_bound", "scale_to_saturate", "scale_to_saturate_map",
-        "format_thresholds", "scaling_rate", "interval_bits"}
+        "format_thresholds", "scaling_rate", "interval_bits", "softmax_log_error", "scale_bounds_of_rows",
+        "certified_row_scales"}
     old_dps, old_prec = mpmath.mp.dps, mpmath.iv.prec
     mpmath.mp.dps, mpmath.iv.prec = 23, 71
     try:

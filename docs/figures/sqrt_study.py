@@ -106,7 +106,7 @@ def plot(document: dict[str, Any], path: Path) -> Path:
         fitted = growth_curve(seed["without_embeddings"], steps[0], steps[-1])
         if fitted is not None:
             growth.plot(fitted[1], fitted[2], color="black", ls=style, lw=0.8,
-                        label=f"{fitted[0]}, power p {seed['without_embeddings']['power_p']:.3f}")
+                        label=f"{fitted[0]}, p = {seed['without_embeddings']['power_p']:.3f}")
         for number, (layer, values) in enumerate(norms["layers"].items()):
             layers.plot(steps, [v / values[0] for v in values], color=f"C{number}", ls=style, lw=1,
                         label=layer if index == 0 else None)

@@ -11,6 +11,8 @@ cross-attention (which would see no encoder states and hold never-trained parame
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import transformers
 from torch import nn
@@ -27,8 +29,7 @@ def t5_decoder_config(vocab_size: int, width: int, layers: int, heads: int,
     config = transformers.T5Config(
         vocab_size=vocab_size, d_model=width, d_kv=width // heads, d_ff=4 * width, num_layers=layers,
         num_heads=heads, dropout_rate=0.0, feed_forward_proj="relu", is_decoder=True,
-        is_encoder_decoder=False, use_cache=False, tie_word_embeddings=True, pad_token_id=pad_id,
-        eos_token_id=pad_id, decoder_start_token_id=pad_id,
+        is_encoder_decoder=False, use_cache=False, pad_token_id=pad_id, eos_token_id=pad_id,
     )
     config._attn_implementation = "eager"  # the plain softmax the degree and limit rules trace
     return config
@@ -54,7 +55,8 @@ class T5DecoderLM(nn.Module):
         self.config = config
         self.transformer = T5Stack(config)
         for block in self.transformer.block:
-            block.layer = nn.ModuleList([block.layer[0], block.layer[-1]])  # self-attention, feed-forward
+            sublayers = cast(nn.ModuleList, block.layer)
+            block.layer = nn.ModuleList([sublayers[0], sublayers[-1]])  # self-attention, feed-forward
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 output_hidden_states: bool = False, return_dict: bool = True) -> CausalLMOutput:

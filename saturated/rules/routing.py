@@ -1,4 +1,5 @@
-"""Rules for the ops of mixture-of-experts routers: top-k, sorting and the positions of extrema.
+"""Rules for the ops of mixture-of-experts routers: top-k, sorting and the positions of extrema, and
+scattering values to the positions chosen.
 
 At scale c a router picks the experts whose scores are largest at c. For large c that is the
 lexicographic order of the scores' expansions: cᵈ·a + o(cᵈ) has the sign of a, so the highest part
@@ -27,16 +28,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from saturated.rules.common import maximal
-from saturated.rules.registry import Settings, _rule
-from saturated.terms import NeedsOrders, Term, scale
+from saturated.rules.common import _term, maximal
+from saturated.rules.registry import RULES, Settings, _rule
+from saturated.rules.selection import _joined_parts
+from saturated.terms import NeedsOrders, Term, computed_degrees, make, scale
 from saturated.ties import TiedWeights, with_nan
 
 __all__ = ["name_router_rows"]
@@ -259,6 +261,46 @@ def _argmax(s: Settings, x: Term, dim: int | None = None, keepdim: bool = False)
 def _argmin(s: Settings, x: Term, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """argmin: the last position in lexicographic order (the first of exactly equal ones)."""
     return _extremum(s, x, dim, keepdim, largest=False)
+
+
+@_rule(aten.scatter.src)
+def _scatter(s: Settings, x: Any, dim: int, index: Tensor, source: Any) -> Term:
+    """scatter at exact positions: each element is one of x or of the source, with its own
+    expansion and bound (a selection, like ``where``)."""
+    x, source = _term(x, s), _term(source, s)
+    return _joined_parts([x, source], lambda pieces: pieces[0].scatter(dim, index, pieces[1]), s)
+
+
+@_rule(aten.scatter.value)
+def _scatter_value(s: Settings, x: Any, dim: int, index: Tensor, value: Any) -> Term:
+    """scatter of one value at exact positions: where(placed, value, x)."""
+    t = _term(x, s)
+    placed = torch.zeros(t.shape, dtype=torch.bool, device=t.lead.device).scatter(dim, index, True)
+    return RULES[aten.where.self](s, placed, value, t)
+
+
+@_rule(aten.scatter_add.default)
+def _scatter_add(s: Settings, x: Any, dim: int, index: Tensor, source: Any) -> Term:
+    """scatter_add at exact positions: linear in x and the source, so part by part (parts of
+    equal degree add, the highest leads: paper Table 1, Sum). No rounding bound is kept."""
+    return _added(_term(x, s), _term(source, s),
+                  lambda a, b: a.scatter_add(dim, index, b), s)
+
+
+@_rule(aten.index_add.default)
+def _index_add(s: Settings, x: Any, dim: int, index: Tensor, source: Any, *, alpha: float = 1) -> Term:
+    """index_add (x plus α·source at exact rows, as an eager mixture of experts gathers its
+    experts' outputs): part by part, as :func:`_scatter_add`."""
+    return _added(_term(x, s), scale(_term(source, s), float(alpha)),
+                  lambda a, b: a.index_add(dim, index, b), s)
+
+
+def _added(x: Term, source: Term, add: Callable[[Tensor, Tensor], Tensor], s: Settings) -> Term:
+    """``add(x_d, source_d)`` for every degree d of either (a missing part is zero)."""
+    xs, sources = ({d: a for a, d in t.parts} for t in (x, source))
+    parts = [(add(xs[d] if d in xs else torch.zeros_like(x.lead), sources[d] if d in sources
+                  else torch.zeros_like(source.lead)), d) for d in {*xs, *sources}]
+    return make(parts, max(x.floor, source.floor), s.orders, computed_degrees([x, source], summed=True))
 
 
 def name_router_rows(message: str, inputs: Sequence[Any]) -> str:

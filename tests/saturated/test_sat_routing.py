@@ -249,3 +249,35 @@ def test_router_near_tie_in_float32_is_decided_in_float64() -> None:
     out = saturate(model, x)(x)
     assert out.refined == (0,)
     assert torch.equal(out.value[0, 1], (model.experts.detach()[1] @ x[0, 1]).float())
+
+
+def by_degree(x: Term) -> dict[float, list[list[float]]]:
+    return {d: a.tolist() for a, d in x.parts}
+
+
+def test_scatter_rules_keep_each_elements_expansion_and_agree_with_growing_c() -> None:
+    x = term(([[1.0, 2.0], [3.0, 4.0]], 1.0))
+    source = term(([[10.0, 20.0]], 2.0), ([[1.0, 1.0]], 0.0))
+    index = torch.tensor([[1, 0]])  # source[0, j] goes to row index[0, j] of column j
+    rules = {
+        "scatter": (lambda s, x, src: RULES[aten.scatter.src](s, x, 0, index, src),
+                    lambda x, src: x.scatter(0, index, src),
+                    {2.0: [[0, 20], [10, 0]], 1.0: [[1, 0], [0, 4]], 0.0: [[0, 1], [1, 0]]}),
+        "scatter_add": (lambda s, x, src: RULES[aten.scatter_add.default](s, x, 0, index, src),
+                        lambda x, src: x.scatter_add(0, index, src),
+                        {2.0: [[0, 20], [10, 0]], 1.0: [[1, 2], [3, 4]], 0.0: [[0, 1], [1, 0]]}),
+        "index_add": (lambda s, x, src: RULES[aten.index_add.default](s, x, 0, torch.tensor([1]), src, alpha=2.0),
+                      lambda x, src: x.index_add(0, torch.tensor([1]), src, alpha=2.0),
+                      {2.0: [[0, 0], [20, 40]], 1.0: [[1, 2], [3, 4]], 0.0: [[0, 0], [2, 2]]}),
+        "scatter value": (lambda s, x, src: RULES[aten.scatter.value](s, x, 1, torch.tensor([[0], [1]]), 7.0),
+                          lambda x, src: x.scatter(1, torch.tensor([[0], [1]]), 7.0),
+                          {1.0: [[0, 2], [3, 0]], 0.0: [[7, 0], [0, 7]]}),
+    }
+    for name, (rule, op, expected) in rules.items():
+        out = rule(Settings(), x, source)
+        assert by_degree(out) == expected, name
+        for c in SCALES:
+            assert torch.allclose(at(out, c), op(at(x, c), at(source, c)), rtol=1e-15, atol=0), (name, c)
+    # A selection keeps each element's rounding bound: x's (0) where x is kept.
+    kept = RULES[aten.scatter.src](Settings(), x, 0, index, source).rounding(1.0)
+    assert kept is not None and kept.magnitude().tolist() == [[1, 0], [0, 4]]

@@ -51,7 +51,8 @@ def _settled_indices(index: Degree) -> Degree | Grade:
 
 def _weakened(x: Degree, grade: Grade) -> Degree:
     """``x`` with its grade weakened to ``grade`` (that of the indices that placed its entries)."""
-    return lift(lambda d: d if d.grade is Grade.NONE else Degree.of(d.value, d.grade.weaker(grade), d.reason), x)
+    return lift(lambda d: d if d.grade is Grade.NONE
+                else Degree.of(d.value, d.grade.weaker(grade), d.reason), x)
 
 
 @rule(aten.one_hot.default, aten.bincount.default)

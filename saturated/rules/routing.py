@@ -124,8 +124,10 @@ def _rank(key: Term, k: int, zero: Tensor, s: Settings) -> _Ranking:
 
 
 def _zero_at_every_order(x: Term, dim: int) -> Tensor:
-    """(rows, n): entries of ``x`` whose every part is 0 with nothing untracked below."""
-    if x.floor > -math.inf:
+    """(rows, n): entries of ``x`` whose every part is 0 with nothing untracked below. Softmax
+    weights (those that keep their scores' order) are positive at every maximal position and
+    e^(−Θ(c)) elsewhere, whatever the floor of their shared weights: their zeros are exact."""
+    if x.floor > -math.inf and x.order is None:
         return torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device).movedim(dim, -1).reshape(
             -1, x.shape[dim])
     zero = torch.ones((), dtype=torch.bool, device=x.lead.device)

@@ -104,6 +104,16 @@ def test_tie_at_the_kth_place_without_weight_does_not_matter() -> None:
     assert indices.tolist() == [[0, 1]] and values.lead.tolist() == [[1.0, 0.0]]
 
 
+def test_softmax_zeros_stay_exact_below_a_truncated_series() -> None:
+    # Experts 0 and 1 tie at c² and share the weight by a series truncated at c⁻¹; experts 2 and
+    # 3 tie for the third place with weight e^(−Θ(c)): still nothing to decide.
+    scores = Term(term(([[1.0, 1.0, 0.0, 0.0]], 2.0), ([[0.0, 0.5, 0.0, 0.0]], 0.0)).parts, floor=-1.0)
+    weights = softmax_of(scores)
+    assert weights.floor == -1.0
+    values, indices = RULES[aten.topk.default](Settings(), weights, 3)
+    assert indices.tolist() == [[1, 0, 2]] and values.lead[0, 2] == 0
+
+
 def test_tie_at_the_kth_place_with_weight_matters() -> None:
     # Experts 0 and 1 share the maximum exactly (weight ½ each); top-1 must drop one of them, and
     # torch.topk promises no order among equal values: undetermined.

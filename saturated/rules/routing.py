@@ -54,16 +54,14 @@ class _Ranking:
         positions: (rows, k) long, the chosen positions along the ranked dimension.
         open: (rows, k) bool, slots filled from a tie of several positions that no tracked order
             breaks (rounding included); exact ties are not open.
-        boundary: (rows, k) bool, slots filled from a group of tied positions (exact or open)
-            larger than the slots left, so which of them get in is not determined.
-        live: (rows, k) bool, slots at such a boundary where some member of the group has a
-            nonzero value at some order (it would add to the router's output).
+        live: (rows, k) bool, slots filled from a group of tied positions (exact or open) larger
+            than the slots left, so that which of them get in is not determined, where some member
+            of the group has a nonzero value at some order (it would add to the router's output).
         reason: why the open ties are open, for messages.
     """
 
     positions: Tensor
     open: Tensor
-    boundary: Tensor
     live: Tensor
     reason: str
 
@@ -97,7 +95,7 @@ def _rank(key: Term, k: int, zero: Tensor, s: Settings) -> _Ranking:
     device = key.lead.device
     remaining = torch.ones(rows, n, dtype=torch.bool, device=device)
     positions = torch.zeros(rows, k, dtype=torch.long, device=device)
-    open_, boundary, live = (torch.zeros(rows, k, dtype=torch.bool, device=device) for _ in range(3))
+    open_, live = (torch.zeros(rows, k, dtype=torch.bool, device=device) for _ in range(2))
     count = torch.zeros(rows, 1, dtype=torch.long, device=device)
     all_settled = True
     while bool((count < k).any()):
@@ -116,21 +114,17 @@ def _rank(key: Term, k: int, zero: Tensor, s: Settings) -> _Ranking:
         tied = (size > 1) & (not settled or key.floor > -math.inf) | emptied
         open_[row, slot] = tied[row, 0]
         over = (count + size > k) & (size > 1)
-        boundary[row, slot] = over[row, 0]
         live[row, slot] = (over & (group & ~zero).any(-1, keepdim=True))[row, 0]
         remaining &= ~take
         count = count + take.sum(-1, keepdim=True)
-    return _Ranking(positions, open_, boundary, live, _reason(key, all_settled))
+    return _Ranking(positions, open_, live, _reason(key, all_settled))
 
 
 def _zero_at_every_order(x: Term, dim: int) -> Tensor:
     """(rows, n): entries of ``x`` whose every part is 0 with nothing untracked below. Softmax
     weights (those that keep their scores' order) are positive at every maximal position and
     e^(−Θ(c)) elsewhere, whatever the floor of their shared weights: their zeros are exact."""
-    if x.floor > -math.inf and x.order is None:
-        return torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device).movedim(dim, -1).reshape(
-            -1, x.shape[dim])
-    zero = torch.ones((), dtype=torch.bool, device=x.lead.device)
+    zero = torch.tensor(x.floor == -math.inf or x.order is not None, device=x.lead.device)
     for a, _ in x.parts:
         zero = zero & (a == 0)
     return _rows(zero, x.shape, dim)
@@ -172,9 +166,13 @@ def _gathered(x: Term, dim: int, indices: Tensor) -> Term:
     return Term(x.parts, x.floor, x.roundings).map(lambda a: a.expand(shape).gather(dim, indices))
 
 
-def _refused(x: Term, dim: int, undetermined: Tensor, ranking: _Ranking, what: str) -> NeedsOrders:
+def _refused(x: Term, dim: int, undetermined: Tensor, ranking: _Ranking, live: str, other: str
+             ) -> NeedsOrders:
+    """The error for the first undetermined slot: ``live`` if a tie at the k-th place with weight
+    left it so, else ``other``."""
     row = int(torch.nonzero(undetermined.any(-1))[0])
     slot = int(torch.nonzero(undetermined[row])[0])
+    what = live if bool(ranking.live[row, slot]) else other
     return NeedsOrders(f"router tie at {_place(x, dim, row)}: {what} (slot {slot}, position "
                        f"{int(ranking.positions[row, slot])}), {ranking.reason}")
 
@@ -198,9 +196,8 @@ def _topk(s: Settings, x: Term, k: int, dim: int = -1, largest: bool = True,
     if not bool(undetermined.any()):
         return values, indices
     if s.ties != "nan":
-        what = ("tied experts at the k-th place carry weight" if bool(ranking.live.any())
-                else "the split of the softmax weight over tied experts is unknown")
-        raise _refused(x, dim, undetermined, ranking, what)
+        raise _refused(x, dim, undetermined, ranking, "tied experts at the k-th place carry weight",
+                       "the split of the softmax weight over tied experts is unknown")
     moved = list(x.lead.movedim(dim, -1).shape)
     moved[-1] = undetermined.shape[-1]
     return with_nan(values, undetermined.reshape(moved).movedim(-1, dim)), indices
@@ -212,7 +209,7 @@ def _positions_only(s: Settings, x: Term, dim: int, k: int, descending: bool) ->
     unknown = _unknown_weights(x, dim).gather(-1, ranking.positions)
     undetermined = ranking.open | unknown
     if bool(undetermined.any()):
-        raise _refused(x, dim, undetermined, ranking, "tied positions")
+        raise _refused(x, dim, undetermined, ranking, "tied positions", "tied positions")
     return ranking, _indices(ranking, x, dim % max(x.lead.dim(), 1))
 
 

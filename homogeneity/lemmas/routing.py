@@ -9,19 +9,9 @@ from typing import Any
 import sympy
 import torch
 
+from homogeneity.lemmas import base
 from homogeneity.lemmas.algebra import SUM_CASES, T, total
-from homogeneity.lemmas.base import (
-    Claim,
-    Deg,
-    Lemma,
-    LemmaCase,
-    Sample,
-    as_deg,
-    fmt,
-    is_literal_zero,
-    no_degree,
-    weakest,
-)
+from homogeneity.lemmas.base import Claim, Deg, Lemma, LemmaCase, Sample, no_degree
 from homogeneity.lemmas.shape import MOVES
 
 __all__ = ["LEMMAS"]
@@ -46,11 +36,11 @@ def _top_k_law(x: Deg, *args: Any, **kwargs: Any) -> Claim:
 
 def _positions(index: Any) -> Claim | None:
     """The claim of no degree for positions that are not of degree 0 (None for those that are)."""
-    index = as_deg(index)
+    index = base.as_deg(index)
     if index.value is None:
         return no_degree("positions without degree")
     if index.value != 0:
-        return no_degree(f"positions of degree {fmt(index.value)}")
+        return no_degree(f"positions of degree {base.fmt(index.value)}")
     return None
 
 
@@ -58,8 +48,8 @@ def _weakened(claim: Claim, index: Any) -> Claim:
     """``claim`` with its grade weakened by that of the positions that placed its entries."""
     if claim.out.value is None:
         return claim
-    grade = as_deg(index).grade
-    return Claim(claim.case, Deg(claim.out.value, weakest([claim.out.grade, grade])),
+    grade = base.as_deg(index).grade
+    return Claim(claim.case, Deg(claim.out.value, base.weakest([claim.out.grade, grade])),
                  (*claim.conditions, f"positions of degree 0 ({grade})"))
 
 
@@ -77,7 +67,7 @@ def _scattering_law(x: Deg, dim: Any, index: Any, source: Any, alpha: Any = 1) -
     refused = _positions(index)
     if refused is not None:
         return refused
-    return _weakened(total(x, 0 if is_literal_zero(alpha) else source, what="scattered entries"), index)
+    return _weakened(total(x, 0 if base.is_literal_zero(alpha) else source, what="scattered entries"), index)
 
 
 ORDER = LemmaCase("order", "order(cᵏz) = order(z) for c > 0", _order)

@@ -52,7 +52,12 @@ def available_memory() -> int | None:
 
 
 def _gb(size: float) -> str:
-    return f"{size / 1e9:.3g} GB"
+    """Bytes in GB, three significant digits (whole GB from 1000 on, not a power of ten).
+
+    >>> _gb(1.41e9), _gb(1.894e12)
+    ('1.41 GB', '1894 GB')
+    """
+    return f"{size / 1e9:.3g} GB" if size < 1e12 else f"{size / 1e9:.0f} GB"
 
 
 def check_expert_memory(model: nn.Module, sentences: int, length: int) -> None:

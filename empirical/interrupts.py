@@ -92,12 +92,29 @@ def signals_as_interrupts() -> Iterator[None]:
 @contextmanager
 def deferred() -> Iterator[None]:
     """Hold SIGINT and SIGTERM back for the block (a few renames that must happen together); a
-    signal that arrived meanwhile is delivered when the block ends."""
+    signal that arrived meanwhile is handled, as it would have been, when the block ends.
+
+    The Python-level handlers are swapped rather than the signals masked: a mask is per thread,
+    and torch's worker threads would still take the signal and have it handled mid-block.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    pending: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            handler = previous[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)
+            else:  # the default action (end the process): let the signal take it now
+                signal.raise_signal(pending[0])

@@ -66,11 +66,19 @@ def _check_name_lengths(path: Path, ancestor: Path, what: str) -> None:
                              f"{ancestor} must be shorter than {path_max}")
 
 
+def _exists(path: Path) -> bool:
+    """``path.exists()``, where a name too long for the file system does not exist (pathlib raises)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _writable_ancestor(path: Path, what: str) -> None:
     """Refuse ``path`` unless its nearest existing ancestor is a folder we may create files in,
     and every name to create there fits the file system."""
     ancestor = path.parent
-    while not ancestor.exists():
+    while not _exists(ancestor):
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise EmpiricalError(f"cannot write {what} {path}: {ancestor} is a file, not a folder")
@@ -101,6 +109,7 @@ def check_output(path: str | Path, suffixes: Iterable[str] | None = None, *, wha
     'run.json'
     """
     out = Path(path).expanduser()
+    _writable_ancestor(out, what)  # first: a name too long cannot even be looked up
     if out.is_dir():
         raise EmpiricalError(f"expected a file name for {what}, got the existing folder {out}")
     if suffixes is not None:
@@ -111,7 +120,6 @@ def check_output(path: str | Path, suffixes: Iterable[str] | None = None, *, wha
             )
     if out.exists() and not os.access(out, os.W_OK):
         raise EmpiricalError(f"cannot write {what} {out}: the file exists and is read-only")
-    _writable_ancestor(out, what)
     return out
 
 
@@ -144,7 +152,7 @@ def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
 def check_output_dir(path: str | Path, *, what: str = "output folder") -> Path:
     """Check that ``path`` is, or can become, a writable folder (creating nothing) and return it."""
     out = Path(path).expanduser()
-    if out.exists() and not out.is_dir():
+    if _exists(out) and not out.is_dir():
         raise EmpiricalError(f"expected a folder for {what}, but {out} is an existing file")
     _writable_ancestor(out / "report", what)
     return out

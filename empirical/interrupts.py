@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 __all__ = [
     "SIGNALS", "Interrupted", "deferred", "exit_code", "interrupt_signal", "signal_name",
@@ -72,21 +73,30 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
 
 
 @contextmanager
+def _swapped(handler: Callable[[int, FrameType | None], None]) -> Iterator[dict[int, Any]]:
+    """``handler`` for SIGINT and SIGTERM within the block (except a signal the process ignores);
+    yields the handlers it replaced and puts them back afterwards. Outside the main thread, where
+    Python cannot install handlers, it changes nothing and yields ``{}``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield {}
+        return
+    previous: dict[int, Any] = {signum: signal.signal(signum, handler) for signum in SIGNALS
+                                if signal.getsignal(signum) is not signal.SIG_IGN}
+    try:
+        yield previous
+    finally:
+        for signum, replaced in previous.items():
+            signal.signal(signum, replaced)
+
+
+@contextmanager
 def signals_as_interrupts() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise :class:`Interrupted`; the previous handlers come
     back afterwards. A signal the process was started to ignore (``nohup``, ``&`` in a script)
     stays ignored. Outside the main thread (where Python cannot install handlers) it does nothing.
     """
-    if threading.current_thread() is not threading.main_thread():
+    with _swapped(_raise):
         yield
-        return
-    previous = {signum: signal.signal(signum, _raise) for signum in SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 @contextmanager
@@ -97,24 +107,19 @@ def deferred() -> Iterator[None]:
     The Python-level handlers are swapped rather than the signals masked: a mask is per thread,
     and torch's worker threads would still take the signal and have it handled mid-block.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     pending: list[int] = []
 
     def hold(signum: int, _frame: FrameType | None) -> None:
         pending.append(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}
+    previous: dict[int, Any] = {}
     try:
-        yield
+        with _swapped(hold) as previous:
+            yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if pending:
+        if pending:  # the block has ended: now the signal takes its course
             handler = previous[pending[0]]
             if callable(handler):
                 handler(pending[0], None)
-            else:  # the default action (end the process): let the signal take it now
+            else:  # the default action (end the process)
                 signal.raise_signal(pending[0])

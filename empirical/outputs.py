@@ -132,10 +132,11 @@ def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
     Raises:
         EmpiricalError: naming both options and the file.
 
-    >>> check_distinct({"--json": "a.json", "--certificate": "./a.json"})
-    Traceback (most recent call last):
-    ...
-    empirical.errors.EmpiricalError: expected different files for --json and --certificate, got a.json and ./a.json, the same file
+    >>> try:
+    ...     check_distinct({"--json": "a.json", "--certificate": "./a.json", "--plot": None})
+    ... except EmpiricalError as err:
+    ...     print(err)
+    expected different files for --json and --certificate, got a.json and ./a.json, the same file
     """
     seen: dict[Path, tuple[str, str | Path]] = {}
     for what, path in outputs.items():

@@ -85,8 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code.
 
     Bad input (the packages' errors, and files that cannot be read or written) gives exit code 2
-    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143); anything else is a bug: one line, exit code 1, and the traceback with
-    ``--debug`` or ``NORMSAT_DEBUG=1``.
+    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143);
+    anything else is a bug: one line, exit code 1, and the traceback with ``--debug`` or
+    ``NORMSAT_DEBUG=1``.
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")

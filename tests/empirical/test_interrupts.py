@@ -41,7 +41,7 @@ def _signal_at(monkeypatch: pytest.MonkeyPatch, stop: int, signum: int) -> None:
     takes the road a user's Ctrl-C or a scheduler's SIGTERM takes."""
     real = runs._train_step
 
-    def step(config, model, data, optimizer, tracker, batches, at, device):  # noqa: ANN001, ANN202
+    def step(config, model, data, optimizer, tracker, batches, at, device):
         if at == stop:
             os.kill(os.getpid(), signum)
         return real(config, model, data, optimizer, tracker, batches, at, device)
@@ -78,7 +78,7 @@ def test_a_resumed_run_equals_one_never_interrupted(optimizer, schedule, small_c
     assert sorted(p.name for p in (stopped / "checkpoints").iterdir()) == [
         checkpoint_path(stopped, s).name for s in (0, 1, 2)]
     assert (stopped / RESUME_FILE).is_file() and _hidden(stopped) == []
-    with pytest.raises(EmpiricalError, match="unfinished one .interrupted by SIGTERM at step 4"):
+    with pytest.raises(EmpiricalError, match=r"unfinished one \(interrupted by SIGTERM at step 4"):
         read_run(stopped)
     resumed = train(config, stopped, corpus=small_corpus, resume=True)
     # Parameters, optimizer state, schedule, batch order and the trackers' previous θ restored:
@@ -95,7 +95,7 @@ def test_a_resumed_run_equals_one_never_interrupted(optimizer, schedule, small_c
 def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small_corpus, tmp_path,
                                                                             monkeypatch):
     config = TrainConfig(**TINY, steps=3, evaluations=1)
-    with pytest.raises(EmpiricalError, match="resume file .* does not exist"):
+    with pytest.raises(EmpiricalError, match=r"resume file .* does not exist"):
         train(config, tmp_path / "nothing", corpus=small_corpus, resume=True)
     _signal_at(monkeypatch, 2, signal.SIGINT)
     with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
@@ -207,10 +207,9 @@ def test_signals_as_interrupts_restores_the_handlers_and_keeps_an_ignored_signal
 
 def test_deferred_holds_a_signal_back_until_the_block_has_finished():
     finished = []
-    with signals_as_interrupts(), pytest.raises(Interrupted) as caught:
-        with deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
-            finished.append("the block ran to its end")
+    with signals_as_interrupts(), pytest.raises(Interrupted) as caught, deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        finished.append("the block ran to its end")
     assert finished == ["the block ran to its end"] and caught.value.signum == signal.SIGTERM
 
 

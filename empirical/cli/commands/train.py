@@ -34,6 +34,11 @@ __all__ = ["add_training_options", "check_run_folder", "config_from_args", "regi
 
 SEED_HELP = "seed of the init and batch order (default: 0)"
 
+_TRAINING_OPTIONS = ("arch", "layers", "width", "heads", "steps", "lr", "weight_decay", "schedule",
+                     "optimizer", "blocks_per_step", "context", "evaluations", "eval_sentences",
+                     "no_saturation", "seed")
+"""The options that define a run (their ``dest``): :func:`config_from_args` reads them."""
+
 
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     """The options shared by ``train`` and ``grid`` (``grid`` takes lr and weight decay as lists)."""
@@ -100,10 +105,6 @@ def register(subparsers: Any) -> None:
                                                    for dest in _TRAINING_OPTIONS})
 
 
-_TRAINING_OPTIONS = ("arch", "layers", "width", "heads", "steps", "lr", "weight_decay", "schedule",
-                     "optimizer", "blocks_per_step", "context", "evaluations", "eval_sentences",
-                     "no_saturation", "seed")
-"""The options that define a run (their ``dest``): :func:`config_from_args` reads them."""
 _RUN_FILES = ("train.json", "norms.png", "saturation.png", RESUME_FILE)
 _CHECKPOINT = re.compile(r"step-\d{7}\.safetensors")
 
@@ -114,7 +115,7 @@ def _listed(names: list[str]) -> str:
 
 def check_run_folder(out: Path, *, overwrite: bool) -> None:
     """Refuse a run folder that holds anything, unless ``overwrite``; then refuse one whose
-    ``checkpoints/`` holds files a run does not write (replacing that folder would delete them).
+    ``checkpoints/`` holds files a run does not write (they would be mixed with its checkpoints).
 
     Raises:
         EmpiricalError: naming the folder and what it holds.
@@ -125,7 +126,8 @@ def check_run_folder(out: Path, *, overwrite: bool) -> None:
     if held and not overwrite:
         what = "a run (train.json)" if "train.json" in held else f"{len(held)} entries ({_listed(held)})"
         raise EmpiricalError(f"--out {out} already holds {what}; pass --overwrite to replace the "
-                             f"run's own files there (other files are kept) or choose another folder")
+                             f"run's own files there (other files are kept), --resume to continue "
+                             f"an interrupted run, or choose another folder")
     checkpoints = out / "checkpoints"
     if checkpoints.exists():
         foreign = (sorted(p.name for p in checkpoints.iterdir()

@@ -58,11 +58,12 @@ def small_corpus():
     return load_corpus(n=200)
 
 
-@pytest.mark.parametrize(("optimizer", "schedule"), [("adamw", "linear"), ("adafactor", "sqrt")])
-def test_a_resumed_run_equals_one_never_interrupted(optimizer, schedule, small_corpus, tmp_path,
+@pytest.mark.parametrize(("arch", "optimizer", "schedule"),
+                         [("pre", "adamw", "linear"), ("t5", "adafactor", "sqrt")])
+def test_a_resumed_run_equals_one_never_interrupted(arch, optimizer, schedule, small_corpus, tmp_path,
                                                     monkeypatch):
-    config = TrainConfig(**TINY, steps=5, evaluations=3, optimizer=optimizer, schedule=schedule,
-                         lr=1e-2)
+    config = TrainConfig(**TINY, arch=arch, steps=5, evaluations=3, optimizer=optimizer,
+                         schedule=schedule, lr=1e-2)
     assert evaluation_steps(5, 3) == [0, 1, 2, 5]
     whole = train(config, tmp_path / "whole", corpus=small_corpus)
     stopped = tmp_path / "stopped"

@@ -77,6 +77,8 @@ def _exists(path: Path) -> bool:
 def _writable_ancestor(path: Path, what: str) -> None:
     """Refuse ``path`` unless its nearest existing ancestor is a folder we may create files in,
     and every name to create there fits the file system."""
+    if "\x00" in str(path):  # no file system takes it; Python raises ValueError, not OSError
+        raise EmpiricalError(f"cannot write {what} {str(path)!r}: a path cannot hold a NUL byte")
     ancestor = path.parent
     while not _exists(ancestor):
         ancestor = ancestor.parent
@@ -123,6 +125,15 @@ def check_output(path: str | Path, suffixes: Iterable[str] | None = None, *, wha
     return out
 
 
+def _resolved(path: Path) -> Path:
+    """``path`` with symbolic links and ``..`` resolved; a name the system cannot look up (a NUL
+    byte, a name too long) is compared as written, and refused later by :func:`check_output`."""
+    try:
+        return path.resolve()
+    except (OSError, ValueError):
+        return path.absolute()
+
+
 def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
     """Refuse two outputs on one file: one would silently replace the other.
 
@@ -142,7 +153,7 @@ def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
     for what, path in outputs.items():
         if path is None:
             continue
-        resolved = Path(path).expanduser().resolve()
+        resolved = _resolved(Path(path).expanduser())
         if resolved in seen:
             first, given = seen[resolved]
             same = f"{path} for both" if str(given) == str(path) else f"{given} and {path}, the same file"

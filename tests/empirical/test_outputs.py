@@ -59,6 +59,12 @@ def test_the_early_check_passes_exactly_the_names_that_can_be_written(length, wi
         assert refused != written, (len(os.fsencode(path.name)), refused, written)
 
 
+def test_a_nul_byte_in_a_path_is_refused_as_such():
+    with pytest.raises(EmpiricalError, match="a path cannot hold a NUL byte"):
+        check_output("run\x00.json", suffixes=[".json"])
+    check_distinct({"--json": "run\x00.json", "--plot": "run.png"})  # left to check_output
+
+
 @given(st.sampled_from(["run.json", "./run.json", "sub/../run.json", "sub/./../run.json"]),
        st.sampled_from(["run.json", "./run.json", "sub/../run.json"]))
 def test_two_outputs_on_one_file_are_refused_whatever_the_spelling(first, second):

@@ -18,12 +18,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from empirical import distributed
 from empirical.errors import EmpiricalError
 
 __all__ = [
-    "Result", "atomic_path", "check_output", "check_output_dir", "save_figure", "write_json", "write_text",
+    "PLOT_SUFFIXES", "Result", "atomic_path", "check_output", "check_output_dir", "save_figure", "write_json",
+    "write_text",
 ]
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg")
+"""Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
 
 
 def _writable_ancestor(path: Path, what: str) -> None:
@@ -88,6 +91,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     The temporary name keeps the extension, so writers that pick a format by suffix still work.
     Under ``torchrun`` only rank 0 renames it into place (:func:`empirical.distributed.is_writer`).
     """
+    # Imported here: the command line's options read this module, and torch must wait for a command.
+    from empirical import distributed
+
     out = Path(path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=out.suffix, dir=out.parent)

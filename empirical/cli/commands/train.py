@@ -9,15 +9,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from empirical.cli.options import device_options, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.models.loading import check_device
 from empirical.outputs import check_output_dir
-from empirical.training.fits import best_fit, skipped_lines
-from empirical.training.plots import plot_norms, plot_saturation
-from empirical.training.runs import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
+from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, SCHEDULES
+
+if TYPE_CHECKING:
+    from empirical.training.runs import TrainConfig, TrainResult
 
 __all__ = ["add_training_options", "check_run_folder", "config_from_args", "register", "staged_folder",
            "write_run"]
@@ -48,6 +48,8 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
 
 def config_from_args(args: argparse.Namespace, **override: Any) -> TrainConfig:
     """The :class:`TrainConfig` of parsed options (``override`` sets the rest, e.g. lr in a grid)."""
+    from empirical.training.runs import TrainConfig
+
     fields = {"arch": args.arch, "layers": args.layers, "width": args.width, "heads": args.heads,
               "steps": args.steps, "schedule": args.schedule, "optimizer": args.optimizer,
               "batch_size": args.blocks_per_step, "context": args.context, "seed": args.seed}
@@ -120,6 +122,8 @@ def check_run_folder(out: Path, *, overwrite: bool) -> None:
 
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
     """``train.json`` and the figures of a finished run."""
+    from empirical.training.plots import plot_norms, plot_saturation
+
     data = result.to_dict()
     title = (f"{result.config.arch}, {result.config.optimizer} lr {result.config.lr:g}, "
              f"wd {result.config.weight_decay:g}")
@@ -159,6 +163,10 @@ def staged_folder(out: Path) -> Iterator[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.models.loading import check_device
+    from empirical.training.fits import best_fit, skipped_lines
+    from empirical.training.runs import train
+
     out = check_output_dir(args.out, what="--out")
     check_run_folder(out, overwrite=args.overwrite)
     check_device(args.device)

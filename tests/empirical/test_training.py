@@ -315,15 +315,13 @@ def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
 
 
 def test_an_interrupted_run_leaves_nothing_and_keeps_the_folder(tmp_path, capsys, monkeypatch):
-    import empirical.cli.commands.train as train_command
-
     def interrupted(config, out, **kwargs):
         path = checkpoint_path(out, 0)  # a finished checkpoint, then Ctrl-C
         path.parent.mkdir(parents=True)
         path.write_bytes(b"checkpoint")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_command, "train", interrupted)
+    monkeypatch.setattr("empirical.training.runs.train", interrupted)  # the command imports it in run
     run = tmp_path / "run"
     run.mkdir()
     (run / "notes.txt").write_text("mine")

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 __all__ = ["ARCHITECTURES", "OPTIMIZERS", "SCHEDULES"]
 
-ARCHITECTURES = ("post", "pre", "scale-invariant")
+ARCHITECTURES = ("post", "pre", "scale-invariant", "t5")
 OPTIMIZERS = ("sgd", "adamw", "adafactor")
 SCHEDULES = ("constant", "linear", "sqrt")

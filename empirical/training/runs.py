@@ -5,6 +5,8 @@ Three causal transformer LMs, random-init, trained on the built-in corpus:
 - ``pre``: GPT-2 (pre-LN), from :class:`transformers.GPT2Config`.
 - ``post``: BERT (post-LN, the architecture of BERT and of the paper's control runs) as a decoder
   with causal masking, from :class:`transformers.BertConfig` (``is_decoder=True``).
+- ``t5``: T5's decoder as a causal LM (:class:`~empirical.training.t5.T5DecoderLM`: RMSNorm,
+  no biases, ReLU feed-forward, relative position bias), the paper's √t architecture.
 - ``scale-invariant``: :class:`ScaleInvariantLM`, whose loss is unchanged when every parameter is
   scaled (Li & Arora 2019): no biases, a LayerNorm without eps or affine after every sublayer,
   on queries and keys, and on the logits. :func:`confirm_scale_invariant` checks with
@@ -45,6 +47,7 @@ from empirical.outputs import Result, check_output_dir
 from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, SCHEDULES
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
+from empirical.training.t5 import T5DecoderLM, t5_decoder_config
 from homogeneity import Grade, HomogeneityError, analyze
 from homogeneity.report import HomogeneityReport
 
@@ -79,7 +82,7 @@ class TrainConfig:
     """Everything that defines a run; :meth:`validate` rejects bad values before any work.
 
     Attributes:
-        arch: ``post`` (BERT decoder), ``pre`` (GPT-2) or ``scale-invariant``.
+        arch: ``post`` (BERT decoder), ``pre`` (GPT-2), ``scale-invariant`` or ``t5`` (T5's decoder).
         layers, width, heads: transformer depth, hidden size and attention heads.
         steps: optimizer steps. lr: peak learning rate. schedule: ``constant``, ``linear``
             (decay to 0 at the last step) or ``sqrt`` (lr/√t, T5's inverse square root).
@@ -313,6 +316,8 @@ def _build_architecture(config: TrainConfig, vocab_size: int, pad_id: int) -> nn
     hf_config: transformers.PretrainedConfig
     if config.arch == "scale-invariant":
         return ScaleInvariantLM(transformers.PretrainedConfig(**sizes))
+    if config.arch == "t5":
+        return T5DecoderLM(t5_decoder_config(vocab_size, config.width, config.layers, config.heads, pad_id))
     if config.arch == "pre":
         hf_config = transformers.GPT2Config(
             vocab_size=vocab_size, n_embd=config.width, n_layer=config.layers, n_head=config.heads,

@@ -29,7 +29,8 @@ SEED_HELP = "seed of the init and batch order (default: 0)"
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     """The options shared by ``train`` and ``grid`` (``grid`` takes lr and weight decay as lists)."""
     parser.add_argument("--arch", default="pre", help=f"{', '.join(ARCHITECTURES)}: GPT-2 pre-LN, a "
-                        "BERT decoder (post-LN), or a bias-free 0-homogeneous LM (default: pre)")
+                        "BERT decoder (post-LN), a bias-free 0-homogeneous LM, or T5's decoder "
+                        "(RMSNorm, no biases, relative positions) (default: pre)")
     parser.add_argument("--layers", type=int, default=2, help="transformer layers (default: 2)")
     parser.add_argument("--width", type=int, default=64, help="hidden size (default: 64)")
     parser.add_argument("--heads", type=int, default=2, help="attention heads (default: 2)")

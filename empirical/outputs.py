@@ -21,14 +21,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from empirical import distributed
 from empirical.errors import EmpiricalError
 from empirical.interrupts import deferred
 
 __all__ = [
-    "Result", "atomic_path", "check_distinct", "check_output", "check_output_dir", "save_figure",
-    "staged_files", "temporary_name", "write_json", "write_text",
+    "PLOT_SUFFIXES", "Result", "atomic_path", "check_distinct", "check_output", "check_output_dir",
+    "save_figure", "staged_files", "temporary_name", "write_json", "write_text",
 ]
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg")
+"""Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
 
 TEMPORARY_PREFIX = ".normsat-"
 """Start of a temporary file's name: short, so that any name that fits fits with it (and hidden)."""
@@ -177,6 +179,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     The temporary name keeps the extension, so writers that pick a format by suffix still work.
     Under ``torchrun`` only rank 0 renames it into place (:func:`empirical.distributed.is_writer`).
     """
+    from empirical import distributed  # loads torch: not at import (the command line's --help)
+
     out = Path(path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, suffix=out.suffix, dir=out.parent)
@@ -209,6 +213,8 @@ def staged_files(folder: str | Path) -> Iterator[Path]:
     ...     sorted(p.name for p in Path(folder).iterdir())
     ['report.md']
     """
+    from empirical import distributed  # loads torch: not at import (the command line's --help)
+
     out = Path(folder).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     if not distributed.is_writer():  # under torchrun only rank 0 writes: the others stage privately

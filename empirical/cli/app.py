@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 
-from empirical import distributed, interrupts
+from empirical import interrupts
 from empirical.cli.commands import (
     check,
     degree,
@@ -27,12 +27,8 @@ from empirical.cli.commands import (
 )
 from empirical.cli.options import DEBUG_VARIABLE
 from empirical.errors import EmpiricalError
-from homogeneity.errors import HomogeneityError
-from saturated.errors import SaturationError
 
 __all__ = ["DEBUG_VARIABLE", "build_parser", "main", "one_line"]
-
-_USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
 
 COMMANDS = (similarity, degree, check, lemmas, report, norms, projection, train, grid, heads)
 
@@ -90,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``NORMSAT_DEBUG=1``.
     """
     args = build_parser().parse_args(argv)
+    # Imported once a command runs: these packages load torch, which ``--help`` does without.
+    from empirical import distributed
+    from homogeneity.errors import HomogeneityError
+    from saturated.errors import SaturationError
+
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     try:
         with interrupts.signals_as_interrupts(), _one_line_warnings():
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = int(args.func(args))
             distributed.shutdown()
             return code
-    except (*_USER_ERRORS, OSError) as err:
+    except (EmpiricalError, HomogeneityError, SaturationError, OSError) as err:
         if debug:
             traceback.print_exc()
         print(f"normsat {args.command}: error: {one_line(err)}", file=sys.stderr)

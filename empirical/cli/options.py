@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from empirical.models.loading import DTYPES, MODEL_NAMES
+from empirical.models.builtin import DTYPE_NAMES, MODEL_NAMES
+from empirical.outputs import PLOT_SUFFIXES
 
 __all__ = [
     "DEBUG_VARIABLE",
@@ -111,13 +112,13 @@ def batching_options(*, batch_size: int = 32, max_length: int = 512) -> argparse
 def device_options(*, dtypes: Sequence[str] | None = None, dtype_default: str | None = "float32",
                    dtype_help: str | None = None, dtype: bool = True) -> argparse.ArgumentParser:
     """``--device`` and (unless ``dtype=False``) ``--dtype`` among ``dtypes`` (default: all of
-    :data:`empirical.models.loading.DTYPES`); ``check_outputs`` refuses a device that does not
+    :data:`empirical.models.builtin.DTYPE_NAMES`); ``check_outputs`` refuses a device that does not
     exist here (exit code 2)."""
     parent, group = _parent("device")
     group.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 "
                        "(default: cpu)")
     if dtype:
-        group.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
+        group.add_argument("--dtype", choices=sorted(DTYPE_NAMES) if dtypes is None else list(dtypes),
                            default=dtype_default,
                            help=f"parameter dtype (default: {dtype_help or dtype_default})")
     return parent
@@ -128,14 +129,12 @@ def output_options(*, json_help: str, plot: bool = False,
     """``--json PATH`` (and ``--plot PATH``); ``check_outputs`` checks them before any work.
 
     ``plot_suffixes`` narrows the plot formats a command writes (default: every format of
-    :data:`empirical.measure.plotting.PLOT_SUFFIXES`); it is recorded as ``plot_suffixes``.
+    :data:`empirical.outputs.PLOT_SUFFIXES`); it is recorded as ``plot_suffixes``.
     """
     parent, group = _parent("outputs")
     group.add_argument("--json", default=None, metavar="PATH", help=json_help)
     if plot:
         if plot_suffixes is None:
-            from empirical.measure.plotting import PLOT_SUFFIXES
-
             plot_suffixes = PLOT_SUFFIXES
         group.add_argument("--plot", default=None, metavar="PATH",
                            help=f"write a plot to this path ({', '.join(plot_suffixes)})")

@@ -21,7 +21,7 @@ from empirical.models.factories import is_factory
 from empirical.models.provenance import versions
 from empirical.outputs import staged_files, write_json, write_text
 
-__all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
+__all__ = ["NEEDS_RANDOM_TWIN", "SECTIONS", "ReportContext", "Section", "sections_for", "write_report"]
 
 SCHEMA = "normsat.report/1"
 
@@ -38,6 +38,31 @@ SectionFunction = Callable[[ReportContext], Section]
 SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_section, heads_section,
                                    training_section]
 """The report's sections, in order."""
+
+NEEDS_RANDOM_TWIN = (similarity_section, limit_section, heads_section)
+"""The sections that compare the model with its random-init twin (skipped for a factory)."""
+
+
+def _skipped(section: SectionFunction, reason: str) -> SectionFunction:
+    """In place of ``section``: a section that says why it was not measured."""
+    key = section.__name__.removesuffix("_section")
+
+    def skip(ctx: ReportContext) -> Section:
+        return Section(key, f"{key.capitalize()}: skipped", f"Skipped: {reason}.",
+                       {"skipped": reason})
+
+    return skip
+
+
+def sections_for(name: str) -> list[SectionFunction]:
+    """The report's sections for the model ``name``: a factory has no random-init twin, so the
+    sections that compare with one are replaced by a statement of why they are missing."""
+    if not is_factory(name):
+        return list(SECTIONS)
+    reason = (f"the model comes from the factory {name}, which has no random-init twin to compare "
+              "its weights with; name a model or a folder to measure this section")
+    return [_skipped(section, reason) if section in NEEDS_RANDOM_TWIN else section
+            for section in SECTIONS]
 
 
 def write_report(

@@ -21,10 +21,10 @@ import torch
 
 from empirical.errors import EmpiricalError
 from empirical.outputs import atomic_path
+from empirical.training.choices import RESUME_FILE
 
 __all__ = ["RESUME_FILE", "ResumeState", "load_state", "resume_path", "save_state"]
 
-RESUME_FILE = "resume.safetensors"
 _KEY = "normsat.resume"
 _GENERATOR = "generator"
 _PREVIOUS = "tracker.previous"

@@ -45,6 +45,7 @@ from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import Result, atomic_path, check_output_dir
+from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, SCHEDULES
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
 from empirical.training.resume import ResumeState, load_state, resume_path, save_state
@@ -73,9 +74,6 @@ __all__ = [
 ]
 
 SCHEMA = "normsat.train/2"
-ARCHITECTURES = ("post", "pre", "scale-invariant", "t5")
-OPTIMIZERS = ("sgd", "adamw", "adafactor")
-SCHEDULES = ("constant", "linear", "sqrt")
 MIN_STEPS = 3
 """Two-parameter laws need three points (one degree of freedom for the noise)."""
 SATURATION_SCALES = (1000.0, math.inf)

@@ -67,7 +67,7 @@ def test_a_bug_is_exit_code_one_with_one_line(tiny_bert_dir: Path, capsys: pytes
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("empirical.cli.commands.similarity.representation_similarity", broken)
+    monkeypatch.setattr("empirical.measure.similarity.representation_similarity", broken)
     assert main(["similarity", "--model", str(tiny_bert_dir), "--sentences", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("normsat similarity: internal error: ZeroDivisionError: division by zero")

@@ -7,18 +7,15 @@ import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
-from typing import Any
-
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING, Any
 
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
 from empirical.cli.options import runtime_options
 from empirical.errors import EmpiricalError
-from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
-from empirical.training.fits import best_fit
-from empirical.training.plots import plot_grid
-from empirical.training.runs import TrainConfig, TrainingDiverged, train
+
+if TYPE_CHECKING:
+    from empirical.training.runs import TrainConfig
 
 __all__ = ["register", "run_cell", "run_grid"]
 
@@ -34,6 +31,9 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
     reason under ``error``) instead of aborting the whole grid.
     """
     import torch
+
+    from empirical.training.fits import best_fit
+    from empirical.training.runs import TrainingDiverged, train
 
     torch.set_num_threads(1)  # one process per core: threads inside would only contend
     cell: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
@@ -61,6 +61,8 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
              jobs: int = 2, progress: bool = False) -> list[dict[str, Any]]:
     """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order
     (``progress``: a tqdm bar counting the finished cells)."""
+    from tqdm.auto import tqdm
+
     if jobs < 1:
         raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
     configs = [replace(base, lr=lr, weight_decay=wd, limit_similarity=False) for wd in decays for lr in lrs]
@@ -122,6 +124,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.models.provenance import versions
+    from empirical.training.plots import plot_grid
+
     lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
     out = check_output_dir(args.out, what="--out")
     base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], limit_similarity=False)

@@ -6,13 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.commands.common import check_outputs, write_json
 from empirical.cli.options import output_options, runtime_options
-from empirical.models.provenance import versions
-from empirical.outputs import save_figure
-from empirical.training.checkpoints import scan_checkpoints
-from empirical.training.fits import fit_norm_growth, growth_curve, skipped_lines
-from empirical.training.norms import render_records
+from empirical.outputs import save_figure, write_json
 
 __all__ = ["measure", "register"]
 
@@ -42,6 +37,10 @@ def register(subparsers: Any) -> None:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Scan the checkpoints and fit the norm; the JSON document of the command."""
+    from empirical.models.provenance import versions
+    from empirical.training.checkpoints import scan_checkpoints
+    from empirical.training.fits import fit_norm_growth
+
     tracker, ordered = scan_checkpoints(args.checkpoints, args.at_steps, progress=not args.quiet)
     growth = fit_norm_growth(
         [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
@@ -58,6 +57,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(data: dict[str, Any]) -> str:
+    from empirical.training.fits import skipped_lines
+
     lines = [f"{'step':>10}  {'‖θ‖':>12}  {'cos(θ, θ_prev)':>14}"]
     for r in data["records"]:
         cos = "" if r["cosine_prev"] is None else f"{r['cosine_prev']:.6f}"
@@ -88,6 +89,10 @@ def _table(data: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs
+    from empirical.training.fits import growth_curve
+    from empirical.training.norms import render_records
+
     check_outputs(args)  # before the scan, so a bad path costs no run
     data = measure(args)
     print(_table(data))

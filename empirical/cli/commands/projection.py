@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from empirical.cli.commands.common import check_output, check_outputs, stage_bar, write_json
 from empirical.cli.options import device_options, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
-from empirical.measure.plotting import PLOT_SUFFIXES
-from empirical.models.loading import check_device, parse_dtype
-from empirical.models.provenance import versions
-from empirical.training.projection import ProjectionCurves, equilibrium_scale, projection_curves
+from empirical.measure.variants import SUBLAYER_VARIANTS
+from empirical.outputs import PLOT_SUFFIXES, check_output, write_json
+
+if TYPE_CHECKING:
+    from empirical.training.projection import ProjectionCurves
 
 __all__ = ["figure1_scales", "register", "run", "saturation_scales", "sign_summary"]
 
@@ -38,8 +37,9 @@ def register(subparsers: Any) -> None:
                  runtime_options(seed_help="seed: components use it, inputs seed + 1, "
                                  "the loss seed + 2 (default: 0)")],
     )
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, metavar="NAME",
-                        help=f"sublayer variants (default: all of {', '.join(VARIANTS)})")
+    parser.add_argument("--variants", nargs="+", choices=list(SUBLAYER_VARIANTS), default=None,
+                        metavar="NAME",
+                        help=f"sublayer variants (default: all of {', '.join(SUBLAYER_VARIANTS)})")
     parser.add_argument("--hidden", type=positive_int, default=10, help="hidden size (default: 10)")
     parser.add_argument("--sequences", type=positive_int, default=64,
                         help="random input sequences (default: 64)")
@@ -84,6 +84,8 @@ def saturation_scales() -> list[float]:
 def sign_summary(curves: ProjectionCurves, accuracy: float) -> dict[str, dict[str, Any]]:
     """Per variant at one accuracy: how many scales have a positive projection, the first such c,
     and whether the projection stays positive from there on."""
+    from empirical.training.projection import equilibrium_scale
+
     summary = {}
     for name, by_accuracy in curves.projections.items():
         values = by_accuracy[accuracy]
@@ -96,6 +98,12 @@ def sign_summary(curves: ProjectionCurves, accuracy: float) -> dict[str, dict[st
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs, stage_bar
+    from empirical.measure.components import build_components, component_saturation, random_inputs
+    from empirical.models.loading import check_device, parse_dtype
+    from empirical.models.provenance import versions
+    from empirical.training.projection import projection_curves
+
     check_outputs(args)
     if args.saturation_plot:
         check_output(args.saturation_plot, suffixes=PLOT_SUFFIXES, what="--saturation-plot")

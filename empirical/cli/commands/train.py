@@ -7,26 +7,16 @@ import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from empirical import interrupts
 from empirical.cli.options import device_options, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.models.loading import check_device
 from empirical.outputs import check_output_dir
-from empirical.training.fits import best_fit, skipped_lines
-from empirical.training.plots import plot_norms, plot_saturation
-from empirical.training.resume import RESUME_FILE
-from empirical.training.runs import (
-    ARCHITECTURES,
-    OPTIMIZERS,
-    SCHEDULES,
-    TrainConfig,
-    TrainingInterrupted,
-    TrainResult,
-    read_run,
-    train,
-)
+from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, RESUME_FILE, SCHEDULES
+
+if TYPE_CHECKING:
+    from empirical.training.runs import TrainConfig, TrainResult
 
 __all__ = ["add_training_options", "check_run_folder", "config_from_args", "register", "remove_run",
            "resumed_config", "write_run"]
@@ -63,6 +53,8 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
 
 def config_from_args(args: argparse.Namespace, **override: Any) -> TrainConfig:
     """The :class:`TrainConfig` of parsed options (``override`` sets the rest, e.g. lr in a grid)."""
+    from empirical.training.runs import TrainConfig
+
     fields = {"arch": args.arch, "layers": args.layers, "width": args.width, "heads": args.heads,
               "steps": args.steps, "schedule": args.schedule, "optimizer": args.optimizer,
               "batch_size": args.blocks_per_step, "context": args.context, "seed": args.seed}
@@ -153,6 +145,8 @@ def resumed_config(args: argparse.Namespace, out: Path) -> TrainConfig:
     """
     if args.overwrite:
         raise EmpiricalError("expected either --resume or --overwrite, got both")
+    from empirical.training.runs import TrainConfig, read_run
+
     document = read_run(out, unfinished=True)
     if document.get("stopped") is None:
         raise EmpiricalError(f"--resume expected an unfinished run in {out}, got a finished one")
@@ -186,6 +180,8 @@ def remove_run(out: Path, *, created: bool = False) -> None:
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
     """The figures and ``train.json`` of a finished run, then the resume file goes: the run is no
     longer one to continue. Signals wait until all is written (docs/errors.md, "Interrupted")."""
+    from empirical.training.plots import plot_norms, plot_saturation
+
     data = result.to_dict()
     title = (f"{result.config.arch}, {result.config.optimizer} lr {result.config.lr:g}, "
              f"wd {result.config.weight_decay:g}")
@@ -200,6 +196,10 @@ def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.models.loading import check_device
+    from empirical.training.fits import best_fit, skipped_lines
+    from empirical.training.runs import TrainingInterrupted, train
+
     out = check_output_dir(args.out, what="--out")
     if args.resume:
         config = resumed_config(args, out)

@@ -19,10 +19,10 @@ from torch.export.graph_signature import TensorArgument
 
 from homogeneity.degree import Degree
 from homogeneity.errors import HomogeneityError
-from homogeneity.validation import check_sequence, describe
 from homogeneity.report import HomogeneityReport, build_report
 from homogeneity.rules import RULES, target_name
 from homogeneity.tracing import export_model, parameter_names
+from homogeneity.validation import check_sequence, describe
 
 __all__ = [
     "META_KEY",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import sympy
 import torch
@@ -44,6 +44,7 @@ from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import forward, layer_labels, token_cosines
 from empirical.measure.scaled import check_scale
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
+from empirical.validation import check_list, check_measurable, check_real, check_token_rows
 from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport
@@ -98,8 +99,7 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:
 
 
 def _check_eval(model: nn.Module) -> None:
-    if not isinstance(model, nn.Module):
-        raise EmpiricalError(f"expected an nn.Module to make a claim about, got {type(model).__name__}")
+    check_measurable(model, "a claim (it runs the model)")
     if model.training:
         raise EmpiricalError(
             f"expected {type(model).__name__} in eval() mode; in training mode dropout makes every "
@@ -131,11 +131,7 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
             ("decoder", inputs.get("decoder_attention_mask", torch.ones_like(decoder)).bool()))
         return Batch({k: v.to(device) for k, v in inputs.items()},
                      tuple((name, m.to(device)) for name, m in stacks), tuple(range(len(ids))))
-    first = next(iter(inputs), None)
-    if isinstance(first, int):
-        rows = [[int(i) for i in cast(Sequence[int], inputs)]]
-    else:
-        rows = [[int(i) for i in row] for row in cast(Sequence[Sequence[int]], inputs)]
+    rows = check_token_rows(inputs)
     if not rows or any(len(r) == 0 for r in rows):
         raise EmpiricalError(f"expected one or more non-empty token id sequences, got {inputs!r}")
     corpus = TokenizedCorpus(tuple(tuple(r) for r in rows), 0, max(map(len, rows)))
@@ -188,8 +184,8 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
     """
     _check_eval(model)
     c = check_scale(scale)
-    if not eps >= 0:
-        raise EmpiricalError(f"expected eps ≥ 0 (a bound on 1 − cos), got {eps!r}")
+    eps = check_real(eps, "eps (a bound on 1 − cos)", low=0)
+    claimed = _claimed_layers(layers, "layer indices or labels")
     batch = model_batch(model, inputs)
 
     def run(at: float) -> Any:
@@ -203,10 +199,22 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
         ours, limit = hidden_states(grown, stack, model), hidden_states(target, stack, model)
         for label, a, b in zip(layer_labels(stack, len(ours)), ours, limit):
             gaps[label] = float(1 - token_cosines(a, b, mask).mean())
-    chosen = _choose(list(gaps), layers)
+    chosen = _choose(list(gaps), claimed)
     if any(not gaps[label] <= eps for label in chosen):  # NaN fails too
         listed = ", ".join(f"{label} 1 − cos = {gaps[label]:.3e}" for label in chosen)
         raise AssertionError(f"not saturated to eps={eps:g} at c={c:g}: {listed}")
+
+
+def _claimed_layers(layers: Any, what: str) -> list[Any] | None:
+    """``layers`` as a non-empty list, or None (every layer): a claim about no layer would hold
+    whatever the model computes, and a bare string would be read letter by letter."""
+    if layers is None:
+        return None
+    chosen = check_list(layers, "layers", what)
+    if not chosen:
+        raise EmpiricalError(f"expected at least one layer to check, got layers={layers!r} "
+                             "(None checks them all)")
+    return chosen
 
 
 def _choose(labels: list[str], layers: Sequence[int | str] | None) -> list[str]:
@@ -214,7 +222,7 @@ def _choose(labels: list[str], layers: Sequence[int | str] | None) -> list[str]:
         return labels
     chosen = []
     for layer in layers:
-        if isinstance(layer, int) and -len(labels) <= layer < len(labels):
+        if isinstance(layer, int) and not isinstance(layer, bool) and -len(labels) <= layer < len(labels):
             chosen.append(labels[layer])
         elif layer in labels:
             chosen.append(str(layer))
@@ -332,6 +340,8 @@ def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
     """
     _check_eval(model)
     c = check_scale(scale)
+    eps = check_real(eps, "eps (a bound on 1 − cos)", low=0)
+    layers = _claimed_layers(layers, "layer indices")
     args, kwargs = ((), dict(inputs)) if isinstance(inputs, Mapping) else (
         (tuple(inputs) if isinstance(inputs, tuple) else (inputs,)), {})
     if isinstance(kwargs.get("input_ids"), torch.Tensor):
@@ -344,7 +354,7 @@ def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
     try:
         found = compare_layers([ours[i] for i in indices], [theirs[i] for i in indices],
                                None if mask is None else mask.bool())
-    except (IndexError, SaturationError) as err:
+    except (IndexError, TypeError, SaturationError) as err:
         raise EmpiricalError(f"cannot compare the reference ({len(ours)} layers) with the model "
                              f"({len(theirs)} layers) at layers {indices}: {err}") from err
     if any(not 1 - cos <= eps for cos in found.cosines):

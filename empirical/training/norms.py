@@ -39,6 +39,7 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import save_figure, write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
+from empirical.validation import check_step
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -393,6 +394,7 @@ class NormTracker:
         Returns:
             The new record (also appended to :attr:`records`).
         """
+        step = check_step(step)
         self._check_not_awaiting("record")
         if state_dict is None:
             self._observe_parameters(step)
@@ -436,6 +438,7 @@ class NormTracker:
             step: the training step; steps must increase.
             loss: the step's scalar loss (tensor or float), recorded as a float.
         """
+        step = check_step(step)
         self._check_not_awaiting("after_backward")
         loss_value: float | None = None
         if loss is not None:
@@ -465,6 +468,7 @@ class NormTracker:
         Raises:
             EmpiricalError: if :meth:`after_backward` was not called for ``step``.
         """
+        step = check_step(step)
         if self._awaiting_step != step:
             expected = ("no step is waiting" if self._awaiting_step is None
                         else f"step {self._awaiting_step} is waiting")

@@ -8,6 +8,7 @@ Every command that takes a model reads it with :func:`load_args_model` (one mode
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 import torch
@@ -29,10 +30,17 @@ __all__ = [
     "model_spec",
     "parse_dtype",
     "positive_int",
+    "show_warning_line",
     "stage_bar",
     "write_json",
     "write_text",
 ]
+
+def show_warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """``warnings.showwarning`` of the ``normsat`` command: one line, ``normsat: warning: …``,
+    without the library's source line; also installed in worker processes (``grid``)."""
+    print(f"normsat: warning: {message}", file=sys.stderr)
+
 
 def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
     """A progress bar on stderr over a command's ``stages`` (silent with ``--quiet``): name the
@@ -43,6 +51,10 @@ def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
 def model_spec(args: argparse.Namespace) -> str:
     """The model named on the command line (``--model`` or the positional form)."""
     flagged, positional = getattr(args, "model", None), getattr(args, "model_positional", None)
+    if any(given is not None and not given.strip() for given in (flagged, positional)):
+        # What an unset shell variable ($MODEL) gives: never a request for the default model.
+        raise EmpiricalError(f"expected a model, got an empty name (an unset shell variable?); "
+                             f"leave out --model for the default ({args.default_model})")
     if flagged is not None and positional is not None and flagged != positional:
         raise EmpiricalError(f"expected one model, got --model {flagged} and MODEL {positional}")
     return str(flagged or positional or args.default_model)

@@ -29,7 +29,7 @@ from empirical.cli.options import (
 )
 from empirical.errors import EmpiricalError
 from empirical.models.batching import decoder_inputs
-from empirical.models.factories import is_factory, make
+from empirical.models.factories import check_factory_options, is_factory, make
 from empirical.models.loading import check_device, config_only
 from empirical.models.provenance import model_record, versions
 from homogeneity.analysis import analyze
@@ -88,6 +88,8 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
     name = model_spec(args)
     device = check_device(getattr(args, "device", "cpu"))
     if is_factory(name):
+        check_factory_options(name, random_init=getattr(args, "random_init", False),
+                              num_layers=args.num_layers)
         made = make(name)
         model = made.model.to(device)
         if getattr(args, "dtype", None):

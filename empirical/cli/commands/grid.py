@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
@@ -11,8 +12,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from empirical.cli.commands.common import show_warning_line
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
-from empirical.cli.options import runtime_options
+from empirical.cli.options import finite_float, positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
@@ -67,9 +69,16 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
     for config in configs:
         config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # Workers show warnings as the main process does: one line, without the source line.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_line_warnings_here) as pool:
         return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid", unit="cell",
                          disable=not progress))
+
+
+def _one_line_warnings_here() -> None:
+    """Initializer of a worker process: warnings as ``normsat: warning: …`` lines."""
+    warnings.showwarning = show_warning_line
 
 
 def _numbers(text: str, what: str) -> list[float]:
@@ -84,9 +93,9 @@ def _numbers(text: str, what: str) -> list[float]:
             raise EmpiricalError(f"--{what} expected numbers separated by commas, got an empty item "
                                  f"(item {position}) in {text!r}")
         try:
-            value = float(item)
-        except ValueError:
-            raise EmpiricalError(f"--{what} expected numbers separated by commas, got {item!r} "
+            value = finite_float(item)
+        except argparse.ArgumentTypeError as err:
+            raise EmpiricalError(f"--{what} expected numbers separated by commas: {err} "
                                  f"(item {position}) in {text!r}") from None
         if value in values:
             raise EmpiricalError(f"--{what} expected distinct numbers, got {item!r} twice "
@@ -108,7 +117,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--weight-decay", default="0",
                         help="weight decays, comma-separated (default: 0)")
     add_training_options(parser, grid=True)
-    parser.add_argument("--jobs", type=int, default=2, help="parallel processes (default: 2)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="parallel processes (default: 2)")
     parser.add_argument("--out", default="normsat-grid", help="output folder (default: normsat-grid)")
     parser.set_defaults(func=run, evaluations=3)
 

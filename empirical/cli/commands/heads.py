@@ -16,6 +16,7 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    step_int,
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.heads import HeadAtlas, head_atlas, plot_atlas
@@ -71,7 +72,7 @@ def register(subparsers: Any) -> None:
                         help="a normsat train folder: measure its checkpoint instead of --model (the "
                         "run names its model, tokenizer, depth and seed); repeat to compare runs "
                         "(e.g. post-LN beside pre-LN)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=step_int, default=None,
                         help="the checkpoint step of each --run (default: the last one saved)")
     parser.add_argument("--no-paper", action="store_true",
                         help="skip the paper's approximation at 1000·θ (one forward pass less)")

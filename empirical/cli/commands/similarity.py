@@ -14,6 +14,7 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    scale_float,
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.plotting import plot_similarity
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
-    parser.add_argument("--scale", type=float, default=1000.0,
+    parser.add_argument("--scale", type=scale_float, default=1000.0,
                         help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
                         "compares with the exact saturated network (the c → ∞ limit, not a "
                         "large c)")

@@ -44,7 +44,7 @@ def check_seed(seed: Any, name: str = "seed") -> int:
 def check_count(value: Any, name: str, low: int = 1) -> int:
     """A count (sentences, layers, a batch size): an integer ≥ ``low``, fractions refused.
 
-    >>> check_count(2.0, "batch_size")
+    >>> check_count(2, "batch_size")
     2
     """
     return check_integer(value, name, low=low, error=EmpiricalError)

@@ -81,7 +81,8 @@ def check_number(value: Any, name: str, *, low: float | None = None, high: float
     Traceback (most recent call last):
     homogeneity.errors.HomogeneityError: expected eps to be a real number, got True (bool)
     """
-    expected = f"expected {name} to be a number{_bounds(low, high, low_open, high_open)}"
+    expected = (f"expected {name} to be a number{_bounds(low, high, low_open, high_open)}"
+                f"{' or inf' if infinite else ''}")
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex() \
             and value.dtype != torch.bool:
         value = value.item()
@@ -89,7 +90,7 @@ def check_number(value: Any, name: str, *, low: float | None = None, high: float
         raise error(f"expected {name} to be a real number, got {describe(value)}")
     number = float(value)
     if math.isnan(number) or (math.isinf(number) and not (infinite and number > 0)):
-        raise error(f"{expected}{' or inf' if infinite else ''}, got {value!r}")
+        raise error(f"{expected}, got {value!r}")
     if (low is not None and (number < low or (low_open and number == low))) or \
             (high is not None and (number > high or (high_open and number == high))):
         raise error(f"{expected}, got {value!r}")
@@ -98,11 +99,13 @@ def check_number(value: Any, name: str, *, low: float | None = None, high: float
 
 def check_integer(value: Any, name: str, *, low: int | None = None, high: int | None = None,
                   error: type[Exception] = HomogeneityError) -> int:
-    """``value`` as an int if it is an integer (or an integral float) within [low, high].
+    """``value`` as an int if it is an integer (Python, NumPy, or a one-element integer tensor)
+    within [low, high].
 
-    A fractional value is refused rather than truncated: two different steps must never become one.
+    A float is refused, even an integral one: a fractional value must never be truncated (two
+    different steps would become one), and 8.0 tokens is a float where a count was meant.
 
-    >>> check_integer(3.0, "step", low=0)
+    >>> check_integer(3, "step", low=0)
     3
     >>> check_integer(2.5, "step", low=0)
     Traceback (most recent call last):
@@ -112,13 +115,10 @@ def check_integer(value: Any, name: str, *, low: int | None = None, high: int | 
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex() \
             and value.dtype != torch.bool:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if isinstance(value, float):
+        raise error(f"{expected}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise error(f"{expected}, got {describe(value)}")
-    if not isinstance(value, numbers.Integral):
-        number = float(value)
-        if not (math.isfinite(number) and number.is_integer()):
-            raise error(f"{expected}, got {value!r}")
-        value = int(number)
     integer = int(value)
     if (low is not None and integer < low) or (high is not None and integer > high):
         raise error(f"{expected}, got {value!r}")

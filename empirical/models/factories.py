@@ -77,7 +77,7 @@ def check_factory_options(spec: str, *, random_init: bool, num_layers: int | Non
     if random_init or num_layers is not None:
         raise EmpiricalError(
             f"a model from {spec} is used as the factory builds it; random_init and num_layers "
-            "(CLI: --random-init, --num-layers) apply to named models and folders only"
+            "apply to named models and folders only (CLI: --random-init, --num-layers)"
         )
 
 

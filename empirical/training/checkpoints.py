@@ -103,8 +103,6 @@ def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None =
     if not paths:
         raise EmpiricalError("expected at least one checkpoint, got none")
     resolved = [Path(p) for p in paths]
-    for path in resolved:
-        _check_checkpoint_path(path)
     if steps is not None:
         steps = [check_step(step, f"steps[{index}]")
                  for index, step in enumerate(check_list(steps, "steps", "integers"))]
@@ -217,6 +215,8 @@ def scan_checkpoints(
         EmpiricalError: see :func:`order_checkpoints` and :func:`read_state_dict`; also
             checkpoints of different architectures (naming the first differing tensor).
     """
+    for path in check_list(paths, "paths", "checkpoint files or folders"):
+        _check_checkpoint_path(Path(path))  # before the steps: a missing file is the first news
     ordered = order_checkpoints(paths, steps)
     tracker: NormTracker | None = None
     first: tuple[Path, dict[str, torch.Tensor]] | None = None  # names and shapes only are used

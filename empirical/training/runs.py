@@ -44,7 +44,7 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import Result, check_output_dir
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
-from empirical.validation import check_count, check_real, check_seed
+from empirical.validation import check_real, check_seed
 from homogeneity import Grade, HomogeneityError, analyze
 from homogeneity.report import HomogeneityReport
 from homogeneity.validation import describe
@@ -128,9 +128,8 @@ class TrainConfig:
         for name in ("layers", "width", "heads", "steps", "batch_size", "evaluations",
                      "eval_sentences"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):  # 2.0 layers: a typo, not 2
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise EmpiricalError(f"{name} must be a positive integer, got {describe(value)}")
-            check_count(value, name)
         check_seed(self.seed)
         check_real(self.lr, "lr", low=0, low_open=True)
         check_real(self.weight_decay, "weight_decay", low=0)

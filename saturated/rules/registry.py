@@ -64,7 +64,7 @@ class Settings:
         # Every field checked here, once: a bad value would otherwise give a wrong limit silently.
         if self.ties not in ("raise", "nan", "uniform"):
             raise SaturationError(f"ties must be 'raise', 'nan' or 'uniform', got {self.ties!r}")
-        # Frozen: the checked values (orders=2.0 → 2) are written with object.__setattr__.
+        # Frozen: the checked values (a one-element tensor as a number) go in with object.__setattr__.
         object.__setattr__(self, "orders", check_integer(self.orders, "orders", low=1,
                                                          error=SaturationError))
         object.__setattr__(self, "mask_threshold", check_number(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import warnings
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from tqdm.auto import tqdm
 
 from empirical.cli.commands.common import show_warning_line
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
-from empirical.cli.options import finite_float, positive_int, runtime_options
+from empirical.cli.options import positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
@@ -93,10 +94,13 @@ def _numbers(text: str, what: str) -> list[float]:
             raise EmpiricalError(f"--{what} expected numbers separated by commas, got an empty item "
                                  f"(item {position}) in {text!r}")
         try:
-            value = finite_float(item)
-        except argparse.ArgumentTypeError as err:
-            raise EmpiricalError(f"--{what} expected numbers separated by commas: {err} "
+            value = float(item)
+        except ValueError:
+            raise EmpiricalError(f"--{what} expected numbers separated by commas, got {item!r} "
                                  f"(item {position}) in {text!r}") from None
+        if not math.isfinite(value):  # 1e400 overflows to inf: never a value anyone asked for
+            raise EmpiricalError(f"--{what} expected finite numbers, got {item!r} (item {position}) "
+                                 f"in {text!r}")
         if value in values:
             raise EmpiricalError(f"--{what} expected distinct numbers, got {item!r} twice "
                                  f"(item {position}) in {text!r}")

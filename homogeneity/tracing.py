@@ -133,6 +133,10 @@ def export_model(
     """
     if not isinstance(model, nn.Module):
         raise HomogeneityError(f"expected an nn.Module to export, got {type(model).__name__}")
+    if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping | None) \
+            or not isinstance(dynamic, bool):
+        raise HomogeneityError(f"expected args as a tuple, kwargs as a mapping and dynamic as a bool, got "
+                               f"{type(args).__name__}, {type(kwargs).__name__} and {type(dynamic).__name__}")
     kwargs = dict(kwargs or {})
     check_real_model(model, pytree.tree_leaves((args, kwargs)))
     if _accepts(model, "use_cache") and getattr(model, "config", None) is not None:
@@ -297,6 +301,8 @@ def node_module_path(node: torch.fx.Node) -> str:
     >>> [node_module_path(n) for n in ep.graph.nodes if n.op == "call_function"]
     ['0']
     """
+    if not isinstance(node, torch.fx.Node):
+        raise HomogeneityError(f"expected a torch.fx.Node, got {type(node).__name__}")
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return ""

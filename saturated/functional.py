@@ -80,6 +80,8 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
     check_dim(dim, scores)
     rtol = check_rtol(rtol)
     allowed = _check_mask(scores, mask)
+    if scores.shape[dim] == 0:  # rows without positions: nothing is maximal
+        return torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
     finite = scores.is_floating_point() and math.isfinite(float(scores.sum()))
     if not (finite or nan_rows_empty) and bool((torch.isnan(scores) & allowed).any()):
         raise SaturationError("hardmax received NaN scores at allowed positions")

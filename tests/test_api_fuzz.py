@@ -30,9 +30,9 @@ import empirical.claims
 import homogeneity
 import saturated
 from empirical.errors import EmpiricalError
+from empirical.models.loading import load_model
 from homogeneity.errors import HomogeneityError
 from saturated.errors import SaturationError
-from empirical.models.loading import load_model
 
 ERRORS = {"homogeneity": HomogeneityError, "saturated": SaturationError, "empirical": EmpiricalError}
 
@@ -89,14 +89,6 @@ JUNK = st.one_of(
 )
 
 
-def _value(draw: Any, name: str) -> Any:
-    """A value for the parameter ``name``: the tiny tokenizer for tokenizers (a junk tokenizer is
-    the caller's own code), junk otherwise."""
-    if name == "tokenizer":
-        return tiny()[1]
-    return draw(JUNK)
-
-
 def public(module: Any, package: str) -> list[tuple[str, Callable[..., Any]]]:
     skipped = SKIPPED.get(module.__name__, set())
     return [(f"{module.__name__}.{name}", getattr(module, name)) for name in module.__all__
@@ -128,18 +120,25 @@ def _check_result(name: str, result: Any) -> None:
         assert all(-1 - 1e-9 <= value <= 1 + 1e-9 for value in result.per_layer)
 
 
-@pytest.mark.parametrize(("name", "fn", "error"), TARGETS, ids=[t[0] for t in TARGETS])
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data())
-def test_public_call_returns_or_raises_its_package_error(name: str, fn: Callable[..., Any],
-                                                          error: type[Exception], data: Any) -> None:
+# Functions that trace or run the model on every valid call (about a second each): fewer examples.
+TRACING = {"homogeneity.analyze", "homogeneity.block_degree_map", "homogeneity.certify",
+           "homogeneity.check_certificate", "homogeneity.export_model", "saturated.saturate",
+           "saturated.SaturatedModel", "empirical.head_atlas", "empirical.representation_similarity",
+           "empirical.claims.assert_homogeneous", "empirical.claims.assert_saturated",
+           "empirical.claims.assert_matches"}
+FEW = max(4, settings.default.max_examples // 5)
+
+
+def _call_with_drawn_arguments(name: str, fn: Callable[..., Any], error: type[Exception],
+                               data: Any) -> None:
     params = _parameters(fn)
+    # A tokenizer is the caller's own code: it is always the tiny model's, everything else is drawn.
     args, kwargs = [], {}
     for param in params:
         # Optional parameters are left at their defaults half the time, so valid calls happen too.
         if param.default is not param.empty and data.draw(st.booleans(), label=f"skip {param.name}"):
             continue
-        value = _value(lambda s: data.draw(s, label=param.name), param.name)
+        value = tiny()[1] if param.name == "tokenizer" else data.draw(JUNK, label=param.name)
         if param.kind == param.KEYWORD_ONLY or param.default is not param.empty:
             kwargs[param.name] = value
         else:
@@ -152,6 +151,26 @@ def test_public_call_returns_or_raises_its_package_error(name: str, fn: Callable
     except allowed:
         return
     _check_result(name, result)
+
+
+QUICK = [target for target in TARGETS if target[0] not in TRACING]
+SLOW = [target for target in TARGETS if target[0] in TRACING]
+
+
+@pytest.mark.parametrize(("name", "fn", "error"), QUICK, ids=[t[0] for t in QUICK])
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_public_call_returns_or_raises_its_package_error(name: str, fn: Callable[..., Any],
+                                                          error: type[Exception], data: Any) -> None:
+    _call_with_drawn_arguments(name, fn, error, data)
+
+
+@pytest.mark.parametrize(("name", "fn", "error"), SLOW, ids=[t[0] for t in SLOW])
+@settings(max_examples=FEW, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_tracing_call_returns_or_raises_its_package_error(name: str, fn: Callable[..., Any],
+                                                           error: type[Exception], data: Any) -> None:
+    _call_with_drawn_arguments(name, fn, error, data)
 
 
 @given(scores=st.lists(st.sampled_from([-math.inf, -1.0, 0.0, 2.0, math.inf]), min_size=1, max_size=5),

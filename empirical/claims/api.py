@@ -48,6 +48,7 @@ from empirical.validation import check_list, check_measurable, check_real, check
 from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport
+from homogeneity.validation import describe
 from homogeneity.verify import check_scaling
 from saturated import SaturatedModel, SaturationError, Settings, compare_layers
 
@@ -118,7 +119,8 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
         EmpiricalError: no tokens, a mapping without ``input_ids``, or token ids beyond the
             model's embedding table.
     """
-    device = next(model.parameters()).device
+    check_measurable(model, "a claim (it runs the model)")
+    device = next(model.parameters(), torch.empty(0)).device
     if isinstance(inputs, Mapping):
         if "input_ids" not in inputs:
             raise EmpiricalError(f"expected input_ids among the model inputs, got {sorted(inputs)}")
@@ -263,6 +265,8 @@ def assert_homogeneous(model: nn.Module, inputs: Inputs, degree: int | sympy.Exp
         EmpiricalError: a model in training mode, an unknown output, or an output without a degree.
     """
     _check_eval(model)
+    if output is not None and not isinstance(output, str):
+        raise EmpiricalError(f"expected output to be the name of an output, got {describe(output)}")
     batch = model_batch(model, inputs)
     try:
         derived = None
@@ -277,9 +281,14 @@ def assert_homogeneous(model: nn.Module, inputs: Inputs, degree: int | sympy.Exp
         if derived is not None and name not in derived.outputs:
             raise EmpiricalError(f"expected output among {sorted(derived.outputs)}, got {name!r}")
         found = derived.outputs[name] if derived is not None else None
-        k = sympy.sympify(degree) if degree is not None else found.value  # type: ignore[union-attr]
-        g = Grade(grade) if grade is not None else found.grade  # type: ignore[union-attr]
-        if g is Grade.NONE or not k.is_number or k is sympy.nan:
+        try:
+            k = sympy.sympify(degree) if degree is not None else found.value  # type: ignore[union-attr]
+            g = Grade(grade) if grade is not None else found.grade  # type: ignore[union-attr]
+        except (sympy.SympifyError, TypeError, ValueError) as err:
+            raise EmpiricalError(f"expected degree as a number or an expression in k and grade as one "
+                                 f"of {[g.value for g in Grade]}, got {degree!r:.40} and {grade!r:.40}"
+                                 ) from err
+        if g is Grade.NONE or not isinstance(k, sympy.Expr) or not k.is_number or k is sympy.nan:
             why = f" ({found.cases[0].reason})" if found is not None and found.cases else ""
             raise EmpiricalError(f"output {name!r} has no degree to check: {k}, grade {g}{why}")
         claimed = HomogeneityReport(outputs={name: Degree.of(k, g)}, nodes=[], modules=[])
@@ -316,6 +325,17 @@ def _per_layer(output: Any) -> tuple[torch.Tensor, ...]:
     )
 
 
+def _call(what: str, network: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``network(*args, **kwargs)``; a network that refuses these inputs is bad input to the claim."""
+    try:
+        return network(*args, **kwargs)
+    except (EmpiricalError, SaturationError):
+        raise
+    except Exception as err:
+        raise EmpiricalError(f"{what} raised {type(err).__name__} on the inputs given: "
+                             f"{str(err).splitlines()[0] if str(err) else ''}") from err
+
+
 def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
                    layers: Sequence[int] | None = None, eps: float = 1e-6,
                    scale: float = math.inf) -> None:
@@ -346,9 +366,11 @@ def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
         (tuple(inputs) if isinstance(inputs, tuple) else (inputs,)), {})
     if isinstance(kwargs.get("input_ids"), torch.Tensor):
         check_token_ids(model, kwargs["input_ids"])
+    if not callable(reference):
+        raise EmpiricalError(f"expected the reference to be callable (a network), got {describe(reference)}")
     with torch.inference_mode():
-        ours = _per_layer(reference(*args, **kwargs))
-        theirs = _per_layer(_outputs_at(model, c, *args, **kwargs))
+        ours = _per_layer(_call("the reference", reference, args, kwargs))
+        theirs = _per_layer(_call("the model", lambda *a, **k: _outputs_at(model, c, *a, **k), args, kwargs))
     mask = kwargs.get("attention_mask")
     indices = list(range(len(ours))) if layers is None else list(layers)
     try:

@@ -11,8 +11,8 @@ import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NoReturn
 from importlib import metadata
+from typing import NoReturn
 
 from empirical import distributed
 from empirical.cli.commands import (

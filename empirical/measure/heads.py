@@ -490,7 +490,9 @@ def measure_heads(
     eps = check_real(eps, "eps (the certified scales' tolerance)", low=0, high=1, low_open=True,
                      high_open=True)
     check_measurable(model, "the head atlas (it runs the model)")
-    thresholds = thresholds or Thresholds()
+    thresholds = Thresholds() if thresholds is None else thresholds
+    if not isinstance(thresholds, Thresholds):
+        raise EmpiricalError(f"expected thresholds to be a Thresholds, got {type(thresholds).__name__}")
     settings = settings or Settings(ties="nan")
     limit = limit or SaturatedModel(model, settings)
     grown = scaled_forward(model, PAPER_SCALE) if paper else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import functools
 import hashlib
 import re
 import sysconfig
@@ -85,8 +86,10 @@ def _docstring_sentences(source: str) -> list[str]:
     return sentences
 
 
-def _default_sentences() -> list[str]:
-    """Sentences taken round-robin across the modules, so any prefix mixes many subjects."""
+@functools.cache
+def _default_sentences() -> tuple[str, ...]:
+    """Sentences taken round-robin across the modules, so any prefix mixes many subjects (read
+    once per process: parsing the standard library takes about a second)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     per_module = [
         _docstring_sentences((stdlib / relative).read_text(encoding="utf-8"))
@@ -100,7 +103,7 @@ def _default_sentences() -> list[str]:
             if rank < len(module_sentences) and module_sentences[rank] not in seen:
                 seen.add(module_sentences[rank])
                 sentences.append(module_sentences[rank])
-    return sentences
+    return tuple(sentences)
 
 
 def _utf16(data: bytes) -> str:
@@ -179,8 +182,10 @@ def load_corpus(path: str | Path | None = None, n: int | None = 100) -> Corpus:
     """
     if n is not None:
         n = check_count(n, "n (the number of sentences)")
+    if path is not None and not isinstance(path, str | Path):
+        raise EmpiricalError(f"expected path to be a file name, got {type(path).__name__}")
     if path is None:
-        sentences, source = _default_sentences(), "python-stdlib-docstrings"
+        sentences, source = list(_default_sentences()), "python-stdlib-docstrings"
     else:
         file = Path(path).expanduser()
         if file.is_dir():

@@ -242,7 +242,7 @@ def check_device(device: str | torch.device) -> torch.device:
     """
     try:
         found = torch.device(device)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:
         raise EmpiricalError(f"expected a torch device such as cpu or cuda:0, got {device!r}") from err
     if found.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -21,6 +21,7 @@ from empirical.errors import EmpiricalError
 from empirical.models.formats import read_state_dict
 from empirical.training.norms import NormTracker
 from empirical.validation import check_list, check_step
+from homogeneity.validation import describe
 
 __all__ = ["order_checkpoints", "scan_checkpoints", "step_from_name"]
 
@@ -216,6 +217,8 @@ def scan_checkpoints(
             checkpoints of different architectures (naming the first differing tensor).
     """
     for path in check_list(paths, "paths", "checkpoint files or folders"):
+        if not isinstance(path, str | Path):
+            raise EmpiricalError(f"expected checkpoint paths, got {describe(path)}")
         _check_checkpoint_path(Path(path))  # before the steps: a missing file is the first news
     ordered = order_checkpoints(paths, steps)
     tracker: NormTracker | None = None

@@ -39,7 +39,8 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import save_figure, write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
-from empirical.validation import check_step
+from empirical.validation import check_measurable, check_step
+from homogeneity.validation import describe
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -266,11 +267,22 @@ class NormTracker:
                                  f"SummaryWriter), got {type(writer).__name__}")
         self.writer = writer
         self.prefix = prefix
+        if isinstance(model, nn.Module):
+            check_measurable(model, "a NormTracker (it reads the parameters)")
+        elif not isinstance(model, Mapping) or not all(
+                isinstance(t, torch.Tensor) and not t.is_meta for t in model.values()):
+            raise EmpiricalError(f"NormTracker expected a model or a state dict of tensors with values, "
+                                 f"got {describe(model)}")
         self._model = model if isinstance(model, nn.Module) else None
         named = list(model.named_parameters()) if isinstance(model, nn.Module) else list(model.items())
         if not named:
             raise EmpiricalError("NormTracker expected a model with parameters, got none")
         groups = DEFAULT_GROUPS if groups is None else groups
+        if not isinstance(groups, Mapping) or not all(
+                isinstance(name, str) and isinstance(patterns, str | Sequence)
+                for name, patterns in groups.items()):
+            raise EmpiricalError(f"groups expected a mapping of name → list of glob patterns, got "
+                                 f"{describe(groups)}")
         if any(isinstance(patterns, str) for patterns in groups.values()):
             raise EmpiricalError("groups expected name → list of glob patterns, got a bare string "
                                  "pattern; wrap it in a list")

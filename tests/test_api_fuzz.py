@@ -42,7 +42,7 @@ SKIPPED = {
     "homogeneity": {"RULES", "K", "Grade", "HomogeneityError", "register_rule"},
     "saturated": {"RULES", "SaturationError", "register_rule", "SaturatedOutput"},
     "empirical": {"MODEL_NAMES", "EmpiricalError", "train", "SimilarityResult", "HeadAtlas"},
-    "empirical.claims": {"PROFILE", "register_profile"},
+    "empirical.claims": {"PROFILE", "register_profile", "profile"},
 }
 
 

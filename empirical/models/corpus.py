@@ -182,8 +182,9 @@ def load_corpus(path: str | Path | None = None, n: int | None = 100) -> Corpus:
     """
     if n is not None:
         n = check_count(n, "n (the number of sentences)")
-    if path is not None and not isinstance(path, str | Path):
-        raise EmpiricalError(f"expected path to be a file name, got {type(path).__name__}")
+    if path is not None and (not isinstance(path, str | Path) or not str(path).strip()):
+        # An empty name is an unset shell variable, not the current folder.
+        raise EmpiricalError(f"expected path to be a file name, got {path!r}")
     if path is None:
         sentences, source = list(_default_sentences()), "python-stdlib-docstrings"
     else:

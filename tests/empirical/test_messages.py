@@ -86,7 +86,7 @@ def test_integer_inputs_to_a_float_layer_are_refused_as_eager_pytorch_does() -> 
     ids = torch.ones(1, 3, dtype=torch.long)
     with pytest.raises(RuntimeError):
         layer(ids)  # what eager PyTorch says
-    with pytest.raises(HomogeneityError, match="got the input 'input' of dtype int64 at aten.linear"):
+    with pytest.raises(HomogeneityError, match=r"got the input 'input' of dtype int64 at aten\.linear"):
         analyze(layer, ids)
     with pytest.raises(SaturationError, match="got the input 'input' of dtype int64"):
         saturate(layer, ids)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import NoReturn
 
-from empirical import distributed
+from empirical import distributed, interrupts
 from empirical.cli.commands import (
     check,
     degree,
@@ -121,13 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code.
 
     Bad input (the packages' errors, and files that cannot be read or written) gives exit code 2
-    and one line on stderr; anything else is a bug: one line, exit code 1, and the traceback with
-    ``--debug`` or ``NORMSAT_DEBUG=1``.
+    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143);
+    anything else is a bug: one line, exit code 1, and the traceback with ``--debug`` or
+    ``NORMSAT_DEBUG=1``.
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     try:
-        with _one_line_warnings(), _quiet_torch_logging(debug):
+        with interrupts.signals_as_interrupts(), _one_line_warnings(), _quiet_torch_logging(debug):
             distributed.init_from_environment()  # started by torchrun: join the ranks
             code = int(args.func(args))
             distributed.shutdown()
@@ -137,9 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"normsat {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"normsat {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: docs/errors.md, "Interrupted"
+        signal_name = interrupts.signal_name(interrupts.interrupt_signal(err))
+        print(f"normsat {args.command}: interrupted by {signal_name}", file=sys.stderr)
+        return interrupts.exit_code(err)
     except Exception as err:  # a bug: say so in one line, the traceback on request
         if debug:
             traceback.print_exc()

@@ -19,7 +19,7 @@ from empirical.cli.sections.similarity import similarity_section
 from empirical.cli.sections.training import training_section
 from empirical.models.factories import is_factory
 from empirical.models.provenance import versions
-from empirical.outputs import write_json, write_text
+from empirical.outputs import staged_files, write_json, write_text
 
 __all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
 
@@ -45,6 +45,10 @@ def write_report(
 ) -> Path:
     """Run every section and write ``out/report.md``, its figures and ``out/results.json``.
 
+    Everything is written into a staging folder inside ``out`` and moved into ``out`` at the end
+    (:func:`empirical.outputs.staged_files`): a report that fails or is interrupted leaves ``out``
+    as it was, never new figures beside an old ``report.md``.
+
     Args:
         out: the report folder (created if needed).
         sections: the section functions (default: :data:`SECTIONS`).
@@ -54,8 +58,14 @@ def write_report(
         The path of ``report.md``.
     """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    ctx = ReportContext(out=folder, **context)
+    with staged_files(folder) as staging:  # an interrupted report leaves the folder as it was
+        _write(staging, sections, context)
+    return folder / "report.md"
+
+
+def _write(staging: Path, sections: Sequence[SectionFunction] | None, context: dict[str, Any]) -> None:
+    """Every section's figures, ``report.md`` and ``results.json``, into ``staging``."""
+    ctx = ReportContext(out=staging, **context)
     built = [section(ctx) for section in (SECTIONS if sections is None else sections)]
     lines = [
         "# normsat report",
@@ -68,7 +78,7 @@ def write_report(
     ]
     for section in built:
         lines += [f"## {section.title}", "", section.markdown.strip(), ""]
-    write_text("\n".join(lines), folder / "report.md")
+    write_text("\n".join(lines), staging / "report.md")
     results = {
         "schema": SCHEMA,
         "model": ctx.model,
@@ -77,8 +87,7 @@ def write_report(
         "versions": versions(),
         "sections": {section.key: section.data for section in built},
     }
-    write_json(results, folder / "results.json")
-    return folder / "report.md"
+    write_json(results, staging / "results.json")
 
 
 def _models_compared(model: str, seed: int) -> str:

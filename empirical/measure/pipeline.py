@@ -50,6 +50,7 @@ from empirical.models.batching import (
     tokenize,
 )
 from empirical.models.corpus import Corpus
+from empirical.models.experts import check_expert_memory
 from empirical.models.provenance import model_record, versions
 from empirical.validation import check_list, check_measurable
 
@@ -132,7 +133,8 @@ def prepare(
             share of the batches (:mod:`empirical.distributed`); add up with :class:`Sums`.
 
     Raises:
-        EmpiricalError: no text, no parameters, a model in training mode or non-finite parameters.
+        EmpiricalError: no text, no parameters, a model in training mode, non-finite parameters,
+            or a mixture of experts whose gathered expert weights would not fit in memory.
     """
     if not texts:
         raise EmpiricalError("expected at least one sentence, got an empty list")
@@ -152,6 +154,8 @@ def prepare(
     device = next(model.parameters()).device
     tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
     batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    largest = max((batch.stacks[0][1].shape for batch in batches), key=lambda shape: shape.numel())
+    check_expert_memory(model, *largest)
     if sharded:
         distributed.check_same_corpus(Corpus(tuple(texts), "").sha256)
         batches = distributed.shard(batches)

@@ -22,14 +22,13 @@ and sums run in float64 chunk by chunk, so no checkpoint is ever copied whole.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -41,6 +40,9 @@ from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
 from empirical.validation import check_measurable, check_step
 from homogeneity.validation import describe
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -423,6 +425,34 @@ class NormTracker:
         self._write(record)
         return record
 
+    def previous_parameters(self) -> torch.Tensor | None:
+        """A copy of the flat float64 θ the next record compares with (``None`` before the first
+        record, or for a tracker built from a state dict): what :meth:`resume` needs to continue."""
+        return self._previous.clone() if isinstance(self._previous, torch.Tensor) else None
+
+    def resume(self, records: Sequence[Mapping[str, Any]], previous: torch.Tensor | None = None) -> None:
+        """Continue an interrupted run's tracking, as if this tracker had recorded ``records``.
+
+        Args:
+            records: the records made so far (the next step must come after the last one).
+            previous: :meth:`previous_parameters` of the tracker that made them; default: the
+                tracked parameters as they are now (right for a tracker whose last record measured
+                the parameters the run continues from).
+        """
+        self._check_not_awaiting("resume")
+        if not self._params:
+            raise EmpiricalError("resume needs a NormTracker built from a model, got one built from "
+                                 "a state dict")
+        if previous is not None and previous.numel() != sum(self._sizes):
+            raise EmpiricalError(f"resume expected previous parameters of {sum(self._sizes)} values "
+                                 f"(this model's), got {previous.numel()}")
+        self.records = [dict(record) for record in records]
+        with torch.no_grad():
+            source = self._params if previous is None else list(
+                previous.to(self._params[0].device).split(self._sizes))
+            flat, views = self._load([s.view(shape) for s, shape in zip(source, self.shapes)])
+            self._previous, self._previous_sq = flat, torch.stack(torch._foreach_norm(views)).square()
+
     def _matching(self, state_dict: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         tensors = []
         for name, shape in zip(self.names, self.shapes):
@@ -532,7 +562,7 @@ class NormTracker:
     def plot(self, path: str | Path, *, title: str = "") -> Path:
         """Plot total norm (with the best growth law drawn over it, once there are enough records
         to fit one: :func:`empirical.training.fits.fit_norm_growth`), per-layer norms and per-layer
-        consecutive cosine to a PNG."""
+        consecutive cosine to ``path`` (the format its extension names)."""
         if not self.records:
             raise EmpiricalError("plot expected at least one record, got none")
         steps = [r["step"] for r in self.records]
@@ -548,7 +578,7 @@ def plot_records(
     fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
     title: str = "",
 ) -> Path:
-    """Write :func:`render_records` to a PNG file; returns its path."""
+    """Write :func:`render_records` to ``path`` (the format its extension names); returns the path."""
     return save_figure(render_records(records, fitted=fitted, title=title), path)
 
 
@@ -557,8 +587,8 @@ def render_records(
     *,
     fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
     title: str = "",
-) -> bytes:
-    """PNG bytes of three panels: total norm (with a fitted curve), per-layer norms (paper Fig. 2
+) -> Figure:
+    """A figure of three panels: total norm (with a fitted curve), per-layer norms (paper Fig. 2
     right) and per-layer cosine between consecutive records (Fig. 3 right).
 
     Args:
@@ -599,6 +629,4 @@ def render_records(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return fig

@@ -18,10 +18,18 @@ from tqdm.auto import tqdm
 from empirical.cli.options import MODEL_HELP, positive_int
 from empirical.errors import EmpiricalError
 from empirical.models.loading import check_device, load_model, parse_dtype
-from empirical.outputs import atomic_path, check_output, check_output_dir, write_json, write_text
+from empirical.outputs import (
+    atomic_path,
+    check_distinct,
+    check_output,
+    check_output_dir,
+    write_json,
+    write_text,
+)
 
 __all__ = [
     "MODEL_HELP",
+    "OUTPUT_OPTIONS",
     "atomic_path",
     "check_output",
     "check_output_dir",
@@ -60,8 +68,15 @@ def model_spec(args: argparse.Namespace) -> str:
     return str(flagged or positional or args.default_model)
 
 
+OUTPUT_OPTIONS = {"json": "--json", "plot": "--plot", "certificate": "--certificate",
+                  "saturation_plot": "--saturation-plot"}
+"""Every option that names an output file (attribute → flag): no two may name the same file."""
+
+
 def check_outputs(args: argparse.Namespace) -> None:
-    """Check ``--json`` and ``--plot`` before any computation, so a bad path costs no run."""
+    """Check ``--json`` and ``--plot`` before any computation, so a bad path costs no run, and
+    refuse two output options on one file (:data:`OUTPUT_OPTIONS`)."""
+    check_distinct({flag: getattr(args, name, None) or None for name, flag in OUTPUT_OPTIONS.items()})
     if getattr(args, "json", None):
         check_output(args.json, suffixes=(".json",), what="--json")
     if getattr(args, "plot", None):

@@ -73,8 +73,16 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
     # Workers show warnings as the main process does: one line, without the source line.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_line_warnings_here) as pool:
-        return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid", unit="cell",
-                         disable=not progress))
+        try:
+            return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid",
+                             unit="cell", disable=not progress))
+        except BaseException:
+            # Ctrl-C or SIGTERM (docs/errors.md, "Interrupted"): the queued cells are dropped and
+            # the running ones stopped, or leaving the block would wait for the whole grid.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in multiprocessing.active_children():
+                worker.terminate()
+            raise
 
 
 def _one_line_warnings_here() -> None:

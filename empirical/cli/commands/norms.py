@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         "norm. Checkpoints: safetensors files, Hugging Face model folders, or torch.save state "
         "dicts (read with weights_only=True).",
         parents=[output_options(json_help="write records, fits and provenance to this path",
-                                plot=True, plot_suffixes=(".png",)),
+                                plot=True),
                  runtime_options()],
     )
     parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
@@ -93,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
     print(_table(data))
     # Everything is computed (and the plot rendered) before the first file is written.
     first, last = data["records"][0]["step"], data["records"][-1]["step"]
-    png = render_records(data["records"], fitted=growth_curve(data, first, last),
-                         title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
+    figure = render_records(data["records"], fitted=growth_curve(data, first, last),
+                            title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
         if args.plot else None
     if args.json:
         print(f"\nJSON: {write_json(data, args.json)}")
-    if png is not None:
-        print(f"plot: {save_figure(png, args.plot)}")
+    if figure is not None:
+        print(f"plot: {save_figure(figure, args.plot)}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -11,6 +12,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
+from typing import NoReturn
 
 from empirical import interrupts
 from empirical.cli.commands import (
@@ -25,6 +27,7 @@ from empirical.cli.commands import (
     similarity,
     train,
 )
+from empirical.cli.messages import show_warning_line
 from empirical.cli.options import DEBUG_VARIABLE
 from empirical.errors import EmpiricalError
 
@@ -46,9 +49,16 @@ def one_line(message: object) -> str:
     return " ".join(_ESCAPES.sub("", str(message)).split())
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its usage errors as one line, like normsat's own (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    """The argument parser with every subcommand registered (sub-parsers are of the same class)."""
+    parser = _Parser(
         prog="normsat",
         description="Homogeneity, exact saturation and saturation measurements of transformers "
         "as their parameter norm grows.",
@@ -69,12 +79,38 @@ def build_parser() -> argparse.ArgumentParser:
 @contextmanager
 def _one_line_warnings() -> Iterator[None]:
     """Warnings as one line each (``normsat: warning: …``), without the library's source line."""
-    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-        print(f"normsat: warning: {message}", file=sys.stderr)
-
     with warnings.catch_warnings():
-        warnings.showwarning = show
+        warnings.showwarning = show_warning_line
         yield
+
+
+class _DropTorchRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.name.startswith("torch")
+
+
+@contextmanager
+def _quiet_torch_logging(debug: bool) -> Iterator[None]:
+    """Without ``--debug``, torch's own log records (the tracebacks and graph dumps the exporter
+    logs before it raises) are dropped for the command's duration, so that a failure is normsat's
+    one line alone; the handlers are left as they were afterwards."""
+    if debug:
+        yield
+        return
+    drop = _DropTorchRecords()
+    loggers = [logging.getLogger(), logging.getLogger("torch"),
+               *(logger for name, logger in logging.root.manager.loggerDict.items()
+                 if name.startswith("torch.") and isinstance(logger, logging.Logger))]
+    handlers = {handler for logger in loggers for handler in logger.handlers}
+    if logging.lastResort is not None:
+        handlers.add(logging.lastResort)
+    for handler in handlers:
+        handler.addFilter(drop)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     try:
-        with interrupts.signals_as_interrupts(), _one_line_warnings():
+        with interrupts.signals_as_interrupts(), _one_line_warnings(), _quiet_torch_logging(debug):
             distributed.init_from_environment()  # started by torchrun: join the ranks
             code = int(args.func(args))
             distributed.shutdown()

@@ -52,6 +52,7 @@ from empirical.models.batching import (
 from empirical.models.corpus import Corpus
 from empirical.models.experts import check_expert_memory
 from empirical.models.provenance import model_record, versions
+from empirical.validation import check_list, check_measurable
 
 __all__ = [
     "Prepared",
@@ -77,7 +78,7 @@ def texts_of(sentences: Sequence[str] | Corpus | str) -> list[str]:
     >>> texts_of("One sentence."), texts_of(["a", "b"])
     (['One sentence.'], ['a', 'b'])
     """
-    texts = [sentences] if isinstance(sentences, str) else list(sentences)
+    texts = [sentences] if isinstance(sentences, str) else check_list(sentences, "sentences", "strings")
     if not all(isinstance(text, str) for text in texts):
         kinds = sorted({type(text).__name__ for text in texts if not isinstance(text, str)})
         raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
@@ -141,6 +142,7 @@ def prepare(
         raise EmpiricalError(
             f"expected a transformer (an nn.Module with parameters), got {type(model).__name__}"
         )
+    check_measurable(model, "a measurement (it runs the model)")
     if model.training:
         raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
     for name, parameter in model.named_parameters():

@@ -26,8 +26,9 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from empirical.models.batching import embedding_rows
 from empirical.models.builtin import DTYPE_NAMES, FAMILIES, MINILM, MODEL_NAMES
-from empirical.models.factories import is_factory, make
+from empirical.models.factories import check_factory_options, is_factory, make
 from empirical.models.formats import load_weights, read_weights, weight_files
+from empirical.validation import check_count, check_seed
 
 __all__ = ["DTYPES", "MODEL_NAMES", "check_device", "config_only", "family_config", "load_model",
            "load_tokenizer", "minilm_path", "parse_dtype", "quiet_dependencies"]
@@ -109,7 +110,7 @@ def check_device(device: str | torch.device) -> torch.device:
     """
     try:
         found = torch.device(device)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:
         raise EmpiricalError(f"expected a torch device such as cpu or cuda:0, got {device!r}") from err
     if found.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -155,8 +156,7 @@ def _depth(config: transformers.PretrainedConfig) -> int | None:
 
 def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, pretrained: bool,
                     source: str) -> None:
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-        raise EmpiricalError(f"num_layers must be a positive integer, got {num_layers!r}")
+    num_layers = check_count(num_layers, "num_layers")
     depth = _depth(config)
     if pretrained and depth is not None and num_layers > depth:
         raise EmpiricalError(
@@ -215,12 +215,12 @@ def _locate(key: str, cache_dir: str | Path | None) -> Path:
         raise EmpiricalError(
             f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
             f"Face model directory, or a repo id in the local cache, but there is no directory "
-            f"{folder.resolve()} and no snapshot of {key} in the cache {where} (nothing is downloaded)"
+            f"{key} and no snapshot of {key} in the cache {where} (nothing is downloaded)"
         )
     raise EmpiricalError(
         f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
         f"Face model directory, a cached repo id (org/name) or module.path:Factory, but no "
-        f"directory exists at {folder.resolve()}"
+        f"directory exists at {key}" + (", which is a file" if folder.exists() else "")
     )
 
 
@@ -280,8 +280,9 @@ def load_tokenizer(folder: str | Path) -> Any:
     path = Path(folder).expanduser()
     if not path.is_dir() or not _has_tokenizer(path):
         raise EmpiricalError(
-            f"expected a tokenizer folder (tokenizer.json, vocab.txt, spiece.model, …), got {path}"
-            + ("" if path.is_dir() else ", which does not exist")
+            f"expected a tokenizer folder (tokenizer.json, vocab.txt, spiece.model, …), got {folder}"
+            + ("" if path.is_dir() else ", which is a file, not a folder" if path.exists()
+               else ", which does not exist")
         )
     try:
         with quiet_dependencies():
@@ -329,11 +330,7 @@ def _choose_tokenizer(tokenizer: str | Path | Any | None, made: Any, key: str,
 
 
 def _from_factory(spec: str, *, random_init: bool, num_layers: int | None) -> tuple[nn.Module, Any]:
-    if random_init or num_layers is not None:
-        raise EmpiricalError(
-            f"a model from {spec} is used as the factory builds it; random_init and num_layers "
-            "apply to named models and folders only"
-        )
+    check_factory_options(spec, random_init=random_init, num_layers=num_layers)
     made = make(spec)
     return made.model, made.tokenizer
 
@@ -387,6 +384,11 @@ def load_model(
     ('BertModel', 1, False)
     """
     torch_dtype, torch_device = parse_dtype(dtype), check_device(device)
+    seed = check_seed(seed)
+    if not isinstance(name_or_path, str | Path) or not str(name_or_path).strip():
+        # An empty name is an unset shell variable ($MODEL), never a request for the default model.
+        raise EmpiricalError(f"expected a model name, folder, repo id or module.path:Factory, got "
+                             f"{name_or_path!r}")
     key = str(name_or_path)
     folder: Path | None = None
     with quiet_dependencies():

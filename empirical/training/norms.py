@@ -38,6 +38,8 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import save_figure, write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
+from empirical.validation import check_measurable, check_step
+from homogeneity.validation import describe
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -267,11 +269,22 @@ class NormTracker:
                                  f"SummaryWriter), got {type(writer).__name__}")
         self.writer = writer
         self.prefix = prefix
+        if isinstance(model, nn.Module):
+            check_measurable(model, "a NormTracker (it reads the parameters)")
+        elif not isinstance(model, Mapping) or not all(
+                isinstance(t, torch.Tensor) and not t.is_meta for t in model.values()):
+            raise EmpiricalError(f"NormTracker expected a model or a state dict of tensors with values, "
+                                 f"got {describe(model)}")
         self._model = model if isinstance(model, nn.Module) else None
         named = list(model.named_parameters()) if isinstance(model, nn.Module) else list(model.items())
         if not named:
             raise EmpiricalError("NormTracker expected a model with parameters, got none")
         groups = DEFAULT_GROUPS if groups is None else groups
+        if not isinstance(groups, Mapping) or not all(
+                isinstance(name, str) and isinstance(patterns, str | Sequence)
+                for name, patterns in groups.items()):
+            raise EmpiricalError(f"groups expected a mapping of name → list of glob patterns, got "
+                                 f"{describe(groups)}")
         if any(isinstance(patterns, str) for patterns in groups.values()):
             raise EmpiricalError("groups expected name → list of glob patterns, got a bare string "
                                  "pattern; wrap it in a list")
@@ -395,6 +408,7 @@ class NormTracker:
         Returns:
             The new record (also appended to :attr:`records`).
         """
+        step = check_step(step)
         self._check_not_awaiting("record")
         if state_dict is None:
             self._observe_parameters(step)
@@ -466,6 +480,7 @@ class NormTracker:
             step: the training step; steps must increase.
             loss: the step's scalar loss (tensor or float), recorded as a float.
         """
+        step = check_step(step)
         self._check_not_awaiting("after_backward")
         loss_value: float | None = None
         if loss is not None:
@@ -495,6 +510,7 @@ class NormTracker:
         Raises:
             EmpiricalError: if :meth:`after_backward` was not called for ``step``.
         """
+        step = check_step(step)
         if self._awaiting_step != step:
             expected = ("no step is waiting" if self._awaiting_step is None
                         else f"step {self._awaiting_step} is waiting")

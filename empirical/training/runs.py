@@ -50,8 +50,10 @@ from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
 from empirical.training.resume import ResumeState, load_state, resume_path, save_state
 from empirical.training.t5 import T5DecoderLM, t5_decoder_config
+from empirical.validation import check_real, check_seed
 from homogeneity import Grade, HomogeneityError, analyze
 from homogeneity.report import HomogeneityReport
+from homogeneity.validation import describe
 
 __all__ = [
     "ARCHITECTURES",
@@ -82,7 +84,7 @@ SATURATION_SCALES = (1000.0, math.inf)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a run; :meth:`validate` rejects bad values before any work.
+    """Everything that defines a run; bad values are refused at construction (:meth:`validate`).
 
     Attributes:
         arch: ``post`` (BERT decoder), ``pre`` (GPT-2), ``scale-invariant`` or ``t5`` (T5's decoder).
@@ -117,6 +119,9 @@ class TrainConfig:
     limit_similarity: bool = True
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        self.validate()  # at construction: a bad config never exists
+
     def validate(self) -> None:
         """Raise :class:`EmpiricalError` naming the first bad field, what it got and what it needs."""
         for name, allowed in (("arch", ARCHITECTURES), ("optimizer", OPTIMIZERS),
@@ -127,17 +132,19 @@ class TrainConfig:
         for name in ("layers", "width", "heads", "steps", "batch_size", "evaluations",
                      "eval_sentences"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise EmpiricalError(f"{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EmpiricalError(f"{name} must be a positive integer, got {describe(value)}")
+        check_seed(self.seed)
+        check_real(self.lr, "lr", low=0, low_open=True)
+        check_real(self.weight_decay, "weight_decay", low=0)
+        if not isinstance(self.limit_similarity, bool):
+            raise EmpiricalError(f"limit_similarity must be True or False, got "
+                                 f"{describe(self.limit_similarity)}")
         if self.steps < MIN_STEPS:
             raise EmpiricalError(f"steps must be at least {MIN_STEPS} (the fewest points a growth law "
                                  f"is fitted to), got {self.steps}")
-        if self.context < 2:
+        if isinstance(self.context, bool) or not isinstance(self.context, int) or self.context < 2:
             raise EmpiricalError(f"context must be at least 2 tokens (one prediction), got {self.context}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise EmpiricalError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise EmpiricalError(f"weight_decay must be a finite number ≥ 0, got {self.weight_decay!r}")
         if self.width % self.heads:
             raise EmpiricalError(f"width must be divisible by heads, got width {self.width} and "
                                  f"{self.heads} heads")

@@ -53,8 +53,8 @@ def test_debug_shows_the_traceback_and_errors_are_one_line(tiny_bert_dir: Path,
     argv = ["similarity", "--model", str(tiny_bert_dir), "--scale", "0.5"]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == "normsat similarity: error: expected a scale c ≥ 1 (parameters are multiplied by c) " \
-                  "or inf, got 0.5\n"
+    assert err == "normsat similarity: error: expected the scale c (parameters are multiplied by c) " \
+                  "to be a number ≥ 1 or inf, got 0.5\n"
     assert main([*argv, "--debug"]) == 2
     assert "Traceback (most recent call last)" in capsys.readouterr().err
     monkeypatch.setenv("NORMSAT_DEBUG", "1")

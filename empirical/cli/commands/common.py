@@ -51,6 +51,10 @@ def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
 def model_spec(args: argparse.Namespace) -> str:
     """The model named on the command line (``--model`` or the positional form)."""
     flagged, positional = getattr(args, "model", None), getattr(args, "model_positional", None)
+    if any(given is not None and not given.strip() for given in (flagged, positional)):
+        # What an unset shell variable ($MODEL) gives: never a request for the default model.
+        raise EmpiricalError(f"expected a model, got an empty name (an unset shell variable?); "
+                             f"leave out --model for the default ({args.default_model})")
     if flagged is not None and positional is not None and flagged != positional:
         raise EmpiricalError(f"expected one model, got --model {flagged} and MODEL {positional}")
     return str(flagged or positional or args.default_model)

@@ -75,12 +75,14 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
     import torch
 
     from empirical.cli.commands.common import load_args_model, model_spec, parse_dtype
-    from empirical.models.factories import is_factory, make
+    from empirical.models.factories import check_factory_options, is_factory, make
     from empirical.models.loading import check_device, config_only
 
     name = model_spec(args)
     device = check_device(getattr(args, "device", "cpu"))
     if is_factory(name):
+        check_factory_options(name, random_init=getattr(args, "random_init", False),
+                              num_layers=args.num_layers)
         made = make(name)
         model = made.model.to(device)
         if getattr(args, "dtype", None):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
-from empirical.cli.options import runtime_options
+from empirical.cli.messages import show_warning_line
+from empirical.cli.options import positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.outputs import check_output_dir, write_json
 
@@ -69,7 +72,9 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
     for config in configs:
         config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # Workers show warnings as the main process does: one line, without the source line.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_line_warnings_here) as pool:
         try:
             return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid",
                              unit="cell", disable=not progress))
@@ -80,6 +85,11 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
             for worker in multiprocessing.active_children():
                 worker.terminate()
             raise
+
+
+def _one_line_warnings_here() -> None:
+    """Initializer of a worker process: warnings as ``normsat: warning: …`` lines."""
+    warnings.showwarning = show_warning_line
 
 
 def _numbers(text: str, what: str) -> list[float]:
@@ -98,6 +108,9 @@ def _numbers(text: str, what: str) -> list[float]:
         except ValueError:
             raise EmpiricalError(f"--{what} expected numbers separated by commas, got {item!r} "
                                  f"(item {position}) in {text!r}") from None
+        if not math.isfinite(value):  # 1e400 overflows to inf: never a value anyone asked for
+            raise EmpiricalError(f"--{what} expected finite numbers, got {item!r} (item {position}) "
+                                 f"in {text!r}")
         if value in values:
             raise EmpiricalError(f"--{what} expected distinct numbers, got {item!r} twice "
                                  f"(item {position}) in {text!r}")
@@ -118,7 +131,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--weight-decay", default="0",
                         help="weight decays, comma-separated (default: 0)")
     add_training_options(parser, grid=True)
-    parser.add_argument("--jobs", type=int, default=2, help="parallel processes (default: 2)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="parallel processes (default: 2)")
     parser.add_argument("--out", default="normsat-grid", help="output folder (default: normsat-grid)")
     parser.set_defaults(func=run, evaluations=3)
 

@@ -14,9 +14,9 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    step_int,
 )
 from empirical.errors import EmpiricalError
-from empirical.models.corpus import load_corpus
 from empirical.outputs import write_json
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
                         help="a normsat train folder: measure its checkpoint instead of --model (the "
                         "run names its model, tokenizer, depth and seed); repeat to compare runs "
                         "(e.g. post-LN beside pre-LN)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=step_int, default=None,
                         help="the checkpoint step of each --run (default: the last one saved)")
     parser.add_argument("--no-paper", action="store_true",
                         help="skip the paper's approximation at 1000·θ (one forward pass less)")
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from empirical import distributed
     from empirical.cli.commands.common import check_outputs, model_spec
     from empirical.measure.heads import head_atlas, plot_atlas
+    from empirical.models.corpus import load_corpus
     from empirical.models.provenance import versions
     from saturated.rules import Settings
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.options import output_options, runtime_options
+from empirical.cli.options import output_options, runtime_options, step_int
 from empirical.outputs import save_figure, write_json
 
 __all__ = ["measure", "register"]
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
                         help="checkpoint files or model folders; the step is the last integer of "
                         "each name (step-00400.safetensors, checkpoint-400/) unless --at-steps is given")
-    parser.add_argument("--at-steps", nargs="+", type=int, default=None, metavar="STEP",
+    parser.add_argument("--at-steps", nargs="+", type=step_int, default=None, metavar="STEP",
                         help="the checkpoints' steps, in the same order (must increase)")
     parser.set_defaults(func=run)
 

@@ -7,7 +7,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-from empirical.cli.options import device_options, output_options, positive_int, runtime_options
+from empirical.cli.options import device_options, finite_float, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.measure.variants import SUBLAYER_VARIANTS
 from empirical.outputs import PLOT_SUFFIXES, check_output, write_json
@@ -47,11 +47,11 @@ def register(subparsers: Any) -> None:
                         help="tokens per sequence; every token is a sample (default: 8)")
     parser.add_argument("--classes", type=positive_int, default=10,
                         help="outputs of the random affine layer (default: 10)")
-    parser.add_argument("--max-scale", type=float, default=50.0,
+    parser.add_argument("--max-scale", type=finite_float, default=50.0,
                         help="largest scale c of Figure 1 (default: 50)")
-    parser.add_argument("--scale-step", type=float, default=0.25,
+    parser.add_argument("--scale-step", type=finite_float, default=0.25,
                         help="step between Figure 1's scales, from c = 1 (default: 0.25)")
-    parser.add_argument("--accuracies", type=float, nargs="+", default=None, metavar="A",
+    parser.add_argument("--accuracies", type=finite_float, nargs="+", default=None, metavar="A",
                         help="fixed accuracies a (default: 0.75, 0.775, …, 1.0)")
     parser.add_argument("--no-saturation", action="store_true",
                         help="skip Figure 5 (component saturation)")
@@ -60,15 +60,24 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+MAX_SCALES = 10_000
+"""The most scales Figure 1 computes (the default grid has 197)."""
+
+
 def figure1_scales(max_scale: float, step: float) -> list[float]:
     """c = 1, 1 + step, …, up to ``max_scale``.
 
     >>> figure1_scales(2.0, 0.25)
     [1.0, 1.25, 1.5, 1.75, 2.0]
     """
-    if not (step > 0 and max_scale >= 1):
-        raise EmpiricalError(f"expected --scale-step > 0 and --max-scale ≥ 1, got {step} and {max_scale}")
+    if not (step > 0 and max_scale >= 1) or math.isinf(max_scale):
+        raise EmpiricalError(f"expected --scale-step > 0 and a finite --max-scale ≥ 1, got {step} and "
+                             f"{max_scale}")
     count = math.floor((max_scale - 1.0) / step + 1e-9)  # never past max_scale
+    if count + 1 > MAX_SCALES:  # refused before it runs: each scale costs every variant's gradients
+        raise EmpiricalError(f"expected at most {MAX_SCALES} scales in Figure 1, got "
+                             f"{count + 1:.3g} (--max-scale {max_scale:g} in steps of {step:g}); "
+                             "raise --scale-step or lower --max-scale")
     return [round(1.0 + i * step, 10) for i in range(count + 1)]
 
 

@@ -12,9 +12,9 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    scale_float,
 )
 from empirical.errors import EmpiricalError
-from empirical.models.corpus import load_corpus
 from empirical.outputs import write_json
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
-    parser.add_argument("--scale", type=float, default=1000.0,
+    parser.add_argument("--scale", type=scale_float, default=1000.0,
                         help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
                         "compares with the exact saturated network (the c → ∞ limit, not a "
                         "large c)")
@@ -48,6 +48,7 @@ def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], Si
     """Measure the requested model (and its random-init twin with --compare-random)."""
     from empirical.cli.commands.common import load_args_model, model_spec
     from empirical.measure.similarity import representation_similarity
+    from empirical.models.corpus import load_corpus
     from empirical.models.factories import is_factory
 
     corpus = load_corpus(args.corpus, n=args.sentences)

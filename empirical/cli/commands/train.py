@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from empirical import interrupts
-from empirical.cli.options import device_options, runtime_options
+from empirical.cli.options import device_options, finite_float, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.outputs import check_output_dir
 from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, RESUME_FILE, SCHEDULES
@@ -40,8 +40,10 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
     parser.add_argument("--heads", type=int, default=2, help="attention heads (default: 2)")
     parser.add_argument("--steps", type=int, default=2000, help="optimizer steps (default: 2000)")
     if not grid:
-        parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: 1e-3)")
-        parser.add_argument("--weight-decay", type=float, default=0.0, help="weight decay (default: 0)")
+        parser.add_argument("--lr", type=finite_float, default=1e-3,
+                            help="peak learning rate (default: 1e-3)")
+        parser.add_argument("--weight-decay", type=finite_float, default=0.0,
+                            help="weight decay (default: 0)")
     parser.add_argument("--schedule", default="constant",
                         help=f"{', '.join(SCHEDULES)}: lr schedule (sqrt: lr/√t) (default: constant)")
     parser.add_argument("--optimizer", default="adamw",

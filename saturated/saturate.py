@@ -324,7 +324,8 @@ class SaturatedModel:
     output's degree (its own direction may come from a lower part), or the elements a tie that
     matters leaves unknown (as with ``Settings(ties="nan")``). Every other value is the exact
     limit, as with ``"raise"``. A measurement over a corpus uses it to go on and report what is
-    undetermined.
+    undetermined. An entry whose only undetermined values are zero tests no order can settle in
+    float64 stops at two orders (see :func:`_normalized`).
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different

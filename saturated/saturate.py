@@ -103,7 +103,11 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     """
     for coef, degree in term.parts:
         size = _largest(coef)
+        has_nan = math.isnan(size)
+        if has_nan:  # look past the NaN (undetermined elements) for the others' size, or an overflow
+            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         rounding = term.rounding(degree)
+        # NaN in some elements leaves the others' zero test to do: their bound is still read.
         bound = None if rounding is None or not math.isfinite(size) else \
             rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
         if rounding is not None and bound is not None and bool((coef.abs() <= bound).all()):
@@ -111,13 +115,10 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
                 continue  # zero with no error, or exactly zero
             raise _WithinRounding(f"output {index} is within rounding of zero at its leading degree "
                                   f"{degree:g}", _final(coef, bound, rounding, settings))
-        if size == 0:
+        if size == 0 and not has_nan:
             continue  # a known zero (or one with no bound to judge it by)
         if not math.isfinite(degree):
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
-        has_nan = math.isnan(size)
-        if has_nan:  # look past the NaN for an overflow
-            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
         final = None

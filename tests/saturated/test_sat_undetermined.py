@@ -12,7 +12,8 @@ from torch import nn
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel, _final
+from saturated.saturate import SaturatedModel, _final, _normalized
+from saturated.terms import Term
 
 
 class Cancelling(nn.Module):
@@ -86,3 +87,15 @@ def test_only_a_zero_test_the_exact_step_cannot_settle_is_final() -> None:
     final = _final(coef, bound, carried, Settings())
     assert final is not None and final.tolist() == [[True] * 3, [False] * 3]
     assert _final(coef, bound, Rounding.of_exact(coef, 1.0), Settings()) is None
+
+
+def test_nan_in_one_entry_leaves_the_zero_test_of_the_others() -> None:
+    """Issue 24: a tie left NaN in one entry of a 4-sentence T5 batch switched off the zero test of
+    the whole output, so another entry's hidden states, within rounding of zero, passed as
+    determined (the same sentence alone was undetermined). Each vector is tested on its own."""
+    coef = torch.tensor([[math.nan, 1.0], [1e-20, 0.0], [1.0, 2.0]], dtype=torch.float64)
+    term = Term(((coef, 1.0),), roundings=(Rounding(1.0, lambda: torch.ones_like(coef), 1),))
+    value, degree, has_nan, _ = _normalized(term, 0, Settings(), vectors=True)
+    assert degree == 1.0 and has_nan
+    assert math.isnan(value[0, 0]) and value[0, 1] == 1.0  # the tie's element stays as it is
+    assert torch.isnan(value[1]).all() and value[2].tolist() == [1.0, 2.0]

@@ -46,7 +46,7 @@ def test_similarity_writes_table_json_and_plot(tmp_path, capsys):
     [
         (["similarity", "--model", "nope"], "unknown model 'nope'"),
         (["similarity", "--model", "t5"], "no pretrained weights for 't5'"),
-        (["similarity", "--num-layers", "1", "--scale", "0.1"], "c ≥ 1"),
+        (["similarity", "--num-layers", "1", "--scale", "0.1"], "to be a number ≥ 1 or inf, got 0.1"),
         (["similarity", "--num-layers", "1", "--corpus", "/does/not/exist.txt"], "does not exist"),
     ],
 )

@@ -3,15 +3,13 @@ one-line refusal of a corpus measurement it would not fit in memory."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import transformers
 
 from empirical.cli import main
 from empirical.errors import EmpiricalError
-from empirical.models import experts, loading
+from empirical.models import builtin, experts
 from empirical.models.experts import check_expert_memory, expert_bytes_per_token
 from empirical.models.loading import family_config, load_model
 
@@ -48,8 +46,8 @@ def test_cli_limit_of_a_router_too_large_for_memory_is_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # The published Mixtral's experts at this machine's memory, scaled down: narrow experts, and
     # memory for fewer tokens than the corpus's first sentences hold.
-    narrow = narrow_mixtral()
-    monkeypatch.setitem(loading._FAMILY_CONFIGS, "mixtral", lambda: copy.deepcopy(narrow))
+    model_type, fields = builtin.FAMILIES["mixtral"]
+    monkeypatch.setitem(builtin.FAMILIES, "mixtral", (model_type, {**fields, **NARROW}))
     monkeypatch.setattr(experts, "available_memory", lambda: 4 * 2 * 3 * 16 * 32 * 4)
     code = main(["similarity", "--model", "mixtral", "--random-init", "--num-layers", "1", "--scale", "inf",
                  "--sentences", "2", "--quiet"])

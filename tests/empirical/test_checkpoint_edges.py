@@ -80,7 +80,7 @@ def test_distinct_views_of_one_storage_both_count(tmp_path) -> None:
     """Two halves of one storage are two parameters (only the same view twice is a tied weight)."""
     storage = torch.tensor([1.0, 2.0, 3.0, 4.0])
     path = tmp_path / "step-1.pt"
-    torch.save({"a.weight": storage[:2], "b.weight": storage[2:], "c.weight": storage[:2]}, path)
+    torch.save({"a.weight": storage[:2], "c.weight": storage[:2], "b.weight": storage[2:]}, path)
     tracker, _ = scan_checkpoints([path])
     assert tracker.names == ["a.weight", "b.weight"]
     assert tracker.records[0]["norm"] == pytest.approx(math.sqrt(1 + 4 + 9 + 16))
@@ -110,3 +110,27 @@ def test_a_checkpoint_without_floating_point_parameters_is_refused(tmp_path) -> 
     path = save(tmp_path / "step-1.safetensors", ids=torch.arange(4))
     with pytest.raises(EmpiricalError, match=r"floating-point parameters in .*step-1.safetensors"):
         scan_checkpoints([path])
+
+
+def test_a_tensor_of_another_shape_is_named_with_both_shapes(tmp_path) -> None:
+    first = save(tmp_path / "step-1.safetensors", a=torch.ones(2))
+    wider = save(tmp_path / "step-2.safetensors", a=torch.ones(3))
+    with pytest.raises(EmpiricalError, match=r"tensor 'a' has shape \(3,\) in .*step-2.safetensors but "
+                                             r"\(2,\) in .*step-1.safetensors"):
+        scan_checkpoints([first, wider])
+
+
+def test_given_steps_replace_the_names(tmp_path) -> None:
+    late = save(tmp_path / "final.safetensors", a=torch.tensor([3.0, 4.0]))
+    early = save(tmp_path / "first.safetensors", a=torch.tensor([0.0, 1.0]))
+    tracker, ordered = scan_checkpoints([early, late], [100, 250])
+    assert [(p.name, s) for p, s in ordered] == [("first.safetensors", 100), ("final.safetensors", 250)]
+    assert [(r["step"], r["norm"]) for r in tracker.records] == [(100, 1.0), (250, 5.0)]
+
+
+def test_the_progress_bar_is_shown_only_when_asked(tmp_path, capsys) -> None:
+    path = save(tmp_path / "step-1.safetensors", a=torch.ones(2))
+    scan_checkpoints([path])
+    assert capsys.readouterr().err == ""
+    scan_checkpoints([path], progress=True)
+    assert "checkpoints: 100%" in capsys.readouterr().err

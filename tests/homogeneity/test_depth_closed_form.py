@@ -40,6 +40,24 @@ def test_affine_maps_give_the_solved_recurrence(value, start, expected) -> None:
         assert at(degree, depth) == (expected(depth), Grade.EXACT), depth
 
 
+def test_a_map_that_settles_at_once_has_one_case() -> None:
+    degree = stack_degree(same_map(Degree.exact(K + 3)), start=2)
+    assert len(degree.cases) == 1 and sympy.simplify(degree.value - (3 * L + 2)) == 0
+
+
+def test_a_map_that_settles_after_one_block_has_two_cases() -> None:
+    """exact d ↦ 1 at d = 0, else d + 1 asymptotic; asymptotic d ↦ d + 1: from 0 the first block
+    gives 1 exact, every later one L asymptotic (the closed form starts at the second block)."""
+    degree_map = DegreeMap({
+        Grade.EXACT: Degree.piecewise((Degree.exact(1), sympy.Eq(K, 0)),
+                                      (Degree.of(K + 1, Grade.ASYMPTOTIC), K > 0)),
+        Grade.APPROXIMATE: Degree.of(K + 1, Grade.ASYMPTOTIC),
+        Grade.ASYMPTOTIC: Degree.of(K + 1, Grade.ASYMPTOTIC),
+    })
+    degree = stack_degree(degree_map, start=0)
+    assert [(c.value, c.grade) for c in degree.cases] == [(1, Grade.EXACT), (L, Grade.ASYMPTOTIC)]
+
+
 def test_a_symbolic_start_keeps_its_symbol() -> None:
     degree = stack_degree(same_map(Degree.exact(2 * K)), start=K)
     for depth in range(1, 6):
@@ -75,7 +93,8 @@ def test_a_map_that_never_settles_has_no_closed_form() -> None:
     flip = DegreeMap({Grade.EXACT: Degree.of(K + 1, Grade.APPROXIMATE),
                       Grade.APPROXIMATE: Degree.exact(K + 1),
                       Grade.ASYMPTOTIC: Degree.of(K + 1, Grade.ASYMPTOTIC)})
-    with pytest.raises(HomogeneityError, match=r"no closed form.*within three blocks"):
+    with pytest.raises(HomogeneityError, match=r"within three blocks \(degrees 0 \(exact\), "
+                                               r"1 \(approximate\), 2 \(exact\), 3 \(approximate\)\)$"):
         stack_degree(flip, start=0)
 
 

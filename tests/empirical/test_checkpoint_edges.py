@@ -134,3 +134,10 @@ def test_the_progress_bar_is_shown_only_when_asked(tmp_path, capsys) -> None:
     assert capsys.readouterr().err == ""
     scan_checkpoints([path], progress=True)
     assert "checkpoints: 100%" in capsys.readouterr().err
+
+
+def test_the_given_groups_are_the_trackers(tmp_path) -> None:
+    path = save(tmp_path / "step-1.safetensors",
+                **{"h.0.w": torch.tensor([3.0]), "h.0.b": torch.tensor([4.0])})
+    tracker, _ = scan_checkpoints([path], groups={"weights": ["*.w"]})
+    assert tracker.records[0]["groups"] == {"weights": 3.0, "other": 4.0}

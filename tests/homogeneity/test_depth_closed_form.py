@@ -138,6 +138,31 @@ def test_the_named_input_carries_the_degree() -> None:
     assert block_degree_map(Ratio(), x, y, input="y").by_grade[Grade.EXACT].value == 1 - K
 
 
+def test_keyword_inputs_reach_the_block() -> None:
+    x, y = torch.randn(2, 3), torch.rand(2, 3) + 1
+    assert block_degree_map(Ratio(), x, y=y, input="y").by_grade[Grade.EXACT].value == 1 - K
+
+
+class CountFirst(nn.Module):
+    """An integer argument before the tensor: the tensor carries the degree, a(x)·n."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3, bias=False)
+
+    def forward(self, n: int, x: torch.Tensor) -> torch.Tensor:
+        return self.a(x) * n
+
+
+def test_the_default_input_is_the_first_floating_point_one() -> None:
+    assert block_degree_map(CountFirst(), 2, torch.randn(2, 3)).by_grade[Grade.EXACT].value == K + 1
+
+
+def test_the_closed_form_says_which_case_repeats() -> None:
+    degree = stack_degree(same_map(Degree.exact(K + 1, "a bias-free linear map")), start=0)
+    assert degree.reason == "a bias-free linear map (repeated per block)"
+
+
 def test_only_the_named_parameters_scale() -> None:
     block = nn.Sequential(nn.Linear(3, 3, bias=False), nn.Linear(3, 3, bias=False))
     assert block_degree_map(block, torch.randn(2, 3)).by_grade[Grade.EXACT].value == K + 2
@@ -145,5 +170,6 @@ def test_only_the_named_parameters_scale() -> None:
 
 
 def test_a_block_without_a_floating_point_input_is_refused() -> None:
-    with pytest.raises(HomogeneityError, match="no floating-point input"):
+    message = r"^the block has no floating-point input to carry the degree k$"
+    with pytest.raises(HomogeneityError, match=message):
         block_degree_map(nn.Embedding(5, 3), torch.tensor([[1, 2]]))

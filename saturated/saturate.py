@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import export_model
+from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
 from saturated.interpreter import run_terms
 from saturated.rounding import Rounding, exact_sign
@@ -305,6 +306,11 @@ class SaturatedModel:
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         if undetermined not in ("raise", "nan"):
             raise SaturationError(f"undetermined must be 'raise' or 'nan', got {undetermined!r}")
+        if not isinstance(settings, Settings):
+            raise SaturationError(f"expected settings to be a saturated.Settings, got {describe(settings)}")
+        check_weights(model, "a saturated limit", error=SaturationError)
+        if outputs is not None:
+            outputs = check_sequence(outputs, "outputs", what="output field names", error=SaturationError)
         self.undetermined = undetermined
         self.model = model
         self.settings = settings
@@ -588,6 +594,6 @@ def saturate(model: nn.Module, *args: Any, settings: Settings | None = None,
     >>> bool((big / 1e8 - out.value).abs().max() < 1e-3)   # what is left is O(1/c)
     True
     """
-    saturated = SaturatedModel(model, settings or Settings())
+    saturated = SaturatedModel(model, Settings() if settings is None else settings)
     saturated(*args, **kwargs)
     return saturated

@@ -340,19 +340,19 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_mul__mutmut_10":
         "bilinear(torch.mul, ...) without stack_left: like False, the pairs of parts are "
         "multiplied one by one instead of in one call, the same products",
-    "homogeneity.depth.x_stack_degree__mutmut_5":
+    "homogeneity.depth.x_stack_degree__mutmut_11":
         "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
         "begin at depth 1 and the no-closed-form error prints degrees without reasons",
-    "homogeneity.depth.x_stack_degree__mutmut_7":
+    "homogeneity.depth.x_stack_degree__mutmut_13":
         "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
         "begin at depth 1 and the no-closed-form error prints degrees without reasons",
-    "homogeneity.depth.x_stack_degree__mutmut_8":
+    "homogeneity.depth.x_stack_degree__mutmut_14":
         "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
         "begin at depth 1 and the no-closed-form error prints degrees without reasons",
-    "homogeneity.depth.x_stack_degree__mutmut_9":
+    "homogeneity.depth.x_stack_degree__mutmut_15":
         "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
         "begin at depth 1 and the no-closed-form error prints degrees without reasons",
-    "homogeneity.depth.x_stack_degree__mutmut_32":
+    "homogeneity.depth.x_stack_degree__mutmut_38":
         "range(base) instead of range(1, base) adds the piece Eq(L, 0), impossible for the "
         "positive symbol L: Degree.piecewise drops it",
     "homogeneity.depth.x_block_degree_map__mutmut_18":

@@ -173,3 +173,10 @@ def test_a_block_without_a_floating_point_input_is_refused() -> None:
     message = r"^the block has no floating-point input to carry the degree k$"
     with pytest.raises(HomogeneityError, match=message):
         block_degree_map(nn.Embedding(5, 3), torch.tensor([[1, 2]]))
+
+
+def test_arguments_of_the_wrong_kind_are_named() -> None:
+    with pytest.raises(HomogeneityError, match=r"expected block to be a DegreeMap .*, got dict$"):
+        stack_degree({Grade.EXACT: Degree.exact(K + 1)}, start=0)  # type: ignore[arg-type]
+    with pytest.raises(HomogeneityError, match=r"expected depth to be a sympy Symbol, got int$"):
+        stack_degree(same_map(Degree.exact(K + 1)), start=0, depth=3)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ __all__ = ["DegreeMap", "L", "block_degree_map", "stack_degree"]
 L = sympy.Symbol("L", integer=True, positive=True)
 """The number of stacked blocks."""
 
-_N = sympy.Symbol("n", integer=True, positive=True)
+_N = sympy.Symbol("n", integer=True, nonnegative=True)  # blocks after the base depth: 0 included
 
 
 @dataclass(frozen=True)

@@ -340,6 +340,62 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_mul__mutmut_10":
         "bilinear(torch.mul, ...) without stack_left: like False, the pairs of parts are "
         "multiplied one by one instead of in one call, the same products",
+    "homogeneity.depth.x_stack_degree__mutmut_11":
+        "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
+        "begin at depth 1 and the no-closed-form error prints degrees without reasons",
+    "homogeneity.depth.x_stack_degree__mutmut_13":
+        "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
+        "begin at depth 1 and the no-closed-form error prints degrees without reasons",
+    "homogeneity.depth.x_stack_degree__mutmut_14":
+        "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
+        "begin at depth 1 and the no-closed-form error prints degrees without reasons",
+    "homogeneity.depth.x_stack_degree__mutmut_15":
+        "the reason of the start degree (\"stack input\") is never shown: the closed form's pieces "
+        "begin at depth 1 and the no-closed-form error prints degrees without reasons",
+    "homogeneity.depth.x_stack_degree__mutmut_38":
+        "range(base) instead of range(1, base) adds the piece Eq(L, 0), impossible for the "
+        "positive symbol L: Degree.piecewise drops it",
+    "homogeneity.depth.x_block_degree_map__mutmut_18":
+        "getattr's default is used only for a placeholder whose value is not a tensor; "
+        "torch.export specializes int arguments into the graph, so every user-input placeholder "
+        "holds a tensor (test_the_default_input_is_the_first_floating_point_one passes an int "
+        "first)",
+    "homogeneity.depth.x_block_degree_map__mutmut_21":
+        "getattr's default is used only for a placeholder whose value is not a tensor; "
+        "torch.export specializes int arguments into the graph, so every user-input placeholder "
+        "holds a tensor (test_the_default_input_is_the_first_floating_point_one passes an int "
+        "first)",
+    "homogeneity.depth.x_block_degree_map__mutmut_27":
+        "getattr's default is used only for a placeholder whose value is not a tensor; "
+        "torch.export specializes int arguments into the graph, so every user-input placeholder "
+        "holds a tensor (test_the_default_input_is_the_first_floating_point_one passes an int "
+        "first)",
+    "homogeneity.depth.x_block_degree_map__mutmut_28":
+        "getattr's default is used only for a placeholder whose value is not a tensor; "
+        "torch.export specializes int arguments into the graph, so every user-input placeholder "
+        "holds a tensor (test_the_default_input_is_the_first_floating_point_one passes an int "
+        "first)",
+    "homogeneity.depth.x__closed_form__mutmut_26":
+        "`or` → `and` in the affine test: when the derivative in k still contains k the value is "
+        "not slope·k + shift, so the remainder test is true as well; the remainder test decides "
+        "alone",
+    "homogeneity.depth.x__closed_form__mutmut_34":
+        "`continue` → `break` after a non-affine case whose condition holds at the start: the "
+        "cases of one degree have disjoint conditions, so no later case can hold there and both "
+        "return None",
+    "homogeneity.depth.x__holds__mutmut_5":
+        "`or` → `and`: a condition in symbols other than n (or in none) then reaches as_set, "
+        "which raises for several symbols (caught: False) and gives the empty set for false; both "
+        "answer False",
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_30":
+        "the architecture reference is kept on the CPU instead of the meta device: only its names and "
+        "shapes are read, so the scan gives the same records and errors, with more memory held",
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_32":
+        "the architecture reference is kept on the CPU instead of the meta device: only its names and "
+        "shapes are read, so the scan gives the same records and errors, with more memory held",
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_7":
+        "the tracker starts as \"\" instead of None: the first checkpoint always replaces it "
+        "(first is None there) before anything reads it",
 }
 
 

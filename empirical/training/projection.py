@@ -101,8 +101,10 @@ def gradient_projections(model: nn.Module, scale: float, losses: Sequence[Callab
         value = loss(leaf)
         if value.dim() != 0:
             raise EmpiricalError(f"expected the loss to be a scalar, got shape {tuple(value.shape)}")
-        (cotangent,) = torch.autograd.grad(value, leaf, allow_unused=True)
-        if cotangent is None:  # the loss does not read the output: a zero gradient
+        # A loss that does not read the output (a constant has no graph at all): a zero gradient.
+        (cotangent,) = (torch.autograd.grad(value, leaf, allow_unused=True) if value.requires_grad
+                        else (None,))
+        if cotangent is None:
             found.append(Projection(0.0, 0.0, norm))
             continue
         grads = torch.autograd.grad(output, list(params.values()), grad_outputs=cotangent,

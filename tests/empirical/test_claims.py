@@ -99,6 +99,11 @@ def test_saturated_claim_on_pretrained_minilm_checks_chosen_layers(minilm1):
     ids = tokenizer("Saturated attention is hard attention.")["input_ids"]
     claims.assert_saturated(model, ids, scale=1e5, eps=1e-4)
     claims.assert_saturated(model, ids, scale=10.0, eps=0.5, layers=["embeddings"])
+    # At c = 10 the embeddings are already saturated (1 − cos ≈ 1e-15) and layer 1 is not (≈ 0.12):
+    # the claim about every layer fails on the one layer that breaks it.
+    claims.assert_saturated(model, ids, scale=10.0, eps=1e-3, layers=["embeddings"])
+    with pytest.raises(AssertionError, match=r"embeddings 1 − cos = \S+, layer 1 1 − cos = 1\.2"):
+        claims.assert_saturated(model, ids, scale=10.0, eps=1e-3)
     with pytest.raises(AssertionError, match="layer 1 1 − cos"):
         claims.assert_saturated(model, ids, scale=10.0, eps=1e-4, layers=[-1])
     with pytest.raises(EmpiricalError, match="expected layers among"):

@@ -249,3 +249,105 @@ def test_non_finite_attention_is_refused() -> None:
                       torch.ones(1, 4, dtype=torch.bool))
     with pytest.raises(EmpiricalError, match=r"4 NaN and 0 infinite ones in layer 0, head\(s\) \[1\]"):
         measure_heads(model, [batch], causal=False, paper=False, limit=model.limit)
+
+
+# A hand-made attention map: 5 positions, bidirectional. Head 0 ties 5, 1, 2, 3 and 4 positions
+# (a global head); head 1 peaks on the diagonal (local); head 2 has a near-tie 1e-8 apart that
+# float32 weights cannot tell apart while the limit keeps one position, and that the paper's
+# count at 1000·θ (gap 1e-5) still calls a tie.
+HAND_SCORES = [
+    [[0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, -1, -1, -1], [2, 0, 2, 2, 0], [0, 0, 0, 0, -3]],
+    [[-abs(j - i) for j in range(5)] for i in range(5)],
+    [[0, -1e-8, -5, -5, -5]] * 5,
+]
+
+
+def _hand_atlas(undetermined: tuple[int, int] | None = None) -> tuple[Tensor, Tensor, Any]:
+    """The atlas of HAND_SCORES with their exact hardmax as the limit; ``undetermined`` (head,
+    query) makes that limit row NaN, as the limit leaves a tie no order breaks."""
+    scores = torch.tensor(HAND_SCORES, dtype=torch.float32)[None]
+    model = FixedScores(scores).eval()
+    limit = hardmax(scores.double(), rtol=0)
+    if undetermined is not None:
+        limit[0, undetermined[0], undetermined[1]] = math.nan
+    batch = HeadBatch({"x": torch.zeros(1, 5), "attention_mask": torch.ones(1, 5)},
+                      torch.ones(1, 5, dtype=torch.bool))
+    atlas = measure_heads(model, [batch], causal=False, eps=1e-3,
+                          limit=lambda **_: SimpleNamespace(value=BaseModelOutput(attentions=(limit,))))
+    return torch.softmax(scores[0], -1).double(), limit[0], atlas
+
+
+def test_head_statistics_follow_their_definitions_on_a_hand_made_map() -> None:
+    weights, limit, atlas = _hand_atlas()
+    expected_counts = [[5, 1, 2, 3, 4], [1] * 5, [1] * 5]
+    for head, stats in enumerate(atlas.heads):
+        counts = expected_counts[head]
+        assert [int((limit[head, q] > 0).sum()) for q in range(5)] == counts
+        mean = sum(counts) / 5
+        second_moment = sum(n * n for n in counts) / 5
+        p = weights[head]
+        attended = limit[head] > 0
+        assert stats.queries == 5 and stats.undetermined == 0
+        assert stats.positions == pytest.approx(mean)
+        assert stats.positions_std == pytest.approx(math.sqrt(second_moment - mean**2))
+        assert stats.split == pytest.approx(sum(n > 1 for n in counts) / 5)
+        assert stats.fraction == pytest.approx(mean / 5)
+        assert stats.mass == pytest.approx(float((p * attended).sum()) / 5, rel=1e-6)
+        entropy = -sum(float(w) * math.log(float(w)) for row in p for w in row if w > 0) / 5
+        assert stats.entropy == pytest.approx(entropy, rel=1e-6)
+    global_head, local_head, near_tie = atlas.heads
+    assert (global_head.positions, global_head.positions_std) == pytest.approx((3.0, math.sqrt(2.0)))
+    assert [h.kind for h in atlas.heads] == ["global", "local", "local"]
+    # Margins, log p_top − log p_second outside the top set: head 0 rows ∞, 1, 2, 2, 3 (median 2);
+    # head 1 every row 1; head 2 every row 5 (the near-tie is inside the float32 top set).
+    assert global_head.margin == pytest.approx(2.0, rel=1e-6)
+    assert local_head.margin == pytest.approx(1.0, rel=1e-6)
+    assert near_tie.margin == pytest.approx(5.0, rel=1e-6)
+    # The top set at θ is the limit's set except where float32 ties what the limit does not.
+    assert (global_head.agreement, local_head.agreement, near_tie.agreement) == (1.0, 1.0, 0.0)
+
+
+def test_paper_statistics_count_weights_at_1000_theta() -> None:
+    """At 1000·θ every score gap of head 0 and 1 is ≥ 1000, so the paper's count is the exact
+    one (with its standard deviation from the same two moments); head 2's gap 1e-8 becomes 1e-5,
+    two weights near 1/2: the paper counts 2 positions for every query."""
+    _, _, atlas = _hand_atlas()
+    for stats in atlas.heads[:2]:
+        assert (stats.paper_positions, stats.paper_std, stats.paper_split) == pytest.approx(
+            (stats.positions, stats.positions_std, stats.split))
+    assert atlas.heads[0].paper_std == pytest.approx(math.sqrt(2.0))
+    near_tie = atlas.heads[2]
+    assert (near_tie.paper_positions, near_tie.paper_std, near_tie.paper_split) == (2.0, 0.0, 1.0)
+
+
+def test_an_undetermined_row_is_counted_apart_and_left_out() -> None:
+    """Head 0's query 0 (5 positions) undetermined: the statistics are those of the other four."""
+    _, _, atlas = _hand_atlas(undetermined=(0, 0))
+    stats = atlas.heads[0]
+    assert (stats.queries, stats.undetermined) == (4, 1)
+    counts = [1, 2, 3, 4]
+    mean = sum(counts) / 4
+    assert stats.positions == pytest.approx(mean)
+    assert stats.positions_std == pytest.approx(math.sqrt(sum(n * n for n in counts) / 4 - mean**2))
+    assert stats.split == pytest.approx(3 / 4)
+    assert stats.paper_positions == pytest.approx(mean)
+    assert (atlas.heads[1].queries, atlas.heads[1].undetermined) == (5, 0)
+
+
+@pytest.mark.parametrize(("positions", "fraction", "kind"), [
+    (9.0, 0.5, "global"),      # a fraction of exactly global_fraction is global
+    (1.0, 0.5, "global"),      # the fraction decides first
+    (2.0, 0.49, "local"),      # exactly local_positions is local
+    (2.01, 0.49, "mixed"),
+    (3.0, 0.4, "mixed"),
+])
+def test_classification_thresholds_include_their_boundaries(positions, fraction, kind) -> None:
+    assert Thresholds().classify(positions, fraction) == kind
+
+
+def test_custom_thresholds_move_the_boundaries() -> None:
+    strict = Thresholds(global_fraction=0.9, local_positions=1.0)
+    assert strict.classify(4.0, 0.8) == "mixed"
+    assert strict.classify(1.0, 0.2) == "local"
+    assert strict.classify(1.5, 0.2) == "mixed"
+    assert strict.classify(4.0, 0.9) == "global"

@@ -1,0 +1,115 @@
+"""The certificate checker on a two-layer MLP: every kind of forgery is named, and only those.
+
+The MLP W₂·ReLU(W₁x + b₁) + b₂ has degree 2 (asymptotic: the biases add lower-degree terms);
+each test changes one field of its certificate and states what the checker must say. Its nodes:
+the leaves p_0_weight, p_0_bias, p_2_weight, p_2_bias (1, exact) and input (0, exact), then
+linear (1, exact), relu (1, exact), linear_1 (2, asymptotic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from homogeneity import HomogeneityError
+from homogeneity.certificate import Certificate
+from homogeneity.certify import certify
+from homogeneity.checker import check_certificate
+
+torch.manual_seed(0)
+MLP = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+X = torch.randn(5, 3)
+
+
+@pytest.fixture(scope="module")
+def certificate() -> Certificate:
+    return certify(MLP, X)
+
+
+def _with_step(certificate: Certificate, node: str, **changes: object) -> Certificate:
+    steps = tuple(replace(s, **changes) if s.node == node else s for s in certificate.steps)
+    return replace(certificate, steps=steps)
+
+
+def _step(certificate: Certificate, target: str) -> str:
+    return next(s.node for s in certificate.steps if s.target == target)
+
+
+def test_the_honest_certificate_checks_every_step(certificate: Certificate) -> None:
+    verdict = check_certificate(certificate, MLP, X)
+    assert (verdict.ok, verdict.failures, verdict.bad_input) == (True, [], "")
+    assert verdict.checked == len(certificate.steps)
+    assert str(verdict) == f"certificate accepted: {len(certificate.steps)} steps checked"
+    assert certificate.output_degrees() == {"output": ("2", "asymptotic")}
+
+
+@pytest.mark.parametrize(("param", "claim", "message"), [
+    ("0.weight", ("0", "exact"), "claims 0 (exact), but parameter 0.weight scales: 1 (exact)"),
+    ("0.bias", ("1", "approximate"), "claims 1 (approximate), but parameter 0.bias scales"),
+])
+def test_a_parameter_leaf_must_claim_degree_one_exactly(certificate, param, claim, message) -> None:
+    forged = _with_step(certificate, "p_" + param.replace(".", "_"), degree=claim[0], grade=claim[1])
+    verdict = check_certificate(forged, MLP, X)
+    assert not verdict.ok and verdict.bad_input == ""
+    assert any(message in failure for failure in verdict.failures), verdict.failures
+
+
+def test_a_fixed_parameter_and_an_input_are_constants(certificate: Certificate) -> None:
+    fixed = certify(MLP, X, params="2.*")
+    assert check_certificate(fixed, MLP, X).ok
+    verdict = check_certificate(_with_step(fixed, "p_0_weight", degree="1"), MLP, X)
+    assert any("parameter 0.weight is fixed: 0 (exact)" in f for f in verdict.failures), verdict.failures
+    verdict = check_certificate(_with_step(fixed, "input", degree="1"), MLP, X)
+    assert any("a graph input or buffer is a constant" in f for f in verdict.failures), verdict.failures
+
+
+def test_a_wrong_grade_or_degree_of_an_op_is_named_with_the_lemmas_answer(certificate) -> None:
+    last = [s.node for s in certificate.steps if s.target == "aten.linear.default"][-1]
+    for change in ({"grade": "exact"}, {"degree": "3"}):
+        verdict = check_certificate(_with_step(certificate, last, **change), MLP, X)
+        assert len(verdict.failures) == 1 and verdict.failures[0].startswith(f"node {last} ("), verdict
+        assert "gives 2 (asymptotic)" in verdict.failures[0]
+
+
+def test_a_wrong_lemma_or_case_is_named(certificate: Certificate) -> None:
+    relu = _step(certificate, "aten.relu.default")
+    verdict = check_certificate(_with_step(certificate, relu, lemma="linear"), MLP, X)
+    assert "cites lemma 'linear', the op's lemma is" in verdict.failures[0]
+    verdict = check_certificate(_with_step(certificate, relu, case="another case"), MLP, X)
+    assert "cites case 'another case'" in verdict.failures[0]
+
+
+def test_an_unknown_grade_or_a_grade_without_degree_fails_that_step(certificate: Certificate) -> None:
+    relu = _step(certificate, "aten.relu.default")
+    verdict = check_certificate(_with_step(certificate, relu, grade="firm"), MLP, X)
+    assert any(f"step {relu}: unknown grade 'firm'" in f for f in verdict.failures), verdict.failures
+    verdict = check_certificate(_with_step(certificate, relu, degree=None), MLP, X)
+    assert any(f"step {relu}: grade exact without a degree" in f for f in verdict.failures), verdict.failures
+
+
+def test_missing_extra_and_foreign_parts_are_refused(certificate: Certificate) -> None:
+    shorter = replace(certificate, steps=certificate.steps[:-1])
+    verdict = check_certificate(shorter, MLP, X)
+    assert verdict.bad_input.endswith("of the graph is not in the certificate")
+    longer = replace(certificate, steps=(*certificate.steps, certificate.steps[-1]))
+    verdict = check_certificate(longer, MLP, X)
+    assert verdict.bad_input == f"step {certificate.steps[-1].node} is not in the graph"
+    verdict = check_certificate(replace(certificate, params=(*certificate.params, "9.weight")), MLP, X)
+    assert "the certificate scales ['9.weight'], which the model does not have" in verdict.failures
+    verdict = check_certificate(replace(certificate, outputs={"output": "nowhere"}), MLP, X)
+    assert verdict.failures == ["output output names node nowhere, which no step computes"]
+    verdict = check_certificate(replace(certificate, graph_hash="0" * 64), MLP, X)
+    assert verdict.failures == ["the graph's literal arguments differ from the certified graph's "
+                                "(graph hash mismatch)"]
+
+
+def test_json_round_trip_and_malformed_text(certificate: Certificate) -> None:
+    assert Certificate.from_json(certificate.to_json()) == certificate
+    for text, message in (("[1]", "a certificate is a JSON object, got list"),
+                          ("{", "must be JSON"),
+                          ('{"schema": "normsat.certificate/1"}', "fields are malformed")):
+        with pytest.raises(HomogeneityError, match=message):
+            Certificate.from_json(text)

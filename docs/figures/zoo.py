@@ -209,8 +209,9 @@ def _short(reason: str) -> str:
 
 
 def _cost(cost: dict[str, Any]) -> str:
-    if "error" in cost:
-        return "not computed: " + _error(cost["error"])
+    if "error" in cost:  # a limit that ran past the budget is computed, its cost unmeasured
+        over = cost["error"].startswith("did not finish")
+        return f"cost not measured ({cost['error']})" if over else "not computed: " + _error(cost["error"])
     return f"{cost['ratio']:.1f}× a forward pass (first call {cost['first_call']:.1f} s)"
 
 

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from empirical.errors import EmpiricalError
     from empirical.measure.heads import HeadAtlas, head_atlas
     from empirical.measure.similarity import SimilarityResult, representation_similarity
+    from empirical.models.builtin import MODEL_NAMES
     from empirical.models.corpus import Corpus, load_corpus
-    from empirical.models.loading import MODEL_NAMES, load_model
+    from empirical.models.loading import load_model
     from empirical.training.callbacks import NormCallback
     from empirical.training.checkpoints import scan_checkpoints
     from empirical.training.norms import NormTracker
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "MODEL_NAMES": "empirical.models.loading",
+    "MODEL_NAMES": "empirical.models.builtin",
     "Corpus": "empirical.models.corpus",
     "EmpiricalError": "empirical.errors",
     "HeadAtlas": "empirical.measure.heads",

@@ -22,6 +22,7 @@ from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport, build_report
 from homogeneity.rules import RULES, target_name
 from homogeneity.tracing import export_model, parameter_names
+from homogeneity.validation import check_sequence, describe
 
 __all__ = [
     "META_KEY",
@@ -101,7 +102,12 @@ def select_parameters(names: Iterable[str], params: str | Sequence[str] | None) 
     available = list(names)
     if params is None:
         return set(available)
-    patterns = [params] if isinstance(params, str) else list(params)
+    patterns = [params] if isinstance(params, str) else \
+        check_sequence(params, "params", what="parameter names or glob patterns")
+    wrong = [pattern for pattern in patterns if not isinstance(pattern, str)]
+    if wrong:
+        raise HomogeneityError(f"expected params to hold parameter names or glob patterns, got "
+                               f"{describe(wrong[0])}")
     chosen: set[str] = set()
     unmatched = []
     for pattern in patterns:

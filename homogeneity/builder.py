@@ -25,6 +25,7 @@ from homogeneity.analysis import propagate
 from homogeneity.degree import Degree, K
 from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport
+from homogeneity.validation import check_integer
 
 __all__ = ["GraphBuilder", "K", "Value"]
 
@@ -60,7 +61,8 @@ class GraphBuilder:
         self.root = nn.Module()
         self.inputs: dict[str, torch.Tensor] = {}
         self.dtype = dtype
-        self._generator = torch.Generator().manual_seed(seed)
+        self._generator = torch.Generator().manual_seed(
+            check_integer(seed, "seed", low=0, high=2**63 - 1))
         self._outputs: list[Value] | None = None
 
     # Leaves -----------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from typing import Any
 
 import sympy
 
+from homogeneity.errors import HomogeneityError
+
 __all__ = [
     "Case",
     "Degree",
@@ -118,7 +120,11 @@ class Degree:
     def of(cls, value: Any, grade: Grade | str, reason: str = "") -> Degree:
         """A single-case degree; ``none`` grades get the value ``nan``."""
         grade = Grade(grade)
-        expr = sympy.nan if grade is Grade.NONE else sympy.sympify(value)
+        try:
+            expr = sympy.nan if grade is Grade.NONE else sympy.sympify(value)
+        except (sympy.SympifyError, TypeError, ValueError) as err:
+            raise HomogeneityError(f"expected a degree (a number or an expression in k), got "
+                                   f"{value!r:.60}") from err
         return cls((Case(expr, grade, reason),))
 
     @classmethod

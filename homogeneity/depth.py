@@ -92,6 +92,11 @@ def stack_degree(block: DegreeMap, *, start: Any = K, depth: sympy.Symbol = L) -
     >>> stack_degree(relu_layer, start=0)
     Degree(L, exact)
     """
+    if not isinstance(block, DegreeMap):
+        raise HomogeneityError(f"expected block to be a DegreeMap (from block_degree_map), got "
+                               f"{type(block).__name__}")
+    if not isinstance(depth, sympy.Symbol):
+        raise HomogeneityError(f"expected depth to be a sympy Symbol, got {type(depth).__name__}")
     seq = [start if isinstance(start, Degree) else Degree.exact(start, "stack input")]
     for _ in range(3):
         seq.append(block(seq[-1]))

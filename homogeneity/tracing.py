@@ -14,9 +14,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from homogeneity.errors import HomogeneityError
+from homogeneity.validation import check_real_model, operand_dtype_error
 
 __all__ = [
     "configured_positions",
@@ -120,8 +122,10 @@ def export_model(
         module and the graph signature names each parameter.
 
     Raises:
-        HomogeneityError: the exporter failed; the message names the innermost module that was
-            running and suggests the settings that usually fix Hugging Face models.
+        HomogeneityError: the exporter failed (the message names the innermost module that was
+            running and suggests the settings that usually fix Hugging Face models), a parameter,
+            buffer or input is complex, or the graph multiplies an integer input with a float
+            weight (eager PyTorch refuses that; the exporter does not).
 
     >>> ep = export_model(nn.Sequential(nn.Linear(3, 4), nn.ReLU()), (torch.randn(2, 3),))
     >>> sorted(parameter_names(ep).values())
@@ -129,7 +133,12 @@ def export_model(
     """
     if not isinstance(model, nn.Module):
         raise HomogeneityError(f"expected an nn.Module to export, got {type(model).__name__}")
+    if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping | None) \
+            or not isinstance(dynamic, bool):
+        raise HomogeneityError(f"expected args as a tuple, kwargs as a mapping and dynamic as a bool, got "
+                               f"{type(args).__name__}, {type(kwargs).__name__} and {type(dynamic).__name__}")
     kwargs = dict(kwargs or {})
+    check_real_model(model, pytree.tree_leaves((args, kwargs)))
     if _accepts(model, "use_cache") and getattr(model, "config", None) is not None:
         # Some models (T5) return a cache object even with config.use_cache=False.
         kwargs.setdefault("use_cache", False)
@@ -143,9 +152,8 @@ def export_model(
             # Without grad: a no_grad region inside forward (rotary embeddings) is then not a
             # higher-order op wrapping a submodule, but plain nodes of the graph.
             with torch.no_grad():
-                if not dynamic:
-                    return torch.export.export(model, tuple(args), kwargs, strict=False)
-                return _export_dynamic(model, tuple(args), shapes)
+                program = (_export_dynamic(model, tuple(args), shapes) if dynamic else
+                           torch.export.export(model, tuple(args), kwargs, strict=False))
         except Exception as err:
             where = stack[-1] if stack else f"<root> ({type(model).__name__})"
             hint = ""
@@ -159,6 +167,10 @@ def export_model(
                 f"{where} with {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
                 f". Example inputs: {_describe_inputs(args, kwargs)}.{hint}"
             ) from err
+    mixed = operand_dtype_error(program)
+    if mixed is not None:
+        raise HomogeneityError(f"cannot trace {type(model).__name__}: {mixed}")
+    return program
 
 
 def positional(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -292,6 +304,8 @@ def node_module_path(node: torch.fx.Node) -> str:
     >>> [node_module_path(n) for n in ep.graph.nodes if n.op == "call_function"]
     ['0']
     """
+    if not isinstance(node, torch.fx.Node):
+        raise HomogeneityError(f"expected a torch.fx.Node, got {type(node).__name__}")
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from homogeneity.validation import check_sequence, describe
 from saturated.errors import SaturationError
 
 __all__ = ["LayerComparison", "compare_layers"]
@@ -42,13 +43,21 @@ def compare_layers(reference: Sequence[Tensor], other: Sequence[Tensor], mask: T
         A :class:`LayerComparison`.
 
     Raises:
-        SaturationError: different numbers of layers, mismatched shapes, or no position to compare.
+        SaturationError: a side that is not a list of real tensors (a bare tensor included),
+            different numbers of layers, mismatched shapes (layers, mask, logits), or no
+            position to compare.
 
     >>> a = [torch.tensor([[1.0, 0.0], [0.0, 2.0]])]
     >>> b = [torch.tensor([[2.0, 0.0], [1.0, 0.0]])]
     >>> compare_layers(a, b).cosines
     (0.5,)
     """
+    reference, other = (check_sequence(side, name, what="per-layer tensors", error=SaturationError)
+                        for side, name in ((reference, "reference"), (other, "other")))
+    for name, side in (("reference", reference), ("other", other)):
+        wrong = [layer for layer in side if not isinstance(layer, Tensor) or layer.is_complex()]
+        if wrong:
+            raise SaturationError(f"expected {name} to hold real tensors, got {describe(wrong[0])}")
     if len(reference) != len(other):
         raise SaturationError(f"expected as many layers on both sides, got {len(reference)} and {len(other)}")
     if not reference:
@@ -56,7 +65,15 @@ def compare_layers(reference: Sequence[Tensor], other: Sequence[Tensor], mask: T
     for index, (a, b) in enumerate(zip(reference, other)):
         if a.shape != b.shape:
             raise SaturationError(f"layer {index} has shape {tuple(a.shape)} against {tuple(b.shape)}")
-    keep = torch.ones(reference[0].shape[:-1], dtype=torch.bool) if mask is None else mask.bool()
+    positions_shape = reference[0].shape[:-1]
+    if mask is not None and (not isinstance(mask, Tensor) or mask.shape != positions_shape):
+        raise SaturationError(f"expected a mask of shape {tuple(positions_shape)} (the layers' shape "
+                              f"without the last dimension), got {_shape(mask)}")
+    if logits is not None and (not isinstance(logits, tuple | list) or len(logits) != 2 or any(
+            not isinstance(t, Tensor) or t.shape[:-1] != positions_shape for t in logits)):
+        raise SaturationError(f"expected logits as (reference, other), each of shape "
+                              f"{tuple(positions_shape)} + (classes,), got {describe(logits)}")
+    keep = torch.ones(positions_shape, dtype=torch.bool) if mask is None else mask.bool()
     positions = int(keep.sum())
     if positions == 0:
         raise SaturationError("the mask selects no position to compare")
@@ -69,3 +86,7 @@ def compare_layers(reference: Sequence[Tensor], other: Sequence[Tensor], mask: T
         ours, theirs = (t[keep].argmax(dim=-1) for t in logits)
         agreement = float((ours == theirs).double().mean())
     return LayerComparison(cosines, agreement, positions)
+
+
+def _shape(value: object) -> str:
+    return f"shape {tuple(value.shape)}" if isinstance(value, Tensor) else describe(value)

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
+from saturated.validation import check_dim, check_rtol, check_scores
 
 __all__ = ["default_rtol", "hard_attention", "hardmax", "relu_limit", "sign", "step", "tie_set"]
 
@@ -60,7 +61,8 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
 
     A position j is tied with the row maximum m when ``scores[j] >= m - rtol * s`` where s is the
     largest absolute allowed score of the row (so ties are judged relative to the row's scale, and
-    exactly equal scores tie even when they are all zero). Fully masked rows have no position;
+    exactly equal scores tie even when they are all zero). Fully masked rows have no position,
+    and neither have rows whose allowed scores are all −∞ (−∞ is how a score is masked);
     so have rows with a NaN score at an allowed position if ``nan_rows_empty``, which otherwise
     raises.
 
@@ -74,7 +76,12 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
     >>> tie_set(torch.tensor([2.0, 1.0, 2.0])).tolist()
     [True, False, True]
     """
+    check_scores(scores)
+    check_dim(dim, scores)
+    rtol = check_rtol(rtol)
     allowed = _check_mask(scores, mask)
+    if scores.shape[dim] == 0:  # rows without positions: nothing is maximal
+        return torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
     finite = scores.is_floating_point() and math.isfinite(float(scores.sum()))
     if not (finite or nan_rows_empty) and bool((torch.isnan(scores) & allowed).any()):
         raise SaturationError("hardmax received NaN scores at allowed positions")
@@ -104,7 +111,8 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
         threshold = torch.where(top.isinf(), top, top - tol * scale)
     if finite:  # a fully masked row (top = −∞) has no position
         return high_side >= threshold.masked_fill(top == -math.inf, math.inf)
-    return allowed & (scores >= threshold)
+    # A row whose allowed scores are all −∞ is masked by its scores: no position either.
+    return allowed & (scores >= threshold) & (top > -math.inf)
 
 
 def hardmax(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
@@ -116,17 +124,26 @@ def hardmax(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
         dim: the dimension normalized over.
         mask: boolean, True where attention is allowed (the convention of PyTorch's
             ``scaled_dot_product_attention``); masked positions never receive weight.
-        rtol: tie tolerance relative to the row's largest absolute score (default
-            :func:`default_rtol`); ``0`` ties only exactly equal scores.
+        rtol: tie tolerance relative to the row's largest absolute score, a finite number ≥ 0
+            (default :func:`default_rtol`); ``0`` ties only exactly equal scores.
 
     Returns:
-        Weights of the same shape, summing to 1 along ``dim``; a fully masked row is all zeros.
+        Weights of the same shape, summing to 1 along ``dim``. A fully masked row, by ``mask`` or
+        by scores that are all −∞, is all zeros: the exact limit's convention for a query that
+        may attend nowhere (softmax itself would be NaN there).
+
+    Raises:
+        SaturationError: scores that are not a real tensor, a ``dim`` it does not have, a
+            negative, NaN or infinite ``rtol``, NaN scores at allowed positions, or a mask that is
+            not boolean or does not broadcast to the scores.
 
     >>> hardmax(torch.tensor([1.0, 3.0, 3.0, -2.0]))
     tensor([0.0000, 0.5000, 0.5000, 0.0000])
     >>> hardmax(torch.tensor([[1.0, 3.0], [2.0, 5.0]]), mask=torch.tensor([[True, False], [False, False]]))
     tensor([[1., 0.],
             [0., 0.]])
+    >>> hardmax(torch.tensor([-math.inf, -math.inf]))
+    tensor([0., 0.])
     """
     tied = tie_set(scores, dim, mask, rtol).to(scores.dtype if scores.is_floating_point()
                                               else torch.float32)
@@ -155,6 +172,13 @@ def hard_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     >>> hard_attention(q, k, v)
     tensor([[2.]])
     """
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        check_scores(tensor, name)
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2 or q.shape[-1] != k.shape[-1] \
+            or k.shape[-2] != v.shape[-2]:
+        raise SaturationError(
+            f"expected q (..., n, d), k (..., m, d) and v (..., m, e), got shapes {tuple(q.shape)}, "
+            f"{tuple(k.shape)} and {tuple(v.shape)}")
     return hardmax(q @ k.transpose(-2, -1), mask=mask, rtol=rtol) @ v
 
 

@@ -21,6 +21,7 @@ from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding
 from saturated.rules import RULES, TIE_AWARE, Settings
+from saturated.rules.routing import name_router_rows
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
 
@@ -289,8 +290,11 @@ def run_terms(
     """
     swap = dtype if dtype is not None and dtype[0] != dtype[1] else None
     makers = _placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1])
-    outputs = LimitInterpreter(program.graph_module, settings, swap, keep).run(
-        *makers, enable_io_processing=False)
+    try:
+        outputs = LimitInterpreter(program.graph_module, settings, swap, keep).run(
+            *makers, enable_io_processing=False)
+    except SaturationError as err:  # a router names the token it could not route
+        raise type(err)(name_router_rows(str(err), user_inputs)) from err
     if outputs is None:
         raise SaturationError("the exported graph has no output node")
     return list(outputs)

@@ -35,7 +35,17 @@ SYMBOLS = "ab"
 
 
 def _rational(rows: Sequence[Sequence[float | int | Fraction]]) -> Matrix:
-    return [[Fraction(v) for v in row] for row in rows]
+    """``rows`` as a matrix of fractions; raises SaturationError for anything else (ragged rows,
+    entries that are not finite real numbers)."""
+    try:
+        matrix = [[Fraction(v) for v in row] for row in rows]
+    except (TypeError, ValueError, OverflowError) as err:
+        raise SaturationError(f"expected a matrix of integers or fractions, got {rows!r:.60}: {err}"
+                              ) from None
+    if len({len(row) for row in matrix}) > 1:
+        raise SaturationError(f"expected a matrix with rows of one length, got rows of lengths "
+                              f"{sorted({len(row) for row in matrix})}")
+    return matrix
 
 
 def _matmul(a: Matrix, b: Matrix) -> Matrix:

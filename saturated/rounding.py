@@ -73,6 +73,26 @@ Partials = Callable[[Tensor], Tensor]
 Carried = Callable[[torch.dtype, float], Tensor]
 
 
+class _CarriedOnce:
+    """A carried-error bound computed at most once per (dtype, operand error).
+
+    Each bound reads its operands' carried bounds, back through the graph; a value read by several
+    ops (a residual stream feeding a sublayer, its normalization and the next sum) is reached by
+    several paths, and without the cache each path recomputed it, exponentially in the depth
+    (an RMSNorm composed of ops reads its input twice per layer).
+    """
+
+    def __init__(self, fn: Carried) -> None:
+        self._fn = fn
+        self._cache: dict[tuple[torch.dtype, float], Tensor] = {}
+
+    def __call__(self, dtype: torch.dtype, operand_rtol: float) -> Tensor:
+        key = (dtype, operand_rtol)
+        if key not in self._cache:
+            self._cache[key] = self._fn(dtype, operand_rtol)
+        return self._cache[key]
+
+
 def _memo(fn: Callable[[], Tensor]) -> Callable[[], Tensor]:
     """``fn`` evaluated at most once (a bound read by several decisions is computed once)."""
     cache: list[Tensor] = []
@@ -113,6 +133,10 @@ class Rounding:
     carried: Carried | None = None
     exact: bool = False
     factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.carried is not None and not isinstance(self.carried, _CarriedOnce):
+            object.__setattr__(self, "carried", _CarriedOnce(self.carried))
 
     @classmethod
     def of_exact(cls, coef: Tensor, degree: float) -> Rounding:

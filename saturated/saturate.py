@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import export_model
+from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
 from saturated.interpreter import run_terms
 from saturated.rounding import Rounding, exact_sign
@@ -60,10 +61,32 @@ def _largest(coef: torch.Tensor) -> float:
     return max(abs(float(bound)) for bound in torch.aminmax(coef)) if coef.numel() else 0.0
 
 
+class _WithinRounding(NeedsOrders):
+    """An output's leading part is within rounding of zero; ``final`` marks where no number of
+    orders can settle that in this precision (see :func:`_final`)."""
+
+    def __init__(self, message: str, final: torch.Tensor | None) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+def _final(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, settings: Settings
+           ) -> torch.Tensor | None:
+    """Where a zero test of ``coef`` against ``bound`` is final (None: nowhere): the exact step
+    cannot settle it, and the element's vector along the last dimension has a positive bound
+    somewhere (a vector known to be zero, with bound 0, lets a lower part lead once its batch
+    entry is computed alone). See :func:`_normalized`."""
+    if settles_exactly(rounding, replace(settings, carried=True)):
+        return None
+    positive = torch.broadcast_to(bound > 0, coef.shape)
+    return positive.any(-1, keepdim=True).expand(coef.shape) if coef.dim() else positive
+
+
 def _normalized(term: Term, index: int, settings: Settings, vectors: bool = False
-                ) -> tuple[torch.Tensor, float, bool]:
+                ) -> tuple[torch.Tensor, float, bool, torch.Tensor | None]:
     """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients, its
-    degree, and whether they hold NaN (outputs a tie left undetermined).
+    degree, whether they hold NaN (outputs a tie left undetermined), and where that NaN is final
+    (None: nowhere).
 
     A part whose every coefficient is within its rounding bound of zero (with the error carried
     in by its operands), a computed all-zero part included, may be exactly zero or not, which
@@ -71,33 +94,44 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     With ``vectors``, the same holds for each vector along the last dimension (a token's hidden
     state): one whose every coefficient is within its bound of zero is NaN, as its own direction
     (a cosine's) may be set by a lower part.
+
+    Such a zero test is *final* where the exact step cannot settle it (the operands carry error
+    in, or their exact values are unknown): the coefficients it reads hold no NaN, so no decision
+    before it was left open, and from two orders on more orders change neither the leading parts
+    nor their bounds (every kept part is exact, and decided decisions stay decided); only another
+    precision could. A batch entry whose every undetermined value is final is not recomputed with
+    more orders.
     """
     for coef, degree in term.parts:
         size = _largest(coef)
+        has_nan = math.isnan(size)
+        if has_nan:  # look past the NaN (undetermined elements) for the others' size, or an overflow
+            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         rounding = term.rounding(degree)
+        # NaN in some elements leaves the others' zero test to do: their bound is still read.
         bound = None if rounding is None or not math.isfinite(size) else \
             rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
         if rounding is not None and bound is not None and bool((coef.abs() <= bound).all()):
             if (size == 0 and not bool(bound.any())) or _exactly_zero(coef, rounding, settings):
                 continue  # zero with no error, or exactly zero
-            raise NeedsOrders(f"output {index} is within rounding of zero at its leading degree "
-                              f"{degree:g}")
-        if size == 0:
+            raise _WithinRounding(f"output {index} is within rounding of zero at its leading degree "
+                                  f"{degree:g}", _final(coef, bound, rounding, settings))
+        if size == 0 and not has_nan:
             continue  # a known zero (or one with no bound to judge it by)
         if not math.isfinite(degree):
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
-        has_nan = math.isnan(size)
-        if has_nan:  # look past the NaN for an overflow
-            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
-        if vectors and bound is not None and coef.dim() > 0:
+        final = None
+        if vectors and rounding is not None and bound is not None and coef.dim() > 0:
             hidden = (coef.abs() <= bound).all(-1, keepdim=True)
             if bool(hidden.any()):
+                final = _final(coef, bound, rounding, settings)
+                final = None if final is None else final & hidden
                 coef, has_nan = coef.masked_fill(hidden, math.nan), True
-        return coef, degree, has_nan
+        return coef, degree, has_nan, final
     if term.floor == -math.inf:
-        return term.lead, -math.inf, False
+        return term.lead, -math.inf, False, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
 
 
@@ -117,28 +151,33 @@ def _exactly_zero(coef: torch.Tensor, rounding: Rounding, settings: Settings) ->
 
 
 def _normalize_all(outputs: list[Any], settings: Settings, lenient: bool = False
-                   ) -> tuple[list[Normalized], list[int]]:
-    """Each output normalized by its degree (exact outputs as they are), and the indices of the
-    outputs that hold NaN. ``lenient``: an output whose limit is undetermined (more orders would
-    be needed) is all NaN with degree NaN instead of raising :class:`NeedsOrders`, and so is each
-    vector along the last dimension whose direction is undetermined (see :func:`_normalized`)."""
+                   ) -> tuple[list[Normalized], list[int], dict[int, torch.Tensor]]:
+    """Each output normalized by its degree (exact outputs as they are), the indices of the
+    outputs that hold NaN, and by output index where that NaN is final (see :func:`_normalized`).
+    ``lenient``: an output whose limit is undetermined (more orders would be needed) is all NaN
+    with degree NaN instead of raising :class:`NeedsOrders`, and so is each vector along the last
+    dimension whose direction is undetermined (see :func:`_normalized`)."""
     pairs: list[Normalized] = []
     with_nan: list[int] = []
+    finals: dict[int, torch.Tensor] = {}
     for index, out in enumerate(outputs):
         if isinstance(out, Term):
             try:
-                coef, degree, nan = _normalized(out, index, settings, vectors=lenient)
-            except NeedsOrders:
+                coef, degree, nan, final = _normalized(out, index, settings, vectors=lenient)
+            except NeedsOrders as err:
                 if not lenient:
                     raise
                 coef, degree, nan = torch.full(out.shape, math.nan, dtype=out.lead.dtype,
                                                device=out.lead.device), math.nan, True
+                final = err.final if isinstance(err, _WithinRounding) else None
             pairs.append((coef, degree))
             if nan:
                 with_nan.append(index)
+            if final is not None:
+                finals[index] = final
         else:
             pairs.append((out, 0.0 if isinstance(out, torch.Tensor) else None))
-    return pairs, with_nan
+    return pairs, with_nan, finals
 
 
 def _schedule(most: int) -> list[int]:
@@ -287,7 +326,8 @@ class SaturatedModel:
     output's degree (its own direction may come from a lower part), or the elements a tie that
     matters leaves unknown (as with ``Settings(ties="nan")``). Every other value is the exact
     limit, as with ``"raise"``. A measurement over a corpus uses it to go on and report what is
-    undetermined.
+    undetermined. An entry whose only undetermined values are zero tests no order can settle in
+    float64 stops at two orders (see :func:`_normalized`).
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
@@ -305,6 +345,11 @@ class SaturatedModel:
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         if undetermined not in ("raise", "nan"):
             raise SaturationError(f"undetermined must be 'raise' or 'nan', got {undetermined!r}")
+        if not isinstance(settings, Settings):
+            raise SaturationError(f"expected settings to be a saturated.Settings, got {describe(settings)}")
+        check_weights(model, "a saturated limit", error=SaturationError)
+        if outputs is not None:
+            outputs = check_sequence(outputs, "outputs", what="output field names", error=SaturationError)
         self.undetermined = undetermined
         self.model = model
         self.settings = settings
@@ -454,7 +499,8 @@ class SaturatedModel:
             try:
                 settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
                 outputs = self._run(these, those, settings, dtype)
-                found, with_nan = _normalize_all(outputs, settings, lenient=self.undetermined == "nan")
+                found, with_nan, finals = _normalize_all(outputs, settings,
+                                                         lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
                     continue  # the same entries, at the next level
@@ -472,7 +518,11 @@ class SaturatedModel:
                 pairs = found
             else:
                 _merge(pairs, found, pending)
-            left = _undetermined_entries([found[i][0] for i in with_nan],
+            if not (dtype == self._wide and orders > 1 and self.settings.ties != "uniform"):
+                finals = {}  # the leading parts may still change with more orders or precision
+            open_nan = [found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0]
+                        for i in with_nan]
+            left = _undetermined_entries([value for value in open_nan if bool(torch.isnan(value).any())],
                                          batch if pending is None else len(pending))
             if left == []:
                 break
@@ -588,6 +638,6 @@ def saturate(model: nn.Module, *args: Any, settings: Settings | None = None,
     >>> bool((big / 1e8 - out.value).abs().max() < 1e-3)   # what is left is O(1/c)
     True
     """
-    saturated = SaturatedModel(model, settings or Settings())
+    saturated = SaturatedModel(model, Settings() if settings is None else settings)
     saturated(*args, **kwargs)
     return saturated

@@ -39,6 +39,9 @@ class Term:
 
     ``roundings`` holds, for some parts, a bound on their rounding error (see
     :mod:`saturated.rounding`); ops that keep a part's values (shapes, scalings, sums) keep it.
+    ``order``, where set, is a term and a dimension along which the values are ordered as that
+    term is (softmax weights and their scores: the weights are e^(−Θ(c)), zero at every order,
+    off the maximum, so they keep no order of their own there); only ops that rank entries read it.
 
     >>> t = Term(((torch.tensor([2.0, -1.0]), 3.0),), floor=1.0)
     >>> t.degree, t.lead
@@ -48,6 +51,7 @@ class Term:
     parts: tuple[Part, ...]
     floor: float = -math.inf
     roundings: tuple[Rounding, ...] = field(default=(), repr=False, compare=False)
+    order: tuple[Term, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def lead(self) -> Tensor:

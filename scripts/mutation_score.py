@@ -78,7 +78,7 @@ EQUIVALENT: dict[str, str] = {
         "args=() dropped: functional_call's default (None) means no positional arguments",
     "empirical.measure.scaled.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
-    "empirical.measure.similarity.x__prepare__mutmut_48":
+    "empirical.measure.pipeline.x_prepare__mutmut_49":
         "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "saturated.ties.x__disagreement__mutmut_33":
@@ -110,8 +110,8 @@ EQUIVALENT: dict[str, str] = {
         "`states is None and isinstance(output, dict)` → `or`: also re-reads the field with "
         ".get() when the attribute was found; a Hugging Face ModelOutput keeps attribute and key "
         "in sync and a plain dict has no such attribute, so the states read are the same",
-    "empirical.measure.similarity.x__token_cosines__mutmut_9":
-        "b.norm(dim=+1) instead of dim=-1: b is b[mask], always 2-D (tokens × hidden), where "
+    "empirical.measure.pipeline.x_token_cosines__mutmut_27":
+        "b.norm(dim=+1) instead of dim=-1: b is reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
     "saturated.rules.softmax.x__hard_attention__mutmut_75":
         "squeeze(-2) instead of squeeze(-1) on torch.nonzero's (n, 1) result: the tied-row index "
@@ -120,35 +120,32 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_may_hold_nan__mutmut_1":
         "`is_floating_point() and isnan(sum)` → `or`: for an integer tensor isnan of its sum is "
         "False, the same answer",
-    "empirical.measure.similarity.x__token_cosines__mutmut_6":
-        "a.norm(dim=+1) instead of dim=-1: a is a[mask], always 2-D (tokens × hidden), where "
+    "empirical.measure.pipeline.x_token_cosines__mutmut_24":
+        "a.norm(dim=+1) instead of dim=-1: a is reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
-    "empirical.measure.similarity.x__token_cosines__mutmut_19":
-        "(a * b).sum(+1) instead of sum(-1): a and b are masked to 2-D (tokens × hidden), where "
+    "empirical.measure.pipeline.x_token_cosines__mutmut_37":
+        "(a * b).sum(+1) instead of sum(-1): a and b are reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
-    "empirical.measure.similarity.x__prepare__mutmut_52":
+    "empirical.measure.pipeline.x_prepare__mutmut_53":
         "Corpus(texts, '') → Corpus(texts, 'XXXX'), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_178":
+    "empirical.measure.pipeline.x_corpus_record__mutmut_10":
         "Corpus(texts, '') → Corpus(texts, None) for the record's sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_182":
+    "empirical.measure.pipeline.x_corpus_record__mutmut_14":
         "Corpus(texts, '') → Corpus(texts, 'XXXX') for the record's sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.measure.similarity.xǁSimilarityResultǁto_json__mutmut_5":
-        "json.dumps(allow_nan=False) → allow_nan=None: the encoder only tests `if not allow_nan`, "
-        "so NaN and infinity are refused the same way",
     "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_37":
         "an older file's scale 'inf' no longer matched by name: float('inf') reads it as infinity "
         "all the same",
     "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_38":
         "an older file's scale 'inf' compared with 'INF': float('inf') reads it as infinity all "
         "the same",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_64":
-        "the model passed to _forward for the scaled pass is None: it is read only to name the model "
+    "empirical.measure.similarity.x_representation_similarity__mutmut_47":
+        "the model passed to forward for the scaled pass is None: it is read only to name the model "
         "in the error for a forward that rejects output_hidden_states, and the plain pass, with the "
         "same forward and the same options, runs first and raises that error",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_79":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_62":
         "the model passed to hidden_states for the scaled output is None: it is read only to name "
         "the model when hidden states are missing; the scaled pass (functional_call of the same "
         "forward, or its limit with the same output fields) lacks them only if the plain output, "

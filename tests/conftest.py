@@ -30,6 +30,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("NORMSAT_HYPOTHESIS_PROFILE", "fast"))
 
+# Under pytest-xdist the workers share the cores: each takes its share of torch's threads rather
+# than all of them (oversubscribed threads make every worker slower).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 FAMILIES = ("bert", "roberta", "gpt2", "xlnet", "t5")
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import sympy
 import torch
@@ -44,9 +44,11 @@ from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import forward, layer_labels, token_cosines
 from empirical.measure.scaled import check_scale
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
+from empirical.validation import check_list, check_measurable, check_real, check_token_rows
 from homogeneity import Degree, Grade, analyze
 from homogeneity.errors import HomogeneityError
 from homogeneity.report import HomogeneityReport
+from homogeneity.validation import describe
 from homogeneity.verify import check_scaling
 from saturated import SaturatedModel, SaturationError, Settings, compare_layers
 
@@ -98,8 +100,7 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:
 
 
 def _check_eval(model: nn.Module) -> None:
-    if not isinstance(model, nn.Module):
-        raise EmpiricalError(f"expected an nn.Module to make a claim about, got {type(model).__name__}")
+    check_measurable(model, "a claim (it runs the model)")
     if model.training:
         raise EmpiricalError(
             f"expected {type(model).__name__} in eval() mode; in training mode dropout makes every "
@@ -118,7 +119,8 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
         EmpiricalError: no tokens, a mapping without ``input_ids``, or token ids beyond the
             model's embedding table.
     """
-    device = next(model.parameters()).device
+    check_measurable(model, "a claim (it runs the model)")
+    device = next(model.parameters(), torch.empty(0)).device
     if isinstance(inputs, Mapping):
         if "input_ids" not in inputs:
             raise EmpiricalError(f"expected input_ids among the model inputs, got {sorted(inputs)}")
@@ -131,11 +133,7 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
             ("decoder", inputs.get("decoder_attention_mask", torch.ones_like(decoder)).bool()))
         return Batch({k: v.to(device) for k, v in inputs.items()},
                      tuple((name, m.to(device)) for name, m in stacks), tuple(range(len(ids))))
-    first = next(iter(inputs), None)
-    if isinstance(first, int):
-        rows = [[int(i) for i in cast(Sequence[int], inputs)]]
-    else:
-        rows = [[int(i) for i in row] for row in cast(Sequence[Sequence[int]], inputs)]
+    rows = check_token_rows(inputs)
     if not rows or any(len(r) == 0 for r in rows):
         raise EmpiricalError(f"expected one or more non-empty token id sequences, got {inputs!r}")
     corpus = TokenizedCorpus(tuple(tuple(r) for r in rows), 0, max(map(len, rows)))
@@ -188,8 +186,8 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
     """
     _check_eval(model)
     c = check_scale(scale)
-    if not eps >= 0:
-        raise EmpiricalError(f"expected eps ≥ 0 (a bound on 1 − cos), got {eps!r}")
+    eps = check_real(eps, "eps (a bound on 1 − cos)", low=0)
+    claimed = _claimed_layers(layers, "layer indices or labels")
     batch = model_batch(model, inputs)
 
     def run(at: float) -> Any:
@@ -203,10 +201,22 @@ def assert_saturated(model: nn.Module, inputs: Inputs, scale: float, eps: float,
         ours, limit = hidden_states(grown, stack, model), hidden_states(target, stack, model)
         for label, a, b in zip(layer_labels(stack, len(ours)), ours, limit):
             gaps[label] = float(1 - token_cosines(a, b, mask).mean())
-    chosen = _choose(list(gaps), layers)
+    chosen = _choose(list(gaps), claimed)
     if any(not gaps[label] <= eps for label in chosen):  # NaN fails too
         listed = ", ".join(f"{label} 1 − cos = {gaps[label]:.3e}" for label in chosen)
         raise AssertionError(f"not saturated to eps={eps:g} at c={c:g}: {listed}")
+
+
+def _claimed_layers(layers: Any, what: str) -> list[Any] | None:
+    """``layers`` as a non-empty list, or None (every layer): a claim about no layer would hold
+    whatever the model computes, and a bare string would be read letter by letter."""
+    if layers is None:
+        return None
+    chosen = check_list(layers, "layers", what)
+    if not chosen:
+        raise EmpiricalError(f"expected at least one layer to check, got layers={layers!r} "
+                             "(None checks them all)")
+    return chosen
 
 
 def _choose(labels: list[str], layers: Sequence[int | str] | None) -> list[str]:
@@ -214,7 +224,7 @@ def _choose(labels: list[str], layers: Sequence[int | str] | None) -> list[str]:
         return labels
     chosen = []
     for layer in layers:
-        if isinstance(layer, int) and -len(labels) <= layer < len(labels):
+        if isinstance(layer, int) and not isinstance(layer, bool) and -len(labels) <= layer < len(labels):
             chosen.append(labels[layer])
         elif layer in labels:
             chosen.append(str(layer))
@@ -255,6 +265,8 @@ def assert_homogeneous(model: nn.Module, inputs: Inputs, degree: int | sympy.Exp
         EmpiricalError: a model in training mode, an unknown output, or an output without a degree.
     """
     _check_eval(model)
+    if output is not None and not isinstance(output, str):
+        raise EmpiricalError(f"expected output to be the name of an output, got {describe(output)}")
     batch = model_batch(model, inputs)
     try:
         derived = None
@@ -269,9 +281,14 @@ def assert_homogeneous(model: nn.Module, inputs: Inputs, degree: int | sympy.Exp
         if derived is not None and name not in derived.outputs:
             raise EmpiricalError(f"expected output among {sorted(derived.outputs)}, got {name!r}")
         found = derived.outputs[name] if derived is not None else None
-        k = sympy.sympify(degree) if degree is not None else found.value  # type: ignore[union-attr]
-        g = Grade(grade) if grade is not None else found.grade  # type: ignore[union-attr]
-        if g is Grade.NONE or not k.is_number or k is sympy.nan:
+        try:
+            k = sympy.sympify(degree) if degree is not None else found.value  # type: ignore[union-attr]
+            g = Grade(grade) if grade is not None else found.grade  # type: ignore[union-attr]
+        except (sympy.SympifyError, TypeError, ValueError) as err:
+            raise EmpiricalError(f"expected degree as a number or an expression in k and grade as one "
+                                 f"of {[g.value for g in Grade]}, got {degree!r:.40} and {grade!r:.40}"
+                                 ) from err
+        if g is Grade.NONE or not isinstance(k, sympy.Expr) or not k.is_number or k is sympy.nan:
             why = f" ({found.cases[0].reason})" if found is not None and found.cases else ""
             raise EmpiricalError(f"output {name!r} has no degree to check: {k}, grade {g}{why}")
         claimed = HomogeneityReport(outputs={name: Degree.of(k, g)}, nodes=[], modules=[])
@@ -308,6 +325,17 @@ def _per_layer(output: Any) -> tuple[torch.Tensor, ...]:
     )
 
 
+def _call(what: str, network: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``network(*args, **kwargs)``; a network that refuses these inputs is bad input to the claim."""
+    try:
+        return network(*args, **kwargs)
+    except (EmpiricalError, SaturationError):
+        raise
+    except Exception as err:
+        raise EmpiricalError(f"{what} raised {type(err).__name__} on the inputs given: "
+                             f"{str(err).splitlines()[0] if str(err) else ''}") from err
+
+
 def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
                    layers: Sequence[int] | None = None, eps: float = 1e-6,
                    scale: float = math.inf) -> None:
@@ -332,19 +360,23 @@ def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
     """
     _check_eval(model)
     c = check_scale(scale)
+    eps = check_real(eps, "eps (a bound on 1 − cos)", low=0)
+    layers = _claimed_layers(layers, "layer indices")
     args, kwargs = ((), dict(inputs)) if isinstance(inputs, Mapping) else (
         (tuple(inputs) if isinstance(inputs, tuple) else (inputs,)), {})
     if isinstance(kwargs.get("input_ids"), torch.Tensor):
         check_token_ids(model, kwargs["input_ids"])
+    if not callable(reference):
+        raise EmpiricalError(f"expected the reference to be callable (a network), got {describe(reference)}")
     with torch.inference_mode():
-        ours = _per_layer(reference(*args, **kwargs))
-        theirs = _per_layer(_outputs_at(model, c, *args, **kwargs))
+        ours = _per_layer(_call("the reference", reference, args, kwargs))
+        theirs = _per_layer(_call("the model", lambda *a, **k: _outputs_at(model, c, *a, **k), args, kwargs))
     mask = kwargs.get("attention_mask")
     indices = list(range(len(ours))) if layers is None else list(layers)
     try:
         found = compare_layers([ours[i] for i in indices], [theirs[i] for i in indices],
                                None if mask is None else mask.bool())
-    except (IndexError, SaturationError) as err:
+    except (IndexError, TypeError, SaturationError) as err:
         raise EmpiricalError(f"cannot compare the reference ({len(ours)} layers) with the model "
                              f"({len(theirs)} layers) at layers {indices}: {err}") from err
     if any(not 1 - cos <= eps for cos in found.cosines):

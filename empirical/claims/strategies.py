@@ -26,6 +26,8 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 from empirical.models.batching import embedding_rows
+from empirical.validation import check_count, check_list, check_real
+from homogeneity.validation import describe
 
 __all__ = ["PROFILE", "profile", "register_profile", "scales", "sentences", "special_tokens",
            "token_sequences"]
@@ -107,6 +109,7 @@ def token_sequences(tokenizer: Any, min_len: int = 1, max_len: int = 32, *,
     Traceback (most recent call last):
     empirical.errors.EmpiricalError: expected the special tokens [101, 102] to be ids the model ...
     """
+    min_len, max_len = check_count(min_len, "min_len", low=0), check_count(max_len, "max_len")
     before, after = special_tokens(tokenizer)
     fixed = len(before) + len(after)
     if max_len < max(fixed, 1) or min_len > max_len:
@@ -144,7 +147,11 @@ def sentences(corpus: Iterable[str]) -> st.SearchStrategy[str]:
     Raises:
         EmpiricalError: an empty corpus.
     """
-    texts = sorted(set(corpus), key=lambda s: (len(s), s))
+    given = check_list(corpus, "corpus", "sentences")
+    wrong = [text for text in given if not isinstance(text, str)]
+    if wrong:
+        raise EmpiricalError(f"expected the corpus to hold strings, got {describe(wrong[0])}")
+    texts = sorted(set(given), key=lambda s: (len(s), s))
     if not texts:
         raise EmpiricalError("expected a corpus with at least one sentence, got none")
     return st.sampled_from(texts)
@@ -156,7 +163,9 @@ def scales(low: float = 1.0, high: float = 1e6) -> st.SearchStrategy[float]:
     Raises:
         EmpiricalError: ``low < 1`` (parameters shrink instead of growing) or ``high < low``.
     """
-    if not 1.0 <= low <= high < float("inf"):
+    low = check_real(low, "low", low=1)
+    high = check_real(high, "high", low=1)
+    if not low <= high:
         raise EmpiricalError(f"expected finite scales 1 ≤ low ≤ high, got low={low}, high={high}")
     lo, hi = math.log10(low), math.log10(high)
     return st.floats(0.0, 1.0).map(lambda t: min(high, max(low, 10.0 ** (lo + t * (hi - lo)))))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -11,8 +12,9 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
+from typing import NoReturn
 
-from empirical import distributed
+from empirical import interrupts
 from empirical.cli.commands import (
     check,
     degree,
@@ -25,14 +27,11 @@ from empirical.cli.commands import (
     similarity,
     train,
 )
+from empirical.cli.messages import show_warning_line
 from empirical.cli.options import DEBUG_VARIABLE
 from empirical.errors import EmpiricalError
-from homogeneity.errors import HomogeneityError
-from saturated.errors import SaturationError
 
 __all__ = ["DEBUG_VARIABLE", "build_parser", "main", "one_line"]
-
-_USER_ERRORS = (EmpiricalError, HomogeneityError, SaturationError)
 
 COMMANDS = (similarity, degree, check, lemmas, report, norms, projection, train, grid, heads)
 
@@ -50,9 +49,16 @@ def one_line(message: object) -> str:
     return " ".join(_ESCAPES.sub("", str(message)).split())
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its usage errors as one line, like normsat's own (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    """The argument parser with every subcommand registered (sub-parsers are of the same class)."""
+    parser = _Parser(
         prog="normsat",
         description="Homogeneity, exact saturation and saturation measurements of transformers "
         "as their parameter norm grows.",
@@ -73,37 +79,70 @@ def build_parser() -> argparse.ArgumentParser:
 @contextmanager
 def _one_line_warnings() -> Iterator[None]:
     """Warnings as one line each (``normsat: warning: …``), without the library's source line."""
-    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-        print(f"normsat: warning: {message}", file=sys.stderr)
-
     with warnings.catch_warnings():
-        warnings.showwarning = show
+        warnings.showwarning = show_warning_line
         yield
+
+
+class _DropTorchRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.name.startswith("torch")
+
+
+@contextmanager
+def _quiet_torch_logging(debug: bool) -> Iterator[None]:
+    """Without ``--debug``, torch's own log records (the tracebacks and graph dumps the exporter
+    logs before it raises) are dropped for the command's duration, so that a failure is normsat's
+    one line alone; the handlers are left as they were afterwards."""
+    if debug:
+        yield
+        return
+    drop = _DropTorchRecords()
+    loggers = [logging.getLogger(), logging.getLogger("torch"),
+               *(logger for name, logger in logging.root.manager.loggerDict.items()
+                 if name.startswith("torch.") and isinstance(logger, logging.Logger))]
+    handlers = {handler for logger in loggers for handler in logger.handlers}
+    if logging.lastResort is not None:
+        handlers.add(logging.lastResort)
+    for handler in handlers:
+        handler.addFilter(drop)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code.
 
     Bad input (the packages' errors, and files that cannot be read or written) gives exit code 2
-    and one line on stderr; anything else is a bug: one line, exit code 1, and the traceback with
-    ``--debug`` or ``NORMSAT_DEBUG=1``.
+    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143);
+    anything else is a bug: one line, exit code 1, and the traceback with ``--debug`` or
+    ``NORMSAT_DEBUG=1``.
     """
     args = build_parser().parse_args(argv)
+    # Imported once a command runs: these packages load torch, which ``--help`` does without.
+    from empirical import distributed
+    from homogeneity.errors import HomogeneityError
+    from saturated.errors import SaturationError
+
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     try:
-        with _one_line_warnings():
+        with interrupts.signals_as_interrupts(), _one_line_warnings(), _quiet_torch_logging(debug):
             distributed.init_from_environment()  # started by torchrun: join the ranks
             code = int(args.func(args))
             distributed.shutdown()
             return code
-    except (*_USER_ERRORS, OSError) as err:
+    except (EmpiricalError, HomogeneityError, SaturationError, OSError) as err:
         if debug:
             traceback.print_exc()
         print(f"normsat {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"normsat {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: docs/errors.md, "Interrupted"
+        signal_name = interrupts.signal_name(interrupts.interrupt_signal(err))
+        print(f"normsat {args.command}: interrupted by {signal_name}", file=sys.stderr)
+        return interrupts.exit_code(err)
     except Exception as err:  # a bug: say so in one line, the traceback on request
         if debug:
             traceback.print_exc()

@@ -13,9 +13,12 @@ Each function returns a parser without ``--help`` to pass as ``parents=[...]`` t
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 
-from empirical.models.loading import DTYPES, MODEL_NAMES
+from empirical.errors import EmpiricalError
+from empirical.models.builtin import DTYPE_NAMES, MODEL_NAMES
+from empirical.outputs import PLOT_SUFFIXES
 
 __all__ = [
     "DEBUG_VARIABLE",
@@ -23,10 +26,14 @@ __all__ = [
     "batching_options",
     "corpus_options",
     "device_options",
+    "finite_float",
     "model_options",
     "output_options",
     "positive_int",
     "runtime_options",
+    "scale_float",
+    "seed_int",
+    "step_int",
 ]
 
 DEBUG_VARIABLE = "NORMSAT_DEBUG"
@@ -45,6 +52,82 @@ def positive_int(text: str) -> int:
 
 
 positive_int.__name__ = "positive integer"  # argparse names the type in its message
+
+
+def step_int(text: str) -> int:
+    """argparse type: a training step, an integer ≥ 0 (a fraction is refused, not truncated)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+step_int.__name__ = "step (integer ≥ 0)"
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer in [0, 2⁶³ − 1] (torch's generators take 64 bits).
+
+    >>> seed_int("7")
+    7
+    >>> seed_int(str(2**63))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected seed to be an integer ≥ 0 and ≤ 9223372036854775807, got ...
+    """
+    from empirical.validation import check_seed  # loads torch: parsing a seed means a command runs
+
+    try:
+        return check_seed(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seed to be an integer, got {text!r}") from None
+    except EmpiricalError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+_INFINITY = ("inf", "+inf", "infinity", "+infinity")
+
+
+def _float(text: str, *, infinite: bool) -> float:
+    """``text`` as a float; a number that overflows to ±∞ is refused: ∞ only when written as inf."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r} (NaN)")
+    if math.isinf(value):
+        if infinite and text.strip().lower() in _INFINITY:
+            return value
+        named = " (write inf for the exact limit)" if infinite else ""
+        if text.strip().lower().lstrip("+-") in ("inf", "infinity"):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number that fits a float, got {text!r}, which "
+                                         f"overflows to infinity{named}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite float (NaN, ±inf and overflowing numbers such as 1e400 refused).
+
+    >>> finite_float("1e-3")
+    0.001
+    >>> finite_float("1e400")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a number that fits a float, got '1e400', which overflows to infinity
+    """
+    return _float(text, infinite=False)
+
+
+def scale_float(text: str) -> float:
+    """argparse type: a scale c, finite, or ∞ (the exact limit) only when written ``inf``.
+
+    >>> scale_float("inf"), scale_float("1e3")
+    (inf, 1000.0)
+    >>> scale_float("1e400")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: ... got '1e400', which overflows to infinity (write inf for the exact limit)
+    """
+    return _float(text, infinite=True)
 
 
 def _parent(title: str) -> tuple[argparse.ArgumentParser, argparse._ArgumentGroup]:
@@ -111,13 +194,13 @@ def batching_options(*, batch_size: int = 32, max_length: int = 512) -> argparse
 def device_options(*, dtypes: Sequence[str] | None = None, dtype_default: str | None = "float32",
                    dtype_help: str | None = None, dtype: bool = True) -> argparse.ArgumentParser:
     """``--device`` and (unless ``dtype=False``) ``--dtype`` among ``dtypes`` (default: all of
-    :data:`empirical.models.loading.DTYPES`); ``check_outputs`` refuses a device that does not
+    :data:`empirical.models.builtin.DTYPE_NAMES`); ``check_outputs`` refuses a device that does not
     exist here (exit code 2)."""
     parent, group = _parent("device")
     group.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 "
                        "(default: cpu)")
     if dtype:
-        group.add_argument("--dtype", choices=sorted(DTYPES) if dtypes is None else list(dtypes),
+        group.add_argument("--dtype", choices=sorted(DTYPE_NAMES) if dtypes is None else list(dtypes),
                            default=dtype_default,
                            help=f"parameter dtype (default: {dtype_help or dtype_default})")
     return parent
@@ -128,14 +211,12 @@ def output_options(*, json_help: str, plot: bool = False,
     """``--json PATH`` (and ``--plot PATH``); ``check_outputs`` checks them before any work.
 
     ``plot_suffixes`` narrows the plot formats a command writes (default: every format of
-    :data:`empirical.measure.plotting.PLOT_SUFFIXES`); it is recorded as ``plot_suffixes``.
+    :data:`empirical.outputs.PLOT_SUFFIXES`); it is recorded as ``plot_suffixes``.
     """
     parent, group = _parent("outputs")
     group.add_argument("--json", default=None, metavar="PATH", help=json_help)
     if plot:
         if plot_suffixes is None:
-            from empirical.measure.plotting import PLOT_SUFFIXES
-
             plot_suffixes = PLOT_SUFFIXES
         group.add_argument("--plot", default=None, metavar="PATH",
                            help=f"write a plot to this path ({', '.join(plot_suffixes)})")
@@ -151,7 +232,7 @@ def runtime_options(*, quiet: bool = True, seed_help: str | None = None,
     if quiet:
         group.add_argument("--quiet", action="store_true", help="no progress bars")
     if seed_help is not None:
-        group.add_argument("--seed", type=int, default=seed_default, help=seed_help)
+        group.add_argument("--seed", type=seed_int, default=seed_default, help=seed_help)
     # SUPPRESS: `normsat --debug COMMAND` sets it before the command's parser runs; keep it.
     group.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help=f"show the full traceback of an error (or set {DEBUG_VARIABLE}=1)")

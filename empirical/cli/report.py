@@ -19,9 +19,9 @@ from empirical.cli.sections.similarity import similarity_section
 from empirical.cli.sections.training import training_section
 from empirical.models.factories import is_factory
 from empirical.models.provenance import versions
-from empirical.outputs import write_json, write_text
+from empirical.outputs import staged_files, write_json, write_text
 
-__all__ = ["SECTIONS", "ReportContext", "Section", "write_report"]
+__all__ = ["NEEDS_RANDOM_TWIN", "SECTIONS", "ReportContext", "Section", "sections_for", "write_report"]
 
 SCHEMA = "normsat.report/1"
 
@@ -39,11 +39,40 @@ SECTIONS: list[SectionFunction] = [similarity_section, degree_section, limit_sec
                                    training_section]
 """The report's sections, in order."""
 
+NEEDS_RANDOM_TWIN = (similarity_section, limit_section, heads_section)
+"""The sections that compare the model with its random-init twin (skipped for a factory)."""
+
+
+def _skipped(section: SectionFunction, reason: str) -> SectionFunction:
+    """In place of ``section``: a section that says why it was not measured."""
+    key = section.__name__.removesuffix("_section")
+
+    def skip(ctx: ReportContext) -> Section:
+        return Section(key, f"{key.capitalize()}: skipped", f"Skipped: {reason}.",
+                       {"skipped": reason})
+
+    return skip
+
+
+def sections_for(name: str) -> list[SectionFunction]:
+    """The report's sections for the model ``name``: a factory has no random-init twin, so the
+    sections that compare with one are replaced by a statement of why they are missing."""
+    if not is_factory(name):
+        return list(SECTIONS)
+    reason = (f"the model comes from the factory {name}, which has no random-init twin to compare "
+              "its weights with; name a model or a folder to measure this section")
+    return [_skipped(section, reason) if section in NEEDS_RANDOM_TWIN else section
+            for section in SECTIONS]
+
 
 def write_report(
     out: str | Path, *, sections: Sequence[SectionFunction] | None = None, **context: Any
 ) -> Path:
     """Run every section and write ``out/report.md``, its figures and ``out/results.json``.
+
+    Everything is written into a staging folder inside ``out`` and moved into ``out`` at the end
+    (:func:`empirical.outputs.staged_files`): a report that fails or is interrupted leaves ``out``
+    as it was, never new figures beside an old ``report.md``.
 
     Args:
         out: the report folder (created if needed).
@@ -54,8 +83,14 @@ def write_report(
         The path of ``report.md``.
     """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    ctx = ReportContext(out=folder, **context)
+    with staged_files(folder) as staging:  # an interrupted report leaves the folder as it was
+        _write(staging, sections, context)
+    return folder / "report.md"
+
+
+def _write(staging: Path, sections: Sequence[SectionFunction] | None, context: dict[str, Any]) -> None:
+    """Every section's figures, ``report.md`` and ``results.json``, into ``staging``."""
+    ctx = ReportContext(out=staging, **context)
     built = [section(ctx) for section in (SECTIONS if sections is None else sections)]
     lines = [
         "# normsat report",
@@ -68,7 +103,7 @@ def write_report(
     ]
     for section in built:
         lines += [f"## {section.title}", "", section.markdown.strip(), ""]
-    write_text("\n".join(lines), folder / "report.md")
+    write_text("\n".join(lines), staging / "report.md")
     results = {
         "schema": SCHEMA,
         "model": ctx.model,
@@ -77,8 +112,7 @@ def write_report(
         "versions": versions(),
         "sections": {section.key: section.data for section in built},
     }
-    write_json(results, folder / "results.json")
-    return folder / "report.md"
+    write_json(results, staging / "results.json")
 
 
 def _models_compared(model: str, seed: int) -> str:

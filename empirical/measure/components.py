@@ -11,6 +11,7 @@ with its output at c = 1000 (the paper's measure), and with the exact c → ∞ 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import token_cosines
 from empirical.measure.scaled import call_scaled, check_scale, scaled_parameters
+from empirical.measure.variants import SUBLAYER_VARIANTS
 from empirical.models.provenance import model_record
 from empirical.outputs import Result, save_figure
 from saturated.errors import SaturationError
@@ -83,15 +85,18 @@ class FeedForwardSublayer(nn.Module):
         return self.norm(hidden_states + out if self.residual else out)
 
 
+def _sublayer(name: str, hidden: int) -> nn.Module:
+    """The variant ``name`` of :data:`~empirical.measure.variants.SUBLAYER_VARIANTS` (the
+    intermediate size of feed-forward = hidden)."""
+    sublayer, options = SUBLAYER_VARIANTS[name]
+    if sublayer == "attention":
+        return SelfAttentionSublayer(hidden, **options)
+    return FeedForwardSublayer(hidden, hidden, **options)
+
+
 VARIANTS: dict[str, Callable[[int], nn.Module]] = {
-    "attention": lambda hidden: SelfAttentionSublayer(hidden),
-    "attention (no biases)": lambda hidden: SelfAttentionSublayer(hidden, bias=False),
-    "feed-forward": lambda hidden: FeedForwardSublayer(hidden, hidden),
-    "feed-forward (no biases)": lambda hidden: FeedForwardSublayer(hidden, hidden, bias=False),
-    "feed-forward (no biases or residual)":
-        lambda hidden: FeedForwardSublayer(hidden, hidden, bias=False, residual=False),
-}
-"""The paper's five sublayer variants by name (the intermediate size of feed-forward = hidden)."""
+    name: functools.partial(_sublayer, name) for name in SUBLAYER_VARIANTS}
+"""The paper's five sublayer variants by name: each builds its sublayer for a hidden size."""
 
 
 def build_components(names: Sequence[str] | None = None, *, hidden: int = 10, seed: int = 0,

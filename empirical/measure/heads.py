@@ -42,6 +42,7 @@ from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import Result, save_figure
+from empirical.validation import check_measurable, check_real
 from homogeneity.tracing import export_ready
 from saturated.errors import SaturationError
 from saturated.functional import default_rtol
@@ -72,6 +73,10 @@ class Thresholds:
 
     global_fraction: float = 0.5
     local_positions: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_real(self.global_fraction, "global_fraction", low=0, high=1, low_open=True)
+        check_real(self.local_positions, "local_positions", low=1)
 
     def classify(self, positions: float, fraction: float) -> str:
         """``"global"``, ``"local"`` or ``"mixed"``.
@@ -487,9 +492,12 @@ def measure_heads(
         EmpiricalError: eps outside (0, 1), attention that cannot be read, non-finite attention
             weights in a measured row, or a limit that is not determined.
     """
-    if not (isinstance(eps, (int, float)) and 0 < eps < 1):
-        raise EmpiricalError(f"expected eps in (0, 1), got {eps!r}")
-    thresholds = thresholds or Thresholds()
+    eps = check_real(eps, "eps (the certified scales' tolerance)", low=0, high=1, low_open=True,
+                     high_open=True)
+    check_measurable(model, "the head atlas (it runs the model)")
+    thresholds = Thresholds() if thresholds is None else thresholds
+    if not isinstance(thresholds, Thresholds):
+        raise EmpiricalError(f"expected thresholds to be a Thresholds, got {type(thresholds).__name__}")
     settings = settings or Settings(ties="nan")
     limit = limit or SaturatedModel(model, settings)
     grown = scaled_forward(model, PAPER_SCALE) if paper else None

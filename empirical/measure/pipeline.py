@@ -50,7 +50,9 @@ from empirical.models.batching import (
     tokenize,
 )
 from empirical.models.corpus import Corpus
+from empirical.models.experts import check_expert_memory
 from empirical.models.provenance import model_record, versions
+from empirical.validation import check_list, check_measurable
 
 __all__ = [
     "Prepared",
@@ -76,7 +78,7 @@ def texts_of(sentences: Sequence[str] | Corpus | str) -> list[str]:
     >>> texts_of("One sentence."), texts_of(["a", "b"])
     (['One sentence.'], ['a', 'b'])
     """
-    texts = [sentences] if isinstance(sentences, str) else list(sentences)
+    texts = [sentences] if isinstance(sentences, str) else check_list(sentences, "sentences", "strings")
     if not all(isinstance(text, str) for text in texts):
         kinds = sorted({type(text).__name__ for text in texts if not isinstance(text, str)})
         raise EmpiricalError(f"expected sentences as strings, got items of type {', '.join(kinds)}")
@@ -131,7 +133,8 @@ def prepare(
             share of the batches (:mod:`empirical.distributed`); add up with :class:`Sums`.
 
     Raises:
-        EmpiricalError: no text, no parameters, a model in training mode or non-finite parameters.
+        EmpiricalError: no text, no parameters, a model in training mode, non-finite parameters,
+            or a mixture of experts whose gathered expert weights would not fit in memory.
     """
     if not texts:
         raise EmpiricalError("expected at least one sentence, got an empty list")
@@ -139,6 +142,7 @@ def prepare(
         raise EmpiricalError(
             f"expected a transformer (an nn.Module with parameters), got {type(model).__name__}"
         )
+    check_measurable(model, "a measurement (it runs the model)")
     if model.training:
         raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
     for name, parameter in model.named_parameters():
@@ -150,6 +154,8 @@ def prepare(
     device = next(model.parameters()).device
     tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
     batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
+    largest = max((batch.stacks[0][1].shape for batch in batches), key=lambda shape: shape.numel())
+    check_expert_memory(model, *largest)
     if sharded:
         distributed.check_same_corpus(Corpus(tuple(texts), "").sha256)
         batches = distributed.shard(batches)

@@ -7,12 +7,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from empirical.measure.similarity import SimilarityResult
-from empirical.outputs import save_figure
+from empirical.outputs import PLOT_SUFFIXES, save_figure
 
 __all__ = ["PLOT_SUFFIXES", "plot_similarity", "text_color"]
-
-PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg")
-"""Extensions a plot may have: formats matplotlib writes without LaTeX or optional codecs."""
 
 
 def text_color(rgba: Iterable[float]) -> str:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.validation import check_real
 from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
@@ -37,17 +38,7 @@ def check_scale(scale: float) -> float:
     >>> check_scale(1000), check_scale(float("inf"))
     (1000.0, inf)
     """
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        raise EmpiricalError(f"expected a number c ≥ 1 as the scale, got {scale!r}") from None
-    if math.isinf(value) and value > 0:
-        return value
-    if not math.isfinite(value) or value < 1:
-        raise EmpiricalError(
-            f"expected a scale c ≥ 1 (parameters are multiplied by c) or inf, got {scale!r}"
-        )
-    return value
+    return check_real(scale, "the scale c (parameters are multiplied by c)", low=1, infinite=True)
 
 
 def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None,

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.validation import check_count
 from homogeneity.tracing import configured_positions
 
 __all__ = [
@@ -112,8 +113,7 @@ def tokenize(
         EmpiricalError: a bad ``max_length``, a tokenizer that does not truncate, or an empty
             sentence.
     """
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise EmpiricalError(f"max_length must be a positive number of tokens, got {max_length!r}")
+    max_length = check_count(max_length, "max_length (tokens per sentence)")
     limit = position_limit(model)
     effective = min(max_length, limit) if limit is not None else max_length
     special = _special_tokens(tokenizer)
@@ -191,8 +191,7 @@ def make_batches(
         EmpiricalError: ``batch_size < 1``, or token ids beyond the model's embedding table
             (checked for the whole corpus before the first batch).
     """
-    if batch_size < 1:
-        raise EmpiricalError(f"batch_size must be at least 1, got {batch_size}")
+    batch_size = check_count(batch_size, "batch_size")
     check_token_ids(model, corpus.ids)
     pad = _pad_id(model, tokenizer)
     order = sorted(range(len(corpus.ids)), key=lambda i: len(corpus.ids[i]))

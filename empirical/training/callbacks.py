@@ -13,6 +13,7 @@ from transformers.trainer_callback import CallbackHandler
 from empirical.errors import EmpiricalError
 from empirical.training.norms import PREFIX, NormTracker, record_scalars
 from empirical.training.probe import SaturationProbe, probe_scalars
+from empirical.validation import check_count
 
 __all__ = ["NormCallback"]
 
@@ -58,8 +59,7 @@ class NormCallback(TrainerCallback):
         prefix: str = PREFIX,
         probe: SaturationProbe | None = None,
     ) -> None:
-        if every < 1:
-            raise EmpiricalError(f"NormCallback expected every ≥ 1, got {every}")
+        every = check_count(every, "every (record every so many steps)")
         self.groups = groups
         self.every = every
         self.json_path = json_path

@@ -20,6 +20,8 @@ from tqdm.auto import tqdm
 from empirical.errors import EmpiricalError
 from empirical.models.formats import read_state_dict
 from empirical.training.norms import NormTracker
+from empirical.validation import check_list, check_step
+from homogeneity.validation import describe
 
 __all__ = ["order_checkpoints", "scan_checkpoints", "step_from_name"]
 
@@ -61,6 +63,27 @@ def step_from_name(path: str | Path) -> int | None:
     return _last_integer(name)
 
 
+def _check_checkpoint_path(path: Path) -> None:
+    """Refuse a path that cannot be one checkpoint, saying why: a shell pattern that matched
+    nothing (the shell passes it on as it is), a missing file, or a folder of checkpoints (which
+    is a run, not one checkpoint)."""
+    if not path.exists():
+        if any(char in str(path) for char in "*?["):
+            raise EmpiricalError(f"the pattern {path} matched no file (the shell passed it on "
+                                 "unexpanded); expected checkpoint files")
+        raise EmpiricalError(f"expected a checkpoint file or a model folder, got {path}, which does "
+                             "not exist")
+    if path.is_dir() and not any(_HF_WEIGHT_FILE.fullmatch(child.name) for child in path.iterdir()):
+        inside = sorted(child.name for child in path.iterdir()
+                        if child.name.endswith(_WEIGHT_SUFFIXES)
+                        or (child.is_dir() and _last_integer(child.name) is not None))
+        if inside:
+            raise EmpiricalError(
+                f"expected checkpoint files, got the folder {path}, which holds {len(inside)} "
+                f"checkpoints ({', '.join(inside[:3])}{', …' if len(inside) > 3 else ''}); pass the "
+                f"files themselves, e.g. {path}/*")
+
+
 def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None = None
                       ) -> list[tuple[Path, int]]:
     """Pair each checkpoint with its step, in step order.
@@ -71,13 +94,19 @@ def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None =
             from its name (:func:`step_from_name`) and sort, so a shell glob's order does not matter.
 
     Raises:
-        EmpiricalError: no paths, a count mismatch, unsorted or duplicate steps, or a name without
-            a step when ``steps`` is not given.
+        EmpiricalError: no paths (or a bare string), a path that does not exist (a pattern that
+            matched nothing is named as such), a folder of checkpoints instead of the files, a
+            count mismatch, steps that are not integers ≥ 0 (fractions are refused, not
+            truncated), unsorted or duplicate steps, or a name without a step when ``steps`` is
+            not given.
     """
+    paths = check_list(paths, "paths", "checkpoint files or folders")
     if not paths:
         raise EmpiricalError("expected at least one checkpoint, got none")
     resolved = [Path(p) for p in paths]
     if steps is not None:
+        steps = [check_step(step, f"steps[{index}]")
+                 for index, step in enumerate(check_list(steps, "steps", "integers"))]
         if len(steps) != len(resolved):
             raise EmpiricalError(f"expected one step per checkpoint, got {len(steps)} steps for "
                                  f"{len(resolved)} checkpoints")
@@ -85,7 +114,7 @@ def order_checkpoints(paths: Sequence[str | Path], steps: Sequence[int] | None =
             if after <= before:
                 raise EmpiricalError(f"expected steps in increasing order without duplicates, got "
                                      f"{after} after {before} (for {path})")
-        return list(zip(resolved, (int(s) for s in steps)))
+        return list(zip(resolved, steps))
     named = []
     for path in resolved:
         step = step_from_name(path)
@@ -152,6 +181,18 @@ def _check_same_architecture(reference: Mapping[str, torch.Tensor], reference_pa
                              f"{reference_path}")
 
 
+def _non_finite(path: Path, state: Mapping[str, torch.Tensor]) -> str:
+    """Why a checkpoint's norm is not finite: NaN or infinite entries (named), or finite entries
+    whose squares overflow float64 (where the norms are summed)."""
+    for name, tensor in state.items():
+        if not bool(torch.isfinite(tensor).all()):
+            kind = "NaN" if bool(torch.isnan(tensor).any()) else "infinite"
+            return f"expected finite parameters in {path}, found {kind} entries in {name!r}"
+    largest = max(float(tensor.detach().abs().max()) for tensor in state.values() if tensor.numel())
+    return (f"the parameters of {path} are finite, but their norm overflows float64, in which it is "
+            f"summed (largest |θ| = {largest:.3g}; squares above about 1.8e308 overflow)")
+
+
 def scan_checkpoints(
     paths: Sequence[str | Path],
     steps: Sequence[int] | None = None,
@@ -175,6 +216,10 @@ def scan_checkpoints(
         EmpiricalError: see :func:`order_checkpoints` and :func:`read_state_dict`; also
             checkpoints of different architectures (naming the first differing tensor).
     """
+    for path in check_list(paths, "paths", "checkpoint files or folders"):
+        if not isinstance(path, str | Path):
+            raise EmpiricalError(f"expected checkpoint paths, got {describe(path)}")
+        _check_checkpoint_path(Path(path))  # before the steps: a missing file is the first news
     ordered = order_checkpoints(paths, steps)
     tracker: NormTracker | None = None
     first: tuple[Path, dict[str, torch.Tensor]] | None = None  # names and shapes only are used
@@ -189,7 +234,7 @@ def scan_checkpoints(
             _check_same_architecture(first[1], first[0], state, path)
         assert tracker is not None
         if not math.isfinite(tracker.record(step, state)["norm"]):
-            raise EmpiricalError(f"expected finite parameters in {path}, found NaN or infinity")
+            raise EmpiricalError(_non_finite(path, state))
         del state  # the tracker holds it as "previous" until the next record replaces it
     assert tracker is not None
     return tracker, ordered

@@ -22,14 +22,13 @@ and sums run in float64 chunk by chunk, so no checkpoint is ever copied whole.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -39,6 +38,11 @@ from empirical.models.provenance import model_record, versions
 from empirical.outputs import save_figure, write_text
 from empirical.training.fits import fit_norm_growth, growth_curve
 from empirical.training.probe import SaturationProbe, probe_scalars
+from empirical.validation import check_measurable, check_step
+from homogeneity.validation import describe
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DEFAULT_GROUPS",
@@ -265,11 +269,22 @@ class NormTracker:
                                  f"SummaryWriter), got {type(writer).__name__}")
         self.writer = writer
         self.prefix = prefix
+        if isinstance(model, nn.Module):
+            check_measurable(model, "a NormTracker (it reads the parameters)")
+        elif not isinstance(model, Mapping) or not all(
+                isinstance(t, torch.Tensor) and not t.is_meta for t in model.values()):
+            raise EmpiricalError(f"NormTracker expected a model or a state dict of tensors with values, "
+                                 f"got {describe(model)}")
         self._model = model if isinstance(model, nn.Module) else None
         named = list(model.named_parameters()) if isinstance(model, nn.Module) else list(model.items())
         if not named:
             raise EmpiricalError("NormTracker expected a model with parameters, got none")
         groups = DEFAULT_GROUPS if groups is None else groups
+        if not isinstance(groups, Mapping) or not all(
+                isinstance(name, str) and isinstance(patterns, str | Sequence)
+                for name, patterns in groups.items()):
+            raise EmpiricalError(f"groups expected a mapping of name → list of glob patterns, got "
+                                 f"{describe(groups)}")
         if any(isinstance(patterns, str) for patterns in groups.values()):
             raise EmpiricalError("groups expected name → list of glob patterns, got a bare string "
                                  "pattern; wrap it in a list")
@@ -393,6 +408,7 @@ class NormTracker:
         Returns:
             The new record (also appended to :attr:`records`).
         """
+        step = check_step(step)
         self._check_not_awaiting("record")
         if state_dict is None:
             self._observe_parameters(step)
@@ -408,6 +424,34 @@ class NormTracker:
         record = self._observe(step, sq, self._by_layer(dot))
         self._write(record)
         return record
+
+    def previous_parameters(self) -> torch.Tensor | None:
+        """A copy of the flat float64 θ the next record compares with (``None`` before the first
+        record, or for a tracker built from a state dict): what :meth:`resume` needs to continue."""
+        return self._previous.clone() if isinstance(self._previous, torch.Tensor) else None
+
+    def resume(self, records: Sequence[Mapping[str, Any]], previous: torch.Tensor | None = None) -> None:
+        """Continue an interrupted run's tracking, as if this tracker had recorded ``records``.
+
+        Args:
+            records: the records made so far (the next step must come after the last one).
+            previous: :meth:`previous_parameters` of the tracker that made them; default: the
+                tracked parameters as they are now (right for a tracker whose last record measured
+                the parameters the run continues from).
+        """
+        self._check_not_awaiting("resume")
+        if not self._params:
+            raise EmpiricalError("resume needs a NormTracker built from a model, got one built from "
+                                 "a state dict")
+        if previous is not None and previous.numel() != sum(self._sizes):
+            raise EmpiricalError(f"resume expected previous parameters of {sum(self._sizes)} values "
+                                 f"(this model's), got {previous.numel()}")
+        self.records = [dict(record) for record in records]
+        with torch.no_grad():
+            source = self._params if previous is None else list(
+                previous.to(self._params[0].device).split(self._sizes))
+            flat, views = self._load([s.view(shape) for s, shape in zip(source, self.shapes)])
+            self._previous, self._previous_sq = flat, torch.stack(torch._foreach_norm(views)).square()
 
     def _matching(self, state_dict: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         tensors = []
@@ -436,6 +480,7 @@ class NormTracker:
             step: the training step; steps must increase.
             loss: the step's scalar loss (tensor or float), recorded as a float.
         """
+        step = check_step(step)
         self._check_not_awaiting("after_backward")
         loss_value: float | None = None
         if loss is not None:
@@ -465,6 +510,7 @@ class NormTracker:
         Raises:
             EmpiricalError: if :meth:`after_backward` was not called for ``step``.
         """
+        step = check_step(step)
         if self._awaiting_step != step:
             expected = ("no step is waiting" if self._awaiting_step is None
                         else f"step {self._awaiting_step} is waiting")
@@ -516,7 +562,7 @@ class NormTracker:
     def plot(self, path: str | Path, *, title: str = "") -> Path:
         """Plot total norm (with the best growth law drawn over it, once there are enough records
         to fit one: :func:`empirical.training.fits.fit_norm_growth`), per-layer norms and per-layer
-        consecutive cosine to a PNG."""
+        consecutive cosine to ``path`` (the format its extension names)."""
         if not self.records:
             raise EmpiricalError("plot expected at least one record, got none")
         steps = [r["step"] for r in self.records]
@@ -532,7 +578,7 @@ def plot_records(
     fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
     title: str = "",
 ) -> Path:
-    """Write :func:`render_records` to a PNG file; returns its path."""
+    """Write :func:`render_records` to ``path`` (the format its extension names); returns the path."""
     return save_figure(render_records(records, fitted=fitted, title=title), path)
 
 
@@ -541,8 +587,8 @@ def render_records(
     *,
     fitted: tuple[str, Sequence[float], Sequence[float]] | None = None,
     title: str = "",
-) -> bytes:
-    """PNG bytes of three panels: total norm (with a fitted curve), per-layer norms (paper Fig. 2
+) -> Figure:
+    """A figure of three panels: total norm (with a fitted curve), per-layer norms (paper Fig. 2
     right) and per-layer cosine between consecutive records (Fig. 3 right).
 
     Args:
@@ -583,6 +629,4 @@ def render_records(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return fig

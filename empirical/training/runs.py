@@ -5,6 +5,8 @@ Three causal transformer LMs, random-init, trained on the built-in corpus:
 - ``pre``: GPT-2 (pre-LN), from :class:`transformers.GPT2Config`.
 - ``post``: BERT (post-LN, the architecture of BERT and of the paper's control runs) as a decoder
   with causal masking, from :class:`transformers.BertConfig` (``is_decoder=True``).
+- ``t5``: T5's decoder as a causal LM (:class:`~empirical.training.t5.T5DecoderLM`: RMSNorm,
+  no biases, ReLU feed-forward, relative position bias), the paper's √t architecture.
 - ``scale-invariant``: :class:`ScaleInvariantLM`, whose loss is unchanged when every parameter is
   scaled (Li & Arora 2019): no biases, a LayerNorm without eps or affine after every sublayer,
   on queries and keys, and on the logits. :func:`confirm_scale_invariant` checks with
@@ -36,16 +38,22 @@ from tqdm.auto import tqdm
 from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.errors import EmpiricalError
+from empirical.interrupts import Interrupted, deferred, interrupt_signal, signal_name
 from empirical.measure.scaled import parameter_norm
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
 from empirical.models.loading import minilm_path
 from empirical.models.provenance import model_record, versions
-from empirical.outputs import Result, check_output_dir
+from empirical.outputs import Result, atomic_path, check_output_dir
+from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, SCHEDULES
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
+from empirical.training.resume import ResumeState, load_state, resume_path, save_state
+from empirical.training.t5 import T5DecoderLM, t5_decoder_config
+from empirical.validation import check_real, check_seed
 from homogeneity import Grade, HomogeneityError, analyze
 from homogeneity.report import HomogeneityReport
+from homogeneity.validation import describe
 
 __all__ = [
     "ARCHITECTURES",
@@ -57,6 +65,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "TrainingDiverged",
+    "TrainingInterrupted",
     "build_model",
     "checkpoint_path",
     "confirm_scale_invariant",
@@ -67,9 +76,6 @@ __all__ = [
 ]
 
 SCHEMA = "normsat.train/2"
-ARCHITECTURES = ("post", "pre", "scale-invariant")
-OPTIMIZERS = ("sgd", "adamw", "adafactor")
-SCHEDULES = ("constant", "linear", "sqrt")
 MIN_STEPS = 3
 """Two-parameter laws need three points (one degree of freedom for the noise)."""
 SATURATION_SCALES = (1000.0, math.inf)
@@ -78,10 +84,10 @@ SATURATION_SCALES = (1000.0, math.inf)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a run; :meth:`validate` rejects bad values before any work.
+    """Everything that defines a run; bad values are refused at construction (:meth:`validate`).
 
     Attributes:
-        arch: ``post`` (BERT decoder), ``pre`` (GPT-2) or ``scale-invariant``.
+        arch: ``post`` (BERT decoder), ``pre`` (GPT-2), ``scale-invariant`` or ``t5`` (T5's decoder).
         layers, width, heads: transformer depth, hidden size and attention heads.
         steps: optimizer steps. lr: peak learning rate. schedule: ``constant``, ``linear``
             (decay to 0 at the last step) or ``sqrt`` (lr/√t, T5's inverse square root).
@@ -113,6 +119,9 @@ class TrainConfig:
     limit_similarity: bool = True
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        self.validate()  # at construction: a bad config never exists
+
     def validate(self) -> None:
         """Raise :class:`EmpiricalError` naming the first bad field, what it got and what it needs."""
         for name, allowed in (("arch", ARCHITECTURES), ("optimizer", OPTIMIZERS),
@@ -123,17 +132,19 @@ class TrainConfig:
         for name in ("layers", "width", "heads", "steps", "batch_size", "evaluations",
                      "eval_sentences"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise EmpiricalError(f"{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EmpiricalError(f"{name} must be a positive integer, got {describe(value)}")
+        check_seed(self.seed)
+        check_real(self.lr, "lr", low=0, low_open=True)
+        check_real(self.weight_decay, "weight_decay", low=0)
+        if not isinstance(self.limit_similarity, bool):
+            raise EmpiricalError(f"limit_similarity must be True or False, got "
+                                 f"{describe(self.limit_similarity)}")
         if self.steps < MIN_STEPS:
             raise EmpiricalError(f"steps must be at least {MIN_STEPS} (the fewest points a growth law "
                                  f"is fitted to), got {self.steps}")
-        if self.context < 2:
+        if isinstance(self.context, bool) or not isinstance(self.context, int) or self.context < 2:
             raise EmpiricalError(f"context must be at least 2 tokens (one prediction), got {self.context}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise EmpiricalError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise EmpiricalError(f"weight_decay must be a finite number ≥ 0, got {self.weight_decay!r}")
         if self.width % self.heads:
             raise EmpiricalError(f"width must be divisible by heads, got width {self.width} and "
                                  f"{self.heads} heads")
@@ -141,6 +152,15 @@ class TrainConfig:
 
 class TrainingDiverged(EmpiricalError):
     """The training loss stopped being finite (the learning rate is too large for the model)."""
+
+
+class TrainingInterrupted(Interrupted):
+    """A run stopped by Ctrl-C or SIGTERM; :attr:`result` is the run as of its last checkpoint
+    (``None`` if none was written), its :attr:`TrainResult.stopped` saying where and why."""
+
+    def __init__(self, signum: int, result: TrainResult | None) -> None:
+        super().__init__(signum)
+        self.result = result
 
 
 # -- tokens -------------------------------------------------------------------------------------
@@ -315,6 +335,8 @@ def _build_architecture(config: TrainConfig, vocab_size: int, pad_id: int) -> nn
     hf_config: transformers.PretrainedConfig
     if config.arch == "scale-invariant":
         return ScaleInvariantLM(transformers.PretrainedConfig(**sizes))
+    if config.arch == "t5":
+        return T5DecoderLM(t5_decoder_config(vocab_size, config.width, config.layers, config.heads, pad_id))
     if config.arch == "pre":
         hf_config = transformers.GPT2Config(
             vocab_size=vocab_size, n_embd=config.width, n_layer=config.layers, n_head=config.heads,
@@ -463,6 +485,10 @@ class TrainResult(Result):
         model: the model record (class, parameter count, configuration).
         homogeneity: for ``scale-invariant``, the confirmed degree and grade of the logits.
         vocabulary: the MiniLM ids kept, in order of their new ids (:class:`CompactTokenizer`).
+        stopped: ``None`` for a finished run. For an unfinished one (``fits`` then empty, the records
+            up to its last checkpoint): ``last_checkpoint``, the step it resumes from, and, if it
+            was interrupted, ``at_step`` (the step under way) and ``signal`` (``SIGINT``,
+            ``SIGTERM``); both ``None`` while the run is under way, or if it was killed.
     """
 
     config: TrainConfig
@@ -475,11 +501,12 @@ class TrainResult(Result):
     vocabulary: list[int]
     homogeneity: dict[str, Any] | None = None
     provenance: dict[str, Any] = field(default_factory=lambda: {"versions": versions()})
+    stopped: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (schema ``normsat.train/2``)."""
-        return {"schema": SCHEMA, "config": asdict(self.config), "model": self.model,
-                "corpus": self.corpus, "homogeneity": self.homogeneity, **self.fits,
+        return {"schema": SCHEMA, "config": asdict(self.config), "stopped": self.stopped,
+                "model": self.model, "corpus": self.corpus, "homogeneity": self.homogeneity, **self.fits,
                 "evaluations": self.evaluations,
                 "checkpoints": self.checkpoints, "records": self.records,
                 "vocabulary": self.vocabulary, "provenance": self.provenance}
@@ -493,27 +520,44 @@ class TrainResult(Result):
 
 
 def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,
-          progress: bool = False, device: str | torch.device = "cpu") -> TrainResult:
+          progress: bool = False, device: str | torch.device = "cpu", resume: bool = False) -> TrainResult:
     """Train ``config``'s model, tracking norms at every step and evaluating at log-spaced steps.
+
+    With ``out``, each evaluation step leaves a complete checkpoint in ``out/checkpoints/``, the
+    run so far in ``out/train.json`` (:attr:`TrainResult.stopped` says it is unfinished) and the
+    resume file (:mod:`empirical.training.resume`), each written atomically. The finished run's
+    ``train.json`` is the caller's to write (``normsat train`` does, then deletes the resume file).
 
     Args:
         config: the run (validated first).
-        out: run folder for the safetensors checkpoints, written as the run goes (none when
-            ``None``); ``normsat train`` passes a temporary folder that it renames into place
-            once the run and its files are complete.
+        out: run folder (nothing is written when ``None``).
         corpus: the text (default: the whole built-in corpus).
         progress: a tqdm bar showing step, loss and norm.
         device: where the model trains (the batch order is drawn on the CPU, so a seed gives
             the same batches on every device).
+        resume: continue the unfinished run in ``out`` from its last checkpoint: parameters,
+            optimizer state, schedule, batch order and records are restored, so the run goes on as
+            if it had not stopped (``config`` and the corpus must be the run's own).
 
     Raises:
+        TrainingInterrupted: Ctrl-C or SIGTERM; ``out/train.json`` then says where the run stopped.
         EmpiricalError: a bad configuration, an ``out`` that is a file, a scale-invariant model
-            that :func:`homogeneity.analyze` does not confirm, or a loss that stops being finite.
+            that :func:`homogeneity.analyze` does not confirm, a loss that stops being finite, or
+            with ``resume`` a folder without an unfinished run of ``config``.
     """
     config.validate()
+    if resume and out is None:
+        raise EmpiricalError("resume expected the run folder out of an unfinished run, got out=None")
     if out is not None:
         check_output_dir(out, what="the run folder")
+    saved = load_state(resume_path(out), device) if resume and out is not None else None
+    if saved is not None and saved.document["config"] != asdict(config):
+        raise EmpiricalError(f"cannot resume the run in {out} with another configuration: it has "
+                             f"{saved.document['config']}, got {asdict(config)}")
     data = _prepare_data(config, corpus if corpus is not None else load_corpus(n=None))
+    if saved is not None and saved.document["corpus"]["sha256"] != data.corpus.sha256:
+        raise EmpiricalError(f"cannot resume the run in {out} on another corpus: it has sha256 "
+                             f"{saved.document['corpus']['sha256'][:16]}…, got {data.corpus.sha256[:16]}…")
     data = replace(data, train=data.train.to(device), heldout=data.heldout.to(device))
     model = build_model(config, len(data.tokenizer), data.tokenizer.pad_token_id).to(device)
     homogeneity = None
@@ -526,53 +570,122 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
     tracker, at_checkpoints = NormTracker(model), NormTracker(model)
     batches = torch.Generator().manual_seed(config.seed)
     wanted = evaluation_steps(config.steps, config.evaluations)
-    evaluations = []
+    evaluations: list[dict[str, Any]] = []
+    first = 1
+    if saved is not None and out is not None:
+        _restore(saved, checkpoint_path(out, saved.step), model, optimizer, schedule, batches)
+        if saved.previous is not None:  # at step 0 no record has been made yet
+            tracker.resume(saved.document["records"], saved.previous)
+        at_checkpoints.resume(saved.document["checkpoints"])
+        evaluations = list(saved.document["evaluations"])
+        first = saved.step + 1
+
+    def result(fits: dict[str, Any], stopped: dict[str, Any] | None, last: int) -> TrainResult:
+        """The run through step ``last``."""
+        return TrainResult(
+            config=config, records=[r for r in tracker.records if r["step"] <= last],
+            checkpoints=[r for r in at_checkpoints.records if r["step"] <= last],
+            evaluations=[e for e in evaluations if e["step"] <= last], fits=fits,
+            model=model_record(model), corpus=data.corpus.to_dict(),
+            vocabulary=list(data.tokenizer.pieces), homogeneity=homogeneity, stopped=stopped)
+
+    saved_step = saved.step if saved is not None else None  # the last checkpoint fully written
 
     def checkpoint(step: int) -> None:
+        nonlocal saved_step
         evaluations.append(_evaluate(config, model, data, step))
         at_checkpoints.record(step)
         if out is not None:
-            path = checkpoint_path(out, step)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            safetensors.torch.save_model(model, str(path))
+            with deferred():  # the checkpoint, the resume file and train.json land together
+                with atomic_path(checkpoint_path(out, step)) as temporary:
+                    safetensors.torch.save_model(model, str(temporary))
+                unfinished = result({}, {"last_checkpoint": step, "at_step": None, "signal": None}, step)
+                save_state(resume_path(out), ResumeState(
+                    step=step, document=unfinished.to_dict(), optimizer=optimizer.state_dict(),
+                    schedule=schedule.state_dict(), generator=batches.get_state(),
+                    previous=tracker.previous_parameters()))
+                unfinished.to_json(Path(out) / "train.json")
+                saved_step = step  # inside: a signal held back is raised after it
+        saved_step = step
 
-    checkpoint(0)
-    bar = tqdm(range(1, config.steps + 1), desc=f"train {config.arch}", unit="step",
-               disable=not progress)
-    for step in bar:
-        model.train()
-        rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches).to(device)]
-        loss, _right = _next_token(model, rows)
-        if not torch.isfinite(loss):
-            raise TrainingDiverged(f"the training loss is {float(loss)} at step {step} (lr "
-                                 f"{config.lr:g}, {config.optimizer}); expected a finite loss, "
-                                 "try a smaller lr")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        tracker.after_backward(step, loss)
-        optimizer.step()
-        tracker.after_step(step)
-        schedule.step()
-        if step in wanted:
-            checkpoint(step)
-        bar.set_postfix(loss=f"{loss.item():.3f}", norm=f"{tracker.records[-1]['norm']:.2f}", refresh=False)
-    model.eval()
-    # Every law with more points than parameters; the others are listed under "skipped".
-    fits = fit_norm_growth(
-        [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
-        {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names})
-    return TrainResult(
-        config=config, records=tracker.records, checkpoints=at_checkpoints.records,
-        evaluations=evaluations, fits=fits, model=model_record(model), corpus=data.corpus.to_dict(),
-        vocabulary=list(data.tokenizer.pieces), homogeneity=homogeneity,
-    )
+    step = first - 1
+    try:
+        if saved is None:
+            checkpoint(0)
+        bar = tqdm(range(first, config.steps + 1), desc=f"train {config.arch}", unit="step",
+                   disable=not progress, initial=first - 1, total=config.steps)
+        for step in bar:
+            _train_step(config, model, data, optimizer, tracker, batches, step, device)
+            schedule.step()
+            if step in wanted:
+                checkpoint(step)
+            bar.set_postfix(loss=f"{tracker.records[-1]['loss']:.3f}",
+                            norm=f"{tracker.records[-1]['norm']:.2f}", refresh=False)
+        model.eval()
+        # Every law with more points than parameters; the others are listed under "skipped".
+        fits = fit_norm_growth(
+            [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
+            {layer: [r["layers"][layer] for r in tracker.records] for layer in tracker.layer_names})
+    except KeyboardInterrupt as err:
+        raise _stopped(err, step, saved_step, out, result) from None
+    return result(fits, None, config.steps)
 
 
-def read_run(run: str | Path) -> dict[str, Any]:
+def _train_step(config: TrainConfig, model: nn.Module, data: _Data, optimizer: torch.optim.Optimizer,
+                tracker: NormTracker, batches: torch.Generator, step: int,
+                device: str | torch.device) -> None:
+    """One optimizer step on a batch drawn from ``batches``, recorded by ``tracker``."""
+    model.train()
+    rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches).to(device)]
+    loss, _right = _next_token(model, rows)
+    if not torch.isfinite(loss):
+        raise TrainingDiverged(f"the training loss is {float(loss)} at step {step} (lr "
+                               f"{config.lr:g}, {config.optimizer}); expected a finite loss, "
+                               "try a smaller lr")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    tracker.after_backward(step, loss)
+    optimizer.step()
+    tracker.after_step(step)
+
+
+def _restore(saved: ResumeState, checkpoint: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+             schedule: torch.optim.lr_scheduler.LRScheduler, batches: torch.Generator) -> None:
+    """Put the parameters, optimizer, schedule and batch order back as they were at ``saved.step``."""
+    if not checkpoint.is_file():
+        raise EmpiricalError(f"cannot resume: the resume file is of step {saved.step}, but its "
+                             f"checkpoint {checkpoint} is missing")
+    safetensors.torch.load_model(model, str(checkpoint))
+    optimizer.load_state_dict(saved.optimizer)
+    schedule.load_state_dict(saved.schedule)
+    batches.set_state(saved.generator)
+
+
+def _stopped(err: KeyboardInterrupt, step: int, saved_step: int | None, out: str | Path | None,
+             result: Callable[[dict[str, Any], dict[str, Any] | None, int], TrainResult]
+             ) -> TrainingInterrupted:
+    """The interrupt of a run at ``step``; with ``out``, its ``train.json`` says where it stopped."""
+    signum = interrupt_signal(err)
+    if saved_step is None:  # not even step 0's checkpoint was written: nothing to keep
+        return TrainingInterrupted(signum, None)
+    stopped = {"last_checkpoint": saved_step, "at_step": step, "signal": signal_name(signum)}
+    partial = result({}, stopped, saved_step)
+    if out is not None:
+        with deferred():  # a second Ctrl-C waits until this small file is in place
+            partial.to_json(Path(out) / "train.json")
+    return TrainingInterrupted(signum, partial)
+
+
+def read_run(run: str | Path, *, unfinished: bool = False) -> dict[str, Any]:
     """The ``train.json`` document of a ``normsat train`` folder.
 
+    Args:
+        run: the run folder.
+        unfinished: also accept a run that was interrupted (or is still under way).
+
     Raises:
-        EmpiricalError: no ``train.json`` there, or one of another schema.
+        EmpiricalError: no ``train.json`` there, one of another schema, or an unfinished run
+            (unless ``unfinished``).
     """
     path = Path(run).expanduser() / "train.json"
     if not path.is_file():
@@ -584,13 +697,20 @@ def read_run(run: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise EmpiricalError(f"expected a {SCHEMA} document in {path}, got schema {found!r}")
+    stopped = data.get("stopped")
+    if stopped is not None and not unfinished:
+        how = (f"interrupted by {stopped['signal']} at step {stopped['at_step']}" if stopped["signal"]
+               else "under way, or killed")
+        raise EmpiricalError(f"expected a finished run in {Path(run)}, got an unfinished one ({how}; "
+                             f"checkpoints up to step {stopped['last_checkpoint']}); finish it with "
+                             f"normsat train --out {Path(run)} --resume")
     return data
 
 
 def load_checkpoint(run: str | Path, step: int) -> tuple[nn.Module, CompactTokenizer]:
     """The model of a ``normsat train`` folder at ``step`` (in eval mode) and its tokenizer."""
     folder = Path(run)
-    meta = read_run(folder)
+    meta = read_run(folder, unfinished=True)  # a checkpoint is complete even if its run is not
     path = checkpoint_path(folder, step)
     if not path.is_file():
         saved = sorted(p.name for p in (folder / "checkpoints").glob("*.safetensors"))

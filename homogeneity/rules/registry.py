@@ -58,8 +58,11 @@ def rule(*targets: Any) -> Callable[[Rule], Rule]:
 
 
 def rule_for(target: Any) -> Rule | None:
-    """The rule of ``target``, or ``None`` if it has none."""
-    return RULES.get(target)
+    """The rule of ``target``, or ``None`` if it has none (also for what cannot be an op)."""
+    try:
+        return RULES.get(target)
+    except TypeError:  # unhashable: no op is
+        return None
 
 
 def rule_table(targets: Iterable[Any] | None = None) -> list[tuple[str, str, str]]:

@@ -4,16 +4,18 @@ decision reads, and signs certified against rounding."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from saturated.rounding import Rounding, exact_sign
+from saturated.functional import tie_set
+from saturated.rounding import Rounding, exact_maximal, exact_sign
 from saturated.rules.registry import Settings
 from saturated.terms import NeedsOrders, Term, lift, may_hold_nan, scale
 
-__all__ = ["part_sign", "settles_exactly"]
+__all__ = ["maximal", "part_sign", "settles_exactly"]
 
 
 def _term(value: Any, s: Settings) -> Term:
@@ -80,3 +82,32 @@ def _undetermined_signs(sign: Tensor, s: Settings, what: str) -> Tensor | None:
         raise NeedsOrders(f"the sign of {int(unknown.sum())} elements of the input of {what} is within "
                           "rounding of zero (undetermined in this precision)")
     return unknown
+
+
+def maximal(x: Term, dim: int, candidates: Tensor, s: Settings, compared: Callable[[float], bool]
+            ) -> tuple[Tensor, bool]:
+    """``candidates`` narrowed, part by part of ``x`` from the highest degree (those whose degree
+    ``compared`` accepts), to the positions along ``dim`` whose coefficient may be maximal:
+    lexicographic order, which is the order of the values at every large enough c.
+
+    Each comparison reads the part's rounding bound (:func:`~saturated.functional.tie_set`), and
+    in float64 with ``s.exact_ties`` settles what rounding leaves open from exact values
+    (:func:`~saturated.rounding.exact_maximal`). Rows with a NaN coefficient among the candidates
+    are emptied with ``s.ties == "nan"`` (they raise otherwise).
+
+    Returns:
+        The narrowed candidates (broadcasting to ``x``), and whether the candidates left in a row
+        are known to be equal at every compared part (False once a part had a bound with no
+        exact step behind it: they may be near-ties).
+    """
+    settled = s.exact_ties
+    for a, d in x.parts:
+        if compared(d):
+            rounding = x.rounding(d)
+            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s)
+            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=s.ties == "nan", bound=bound)
+            if rounding is not None and settles_exactly(rounding, s):
+                candidates = exact_maximal(candidates, dim, rounding)
+            elif rounding is not None:
+                settled = False  # a bound with no exact step behind it: maybe near-ties
+    return candidates, settled

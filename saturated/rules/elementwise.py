@@ -40,7 +40,7 @@ def _neg(s: Settings, x: Term) -> Term:
     return scale(x, -1.0)
 
 
-@_rule(aten.mul.Tensor, aten.mul.Scalar)
+@_rule(aten.mul.Tensor, aten.mul.Scalar, aten.mul_.Tensor)
 def _mul(s: Settings, x: Any, y: Any) -> Term:
     """x·y: degrees add (paper Table 1, Product). A constant factor keeps rounding bounds."""
     if isinstance(x, Term) and _is_constant(y):
@@ -56,7 +56,7 @@ def _is_constant(value: Any) -> bool:
         isinstance(value, Tensor) and value.numel() == 1 and value.dim() == 0)
 
 
-@_rule(aten.div.Tensor, aten.div.Scalar)
+@_rule(aten.div.Tensor, aten.div.Scalar, aten.div_.Tensor)
 def _div(s: Settings, x: Any, y: Any) -> Term:
     """x / y = x · y⁻¹."""
     if isinstance(x, Term) and _is_constant(y) and float(y) != 0:

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from homogeneity.validation import check_integer, check_number, describe
 from saturated.errors import SaturationError
+from saturated.validation import check_rtol
 
 __all__ = ["RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
 
@@ -59,14 +61,21 @@ class Settings:
     carried: bool = False
 
     def __post_init__(self) -> None:
+        # Every field checked here, once: a bad value would otherwise give a wrong limit silently.
         if self.ties not in ("raise", "nan", "uniform"):
             raise SaturationError(f"ties must be 'raise', 'nan' or 'uniform', got {self.ties!r}")
-        if self.orders < 1:
-            raise SaturationError(f"orders must be at least 1, got {self.orders!r}")
-        if not self.mask_threshold > 0:
-            raise SaturationError(f"mask_threshold must be positive, got {self.mask_threshold!r}")
-        if not 0 <= self.operand_rtol < 1:
-            raise SaturationError(f"operand_rtol must be in [0, 1), got {self.operand_rtol!r}")
+        # Frozen: the checked values (a one-element tensor as a number) go in with object.__setattr__.
+        object.__setattr__(self, "orders", check_integer(self.orders, "orders", low=1,
+                                                         error=SaturationError))
+        object.__setattr__(self, "mask_threshold", check_number(
+            self.mask_threshold, "mask_threshold", low=0, low_open=True, error=SaturationError))
+        object.__setattr__(self, "rtol", check_rtol(self.rtol))
+        object.__setattr__(self, "operand_rtol", check_number(
+            self.operand_rtol, "operand_rtol", low=0, high=1, high_open=True, error=SaturationError))
+        for flag in ("exact_ties", "carried"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SaturationError(f"expected {flag} to be True or False, got "
+                                      f"{describe(getattr(self, flag))}")
 
 
 Rule = Callable[..., Any]

@@ -53,13 +53,19 @@ def _masked_fill(s: Settings, x: Any, mask: Any, value: Any) -> Term:
 @_rule(aten.cat.default)
 def _cat(s: Settings, tensors: Sequence[Any], dim: int = 0) -> Term:
     """Concatenation: elements keep their own expansions (missing degrees are zero)."""
-    terms = [_term(t, s) for t in tensors]
+    return _joined_parts([_term(t, s) for t in tensors], lambda pieces: torch.cat(pieces, dim), s)
+
+
+def _joined_parts(terms: Sequence[Term], join: Callable[[list[Tensor]], Tensor], s: Settings) -> Term:
+    """A value whose elements are taken from ``terms`` (``join`` puts their tensors together, one
+    per term): each element keeps its own expansion (a term without a part of some degree gives
+    zeros there) and its own rounding bound."""
     tables = [_by_degree(t) for t in terms]
     degrees = {d for table in tables for d in table}
-    parts = [(torch.cat([table.get(d, torch.zeros_like(t.lead)) for t, table in zip(terms, tables)],
-                        dim), d) for d in degrees]
+    parts = [(join([table.get(d, torch.zeros_like(t.lead)) for t, table in zip(terms, tables)]), d)
+             for d in degrees]
     joined = make(parts, max(t.floor for t in terms), s.orders, computed_degrees(terms, summed=False))
-    return joined.with_roundings(_joined_roundings(terms, lambda pieces: torch.cat(pieces, dim)))
+    return joined.with_roundings(_joined_roundings(terms, join))
 
 
 def _joined_roundings(terms: Sequence[Term], join: Callable[[list[Tensor]], Tensor]) -> list[Rounding | None]:

@@ -45,7 +45,8 @@ for _op in (aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
             aten.expand.default, aten.contiguous.default, aten.clone.default, aten.slice.Tensor,
             aten.select.int, aten.index.Tensor, aten.gather.default, aten.index_select.default,
             aten.t.default, aten.mT.default, aten.numpy_T.default, aten.flatten.using_ints,
-            aten.alias.default, aten.detach.default, aten.repeat.default, *_SPLITS):
+            aten.alias.default, aten.detach.default, aten.repeat.default,
+            aten.repeat_interleave.self_int, *_SPLITS):
     register_rule(_op, _structural(_op))
 
 

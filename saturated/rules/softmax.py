@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
-from saturated.functional import tie_set
-from saturated.rounding import exact_maximal
-from saturated.rules.common import _decision_bound, settles_exactly
+from saturated.rules.common import maximal
 from saturated.rules.registry import Settings, _rule
 from saturated.terms import Term, exp_series, make, mul, power, reduce
 from saturated.ties import TiedWeights, with_nan
@@ -44,19 +43,12 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
             candidates = candidates & (a == 0)
     allowed = candidates.any(dim, keepdim=True)
     marking = s.ties == "nan"
-    settled = s.exact_ties  # whether the candidates left are exact ties
-    for a, d in x.parts:
-        if 0 < d < math.inf:
-            rounding = x.rounding(d)
-            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s)
-            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=marking, bound=bound)
-            if rounding is not None and settles_exactly(rounding, s):
-                candidates = exact_maximal(candidates, dim, rounding)
-            elif rounding is not None:
-                settled = False  # a bound with no exact step behind it: maybe near-ties
+    candidates, settled = maximal(x, dim, candidates, s, lambda d: 0 < d < math.inf)
     candidates = candidates.expand(x.shape)
     count = candidates.sum(dim=dim, keepdim=True)
-    weights = _hard_attention(x, dim, candidates, count, s, settled)
+    # The weights lose the order of the positions they give no weight (e^(−Θ(c)) each); a top-k
+    # router reads it from the scores.
+    weights = replace(_hard_attention(x, dim, candidates, count, s, settled), order=(x, dim))
     if not marking:
         return weights
     poisoned = allowed & (count == 0)  # emptied by a NaN score

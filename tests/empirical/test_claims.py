@@ -216,14 +216,14 @@ def test_a_reference_head_that_differs_fails_on_a_shortest_word():
 def test_claims_reject_training_mode_and_scales_below_one(tiny):
     model, tokenizer = tiny
     ids = tokenizer("A sentence.")["input_ids"]
-    with pytest.raises(EmpiricalError, match="scale c ≥ 1"):
+    with pytest.raises(EmpiricalError, match=r"scale c .* ≥ 1"):
         claims.assert_saturated(model, ids, scale=0.5, eps=1e-3)
-    with pytest.raises(EmpiricalError, match="eps ≥ 0"):
+    with pytest.raises(EmpiricalError, match=r"eps .* ≥ 0"):
         claims.assert_saturated(model, ids, scale=10.0, eps=-1.0)
-    with pytest.raises(EmpiricalError, match="scales 1 ≤ low"):
+    with pytest.raises(EmpiricalError, match="expected low to be a number ≥ 1"):
         claims.scales(low=0.1)
     head = SoftmaxHead(previous_token_head())
-    with pytest.raises(EmpiricalError, match="scale c ≥ 1"):
+    with pytest.raises(EmpiricalError, match=r"scale c .* ≥ 1"):
         claims.assert_matches(previous_token_head(), head.eval(), _rows("ab"), scale=0.0)
     model.train()
     try:

@@ -53,8 +53,8 @@ def test_debug_shows_the_traceback_and_errors_are_one_line(tiny_bert_dir: Path,
     argv = ["similarity", "--model", str(tiny_bert_dir), "--scale", "0.5"]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == "normsat similarity: error: expected a scale c ≥ 1 (parameters are multiplied by c) " \
-                  "or inf, got 0.5\n"
+    assert err == "normsat similarity: error: expected the scale c (parameters are multiplied by c) " \
+                  "to be a number ≥ 1 or inf, got 0.5\n"
     assert main([*argv, "--debug"]) == 2
     assert "Traceback (most recent call last)" in capsys.readouterr().err
     monkeypatch.setenv("NORMSAT_DEBUG", "1")
@@ -67,7 +67,7 @@ def test_a_bug_is_exit_code_one_with_one_line(tiny_bert_dir: Path, capsys: pytes
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("empirical.cli.commands.similarity.representation_similarity", broken)
+    monkeypatch.setattr("empirical.measure.similarity.representation_similarity", broken)
     assert main(["similarity", "--model", str(tiny_bert_dir), "--sentences", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("normsat similarity: internal error: ZeroDivisionError: division by zero")

@@ -45,5 +45,5 @@ def test_bad_corpus_input(tmp_path):
     empty.write_text("# only a comment\n\n")
     with pytest.raises(EmpiricalError, match="empty"):
         load_corpus(empty)
-    with pytest.raises(EmpiricalError, match="at least 1"):
+    with pytest.raises(EmpiricalError, match="integer ≥ 1"):
         load_corpus(n=0)

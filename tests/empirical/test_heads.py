@@ -164,7 +164,7 @@ def test_json_and_plot(reference_atlas: Any, tmp_path: Any) -> None:
 
 def test_bad_input() -> None:
     model = Heads([previous_token_head()]).eval()
-    with pytest.raises(EmpiricalError, match="eps in"):
+    with pytest.raises(EmpiricalError, match="to be a number > 0 and < 1"):
         measure_heads(model, [_batch(["ab"])], causal=True, eps=1.5)
 
     class Silent(nn.Module):

@@ -74,7 +74,7 @@ def test_local_directory_pretrained_and_random_init(tmp_path, small_models):
 def test_dtype_and_layers():
     model, _ = load_model("gpt2", random_init=True, num_layers=1, dtype=torch.float64)
     assert len(model.h) == 1 and next(model.parameters()).dtype == torch.float64
-    with pytest.raises(EmpiricalError, match="positive"):
+    with pytest.raises(EmpiricalError, match="num_layers to be an integer ≥ 1"):
         load_model("gpt2", random_init=True, num_layers=0)
 
 

@@ -59,5 +59,5 @@ def test_every_n_steps(tmp_path):
 
 
 def test_bad_every_is_an_error():
-    with pytest.raises(EmpiricalError, match="every ≥ 1, got 0"):
+    with pytest.raises(EmpiricalError, match=r"every .* to be an integer ≥ 1, got 0"):
         NormCallback(every=0)

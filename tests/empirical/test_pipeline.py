@@ -97,4 +97,18 @@ def test_save_figure_is_atomic(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         save_figure(Broken(), target)
     assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["plot.png"]
-    assert save_figure(b"\x89PNG", target).read_bytes() == b"\x89PNG"
+
+
+# Each format's file signature (PNG's 8-byte header, PDF's %PDF-, an SVG's XML declaration).
+MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".svg": b"<?xml"}
+
+
+@pytest.mark.parametrize("suffix", sorted(MAGIC))
+def test_save_figure_writes_the_format_the_extension_names(tmp_path: Path, suffix: str) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(1, 1))
+    figure.add_subplot().plot([0, 1])
+    written = save_figure(figure, tmp_path / f"plot{suffix}").read_bytes()
+    assert written.startswith(MAGIC[suffix])
+    assert suffix != ".svg" or b"<svg" in written

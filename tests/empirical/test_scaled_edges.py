@@ -8,6 +8,7 @@ argument fails here directly.
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,7 +31,7 @@ from empirical.models.batching import (
 
 
 @pytest.mark.parametrize(("scale", "expected"), [
-    (1, 1.0), (1.0, 1.0), (1.5, 1.5), (1000, 1000.0), ("2.5", 2.5), (float("inf"), math.inf),
+    (1, 1.0), (1.0, 1.0), (1.5, 1.5), (1000, 1000.0), (float("inf"), math.inf),
     (torch.tensor(3.0), 3.0),
 ])
 def test_check_scale_accepts_c_at_least_one_and_infinity(scale: Any, expected: float) -> None:
@@ -43,14 +44,16 @@ def test_check_scale_rejects_below_one_minus_infinity_and_nan(scale: float) -> N
     with pytest.raises(EmpiricalError) as err:
         check_scale(scale)
     assert str(err.value) == (
-        f"expected a scale c ≥ 1 (parameters are multiplied by c) or inf, got {scale!r}")
+        f"expected the scale c (parameters are multiplied by c) to be a number ≥ 1 or inf, got "
+        f"{scale!r}")
 
 
-@pytest.mark.parametrize("scale", ["big", None, [2.0]])
+@pytest.mark.parametrize("scale", ["big", "2.5", None, [2.0], True])
 def test_check_scale_rejects_what_is_not_a_number(scale: Any) -> None:
     with pytest.raises(EmpiricalError) as err:
         check_scale(scale)
-    assert str(err.value) == f"expected a number c ≥ 1 as the scale, got {scale!r}"
+    assert str(err.value) == ("expected the scale c (parameters are multiplied by c) to be a real "
+                              f"number, got {scale!r} ({type(scale).__name__})")
     assert err.value.__cause__ is None  # the conversion error is noise for the reader
 
 
@@ -242,7 +245,10 @@ def test_tokenize_without_truncation_asks_once_and_warns_not(recwarn: pytest.War
 
 @pytest.mark.parametrize("max_length", [0, -5, True, 8.0, "8"])
 def test_tokenize_rejects_a_length_that_is_not_a_positive_integer(max_length: Any) -> None:
-    with pytest.raises(EmpiricalError, match=rf"positive number of tokens, got {max_length!r}$"):
+    shown = re.escape(repr(max_length) if type(max_length) in (int, float)
+                      else f"{max_length!r} ({type(max_length).__name__})")
+    with pytest.raises(EmpiricalError, match=rf"max_length \(tokens per sentence\) to be an integer ≥ 1, "
+                       rf"got {shown}$"):
         tokenize(WordTokenizer(), ["a"], max_length=max_length, model=nn.Linear(1, 1))
 
 
@@ -332,7 +338,7 @@ def test_batches_are_placed_on_the_device_asked_for() -> None:
 
 
 def test_batch_size_below_one_is_an_error() -> None:
-    with pytest.raises(EmpiricalError, match="batch_size must be at least 1, got 0"):
+    with pytest.raises(EmpiricalError, match="expected batch_size to be an integer ≥ 1, got 0"):
         next(make_batches(_with_config(), WordTokenizer(), CORPUS, batch_size=0, device="cpu"))
 
 

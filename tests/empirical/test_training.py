@@ -216,8 +216,7 @@ def test_a_bias_breaks_scale_invariance_and_is_refused(small_corpus):
     ("--steps", "0", "steps must be a positive integer"),
     ("--steps", "2", "steps must be at least 3"),
     ("--width", "-4", "width must be a positive integer"),
-    ("--lr", "0", "lr must be a positive finite number"),
-    ("--lr", "nan", "lr must be a positive finite number"),
+    ("--lr", "0", "expected lr to be a number > 0, got 0.0"),
     ("--arch", "lstm", "arch must be one of post, pre, scale-invariant"),
     ("--optimizer", "lion", "optimizer must be one of sgd, adamw, adafactor"),
     ("--schedule", "cosine", "schedule must be one of constant, linear, sqrt"),
@@ -314,20 +313,20 @@ def test_adafactor_trains_with_decoupled_weight_decay(small_corpus):
     assert result.records[1]["norm"] < runs[0.0].records[1]["norm"]
 
 
-def test_an_interrupted_run_leaves_nothing_and_keeps_the_folder(tmp_path, capsys, monkeypatch):
-    import empirical.cli.commands.train as train_command
+def test_a_run_interrupted_before_its_first_checkpoint_leaves_the_folder_as_it_was(tmp_path, capsys,
+                                                                                   monkeypatch):
+    import empirical.training.runs as runs
 
-    def interrupted(config, out, **kwargs):
-        path = checkpoint_path(out, 0)  # a finished checkpoint, then Ctrl-C
-        path.parent.mkdir(parents=True)
-        path.write_bytes(b"checkpoint")
-        raise KeyboardInterrupt
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while step 0 is evaluated: no checkpoint finished
 
-    monkeypatch.setattr(train_command, "train", interrupted)
+    monkeypatch.setattr(runs, "_evaluate", interrupted)
     run = tmp_path / "run"
     run.mkdir()
     (run / "notes.txt").write_text("mine")
     assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(run), "--overwrite"]) == 130
-    assert "interrupted" in capsys.readouterr().err
-    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging folder left
+    assert "interrupted by SIGINT" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
     assert [p.name for p in run.iterdir()] == ["notes.txt"]
+    assert main(["train", *_TINY_ARGS, "--steps", "3", "--out", str(tmp_path / "new")]) == 130
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # the folder it would have made: gone

@@ -115,6 +115,12 @@ CASES = [
     RuleCase("positions", lambda x, a: torch.argmax(x * a, -1, keepdim=True) * a, [V3], 1,
              Grade.EXACT),
     RuleCase("indexing", lambda x, a: (x * a)[torch.tensor([2, 0])], [V3], 1, Grade.EXACT),
+    # one_hot of a router's choice argmax(c·xa) = argmax(xa): exact 0; times a: 1.
+    RuleCase("counting", lambda x, a: F.one_hot(torch.argmax(x * a, -1), 3).double() * a, [V3], 1,
+             Grade.EXACT),
+    # x·b with x·a added at the chosen rows (exact degree-0 positions): 1 + 1, exact.
+    RuleCase("scattering", lambda x, a, b: (x * b).scatter_add(
+        0, torch.argmax(x * a, -1, keepdim=True).expand(-1, 3), x * a), [V3, V3], 1, Grade.EXACT),
     # [x·a, x]: degrees 1 and 0, so the constant block is lower order.
     RuleCase("concatenation", lambda x, a: torch.cat([x * a, x], -1), [V3], 1, Grade.ASYMPTOTIC),
     RuleCase("pad", lambda x, a: F.pad(x * a, (1, 1)), [V3], 1, Grade.EXACT),

@@ -65,7 +65,7 @@ from homogeneity.rules.products import (
     mul,
     rounding_division,
 )
-from homogeneity.rules.routing import top_k
+from homogeneity.rules.routing import counting, scattering, top_k
 from homogeneity.rules.shape import (
     concatenation,
     constant,
@@ -352,6 +352,24 @@ ROWS = [
     Row("top_k", "values and positions of different degrees", lambda: top_k(E(1), 2), None, NONE,
         "top-k values of degree 1 and positions of degree 0 in one node"),
     Row("top_k", "an input without degree", lambda: top_k(UNDEFINED, 2), None, NONE),
+    Row("counting", "counts of fixed positions keep their grade", lambda: counting(G(0, APPROX), 3), 0,
+        APPROX, "counts of positions that do not change with c"),
+    Row("counting", "weighted counts take the weights' degree", lambda: counting(E(0), E(2)), 2, EXACT),
+    Row("counting", "the positions' grade weakens the weights'", lambda: counting(G(0, ASYM), E(2)), 2, ASYM),
+    Row("counting", "growing positions", lambda: counting(E(1)), None, NONE,
+        "indices depend on the scaled parameters"),
+    same("counting", "positions without degree", lambda x: counting(x), UNDEFINED),
+    Row("counting", "weights without degree", lambda: counting(E(0), UNDEFINED), None, NONE),
+    Row("scattering", "a source of x's degree", lambda: scattering(E(1), 0, E(0), E(1)), 1, EXACT),
+    Row("scattering", "a source of a lower degree", lambda: scattering(E(2), 0, E(0), E(1)), 2, ASYM),
+    Row("scattering", "alpha = 0 adds no term", lambda: scattering(E(1), 0, E(0), E(3), 0), 1, EXACT),
+    Row("scattering", "a literal 0 value", lambda: scattering(E(1), 0, E(0), 0), 1, EXACT),
+    Row("scattering", "a nonzero value is a constant term", lambda: scattering(E(1), 0, E(0), 2.0), 1, ASYM),
+    Row("scattering", "approximately fixed indices weaken the grade",
+        lambda: scattering(E(1), 0, G(0, APPROX), E(1)), 1, APPROX),
+    Row("scattering", "growing indices", lambda: scattering(E(1), 0, E(1), E(1)), None, NONE,
+        "indices depend on the scaled parameters"),
+    same("scattering", "indices without degree", lambda x: scattering(E(1), 0, x, E(1)), UNDEFINED),
     Row("indexing", "piecewise indices", lambda: indexing(E(1), [PIECEWISE]), None, NONE),
     Row("indexing", "a growing index before a fixed one", lambda: indexing(E(1), [E(1), E(0)]), None,
         NONE),
@@ -385,7 +403,7 @@ BRANCHES: dict[str, int] = {
     "masked_fill": 4, "elementwise_extremum": 6, "clamp": 6, "softmax": 6, "log_softmax": 4, "gelu": 6,
     "scaled_dot_product_attention": 6, "layer_norm": 13, "native_layer_norm": 3, "rms_norm": 3,
     "reduction": 1, "difference": 4, "variance": 2, "rearrangement": 1, "indexing": 8,
-    "positions": 3, "concatenation": 3, "pad": 6, "constant": 1,
+    "positions": 3, "concatenation": 3, "pad": 6, "constant": 1, "counting": 6, "scattering": 8,
 }
 
 

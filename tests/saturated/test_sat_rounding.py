@@ -14,7 +14,7 @@ from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
-from saturated.rounding import exact_sign, gamma
+from saturated.rounding import Rounding, exact_sign, gamma, product_rounding, smallest_subnormal
 from saturated.rules import Settings
 from saturated.saturate import saturate
 
@@ -248,3 +248,31 @@ def test_positions_survive_a_cast_and_move_with_a_shape_op() -> None:
     assert torch.equal(exact_maximal(candidates, -1, cast), candidates)  # exact ties stay
     flipped = Rounding.of_exact(coef, 1.0).map(lambda a: a.flip(-1))
     assert flipped.index is not None and flipped.index()[0].tolist() == [2, 1, 0]
+
+
+def test_a_carried_bound_read_by_several_ops_is_computed_once() -> None:
+    """Issue 24: T5's RMSNorm (composed of ops) reads its input twice, so a deep stack reaches each
+    earlier bound by exponentially many paths. Here each step is x·x with one bound on both sides:
+    the base's carried error is asked for once, and the bound follows the hand recurrence
+    c' = |x|·b + b·(|x| + b) = 2b + b² with b = γ₁·|x|² + u_min + c and |x| = 1."""
+    f64 = torch.float64
+    x = torch.ones(3, dtype=f64)
+    calls = []
+
+    def base(dtype: torch.dtype, rtol: float) -> torch.Tensor:
+        calls.append(dtype)
+        return torch.full((3,), 1e-12, dtype=dtype)
+
+    rounding = Rounding(1.0, lambda: x.abs(), 1, carried=base)
+    for _ in range(12):  # without the cache: 2¹² reads of the base
+        rounding = product_rounding(torch.mul, [((x, rounding), (x, rounding))], 2.0, 1, x.shape)
+    assert rounding.carried is not None
+    carried = rounding.carried(f64, 0.0)
+    assert calls == [f64]
+    expected, own = 1e-12, gamma(1, f64) + smallest_subnormal(f64)
+    for _ in range(12):
+        b = own + expected
+        expected = 2 * b + b * b
+    assert carried.tolist() == pytest.approx([expected] * 3, rel=1e-12)
+    rounding.carried(f64, 0.0)
+    assert calls == [f64]  # asked again: the same tensor

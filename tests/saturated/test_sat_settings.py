@@ -158,12 +158,20 @@ def test_every_tie_policy_is_accepted(ties: str) -> None:
 
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("ties", "first", "ties must be 'raise', 'nan' or 'uniform', got 'first'"),
-    ("orders", 0, "orders must be at least 1, got 0"),
-    ("mask_threshold", 0.0, "mask_threshold must be positive, got 0.0"),
-    ("mask_threshold", -1e9, "mask_threshold must be positive, got -1000000000.0"),
-    ("mask_threshold", math.nan, "mask_threshold must be positive, got nan"),
-    ("operand_rtol", 1.0, "operand_rtol must be in [0, 1), got 1.0"),
-    ("operand_rtol", -1e-12, "operand_rtol must be in [0, 1), got -1e-12"),
+    ("orders", 0, "expected orders to be an integer ≥ 1, got 0"),
+    ("orders", 1.5, "expected orders to be an integer ≥ 1, got 1.5"),
+    ("orders", "3", "expected orders to be an integer ≥ 1, got '3' (str)"),
+    ("mask_threshold", 0.0, "expected mask_threshold to be a number > 0, got 0.0"),
+    ("mask_threshold", -1e9, "expected mask_threshold to be a number > 0, got -1000000000.0"),
+    ("mask_threshold", math.nan, "expected mask_threshold to be a number > 0, got nan"),
+    ("mask_threshold", math.inf, "expected mask_threshold to be a number > 0, got inf"),
+    ("operand_rtol", 1.0, "expected operand_rtol to be a number ≥ 0 and < 1, got 1.0"),
+    ("operand_rtol", -1e-12, "expected operand_rtol to be a number ≥ 0 and < 1, got -1e-12"),
+    ("rtol", -1, "expected rtol (the tie tolerance) to be a number ≥ 0, got -1"),
+    ("rtol", math.nan, "expected rtol (the tie tolerance) to be a number ≥ 0, got nan"),
+    ("rtol", math.inf, "expected rtol (the tie tolerance) to be a number ≥ 0, got inf"),
+    ("rtol", "0.1", "expected rtol (the tie tolerance) to be a real number, got '0.1' (str)"),
+    ("exact_ties", "yes", "expected exact_ties to be True or False, got 'yes' (str)"),
 ])
 def test_invalid_settings_say_what_is_expected(field: str, value: object, message: str) -> None:
     with pytest.raises(SaturationError) as err:

@@ -6,14 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from empirical.cli.commands.common import model_spec
 from empirical.cli.commands.degree import resolve_model
 from empirical.cli.options import device_options, model_options, runtime_options
 from empirical.errors import EmpiricalError
-from homogeneity.certificate import Certificate
-from homogeneity.checker import check_certificate
 
 __all__ = ["register", "run"]
 
@@ -37,6 +32,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from empirical.cli.commands.common import model_spec
+    from homogeneity.certificate import Certificate
+    from homogeneity.checker import check_certificate
+
     path = Path(args.certificate).expanduser()
     if not path.is_file():
         raise EmpiricalError(f"expected a certificate file, but {args.certificate} "

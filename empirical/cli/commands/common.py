@@ -17,10 +17,18 @@ from tqdm.auto import tqdm
 from empirical.cli.options import MODEL_HELP, positive_int
 from empirical.errors import EmpiricalError
 from empirical.models.loading import check_device, load_model, parse_dtype
-from empirical.outputs import atomic_path, check_output, check_output_dir, write_json, write_text
+from empirical.outputs import (
+    atomic_path,
+    check_distinct,
+    check_output,
+    check_output_dir,
+    write_json,
+    write_text,
+)
 
 __all__ = [
     "MODEL_HELP",
+    "OUTPUT_OPTIONS",
     "atomic_path",
     "check_output",
     "check_output_dir",
@@ -43,13 +51,24 @@ def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
 def model_spec(args: argparse.Namespace) -> str:
     """The model named on the command line (``--model`` or the positional form)."""
     flagged, positional = getattr(args, "model", None), getattr(args, "model_positional", None)
+    if any(given is not None and not given.strip() for given in (flagged, positional)):
+        # What an unset shell variable ($MODEL) gives: never a request for the default model.
+        raise EmpiricalError(f"expected a model, got an empty name (an unset shell variable?); "
+                             f"leave out --model for the default ({args.default_model})")
     if flagged is not None and positional is not None and flagged != positional:
         raise EmpiricalError(f"expected one model, got --model {flagged} and MODEL {positional}")
     return str(flagged or positional or args.default_model)
 
 
+OUTPUT_OPTIONS = {"json": "--json", "plot": "--plot", "certificate": "--certificate",
+                  "saturation_plot": "--saturation-plot"}
+"""Every option that names an output file (attribute → flag): no two may name the same file."""
+
+
 def check_outputs(args: argparse.Namespace) -> None:
-    """Check ``--json`` and ``--plot`` before any computation, so a bad path costs no run."""
+    """Check ``--json`` and ``--plot`` before any computation, so a bad path costs no run, and
+    refuse two output options on one file (:data:`OUTPUT_OPTIONS`)."""
+    check_distinct({flag: getattr(args, name, None) or None for name, flag in OUTPUT_OPTIONS.items()})
     if getattr(args, "json", None):
         check_output(args.json, suffixes=(".json",), what="--json")
     if getattr(args, "plot", None):

@@ -3,23 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
-import torch
-import torch.utils._pytree as pytree
-from torch import nn
-
-from empirical.cli.commands.common import (
-    check_output,
-    check_outputs,
-    load_args_model,
-    model_spec,
-    parse_dtype,
-    stage_bar,
-    write_json,
-    write_text,
-)
 from empirical.cli.options import (
     device_options,
     model_options,
@@ -28,13 +13,13 @@ from empirical.cli.options import (
     runtime_options,
 )
 from empirical.errors import EmpiricalError
-from empirical.models.batching import decoder_inputs
-from empirical.models.factories import is_factory, make
-from empirical.models.loading import check_device, config_only
-from empirical.models.provenance import model_record, versions
-from homogeneity.analysis import analyze
-from homogeneity.certify import certify
-from homogeneity.report import HomogeneityReport
+from empirical.outputs import check_output, write_json, write_text
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from homogeneity.report import HomogeneityReport
 
 __all__ = ["SENTENCES", "model_inputs", "numeric_degrees", "register", "resolve_model", "run"]
 
@@ -76,6 +61,8 @@ def model_inputs(model: nn.Module, tokenizer: Any,
     Encoder-decoder models (T5) get the sentences shifted right as decoder inputs, as every
     corpus measurement does (:func:`empirical.models.batching.decoder_inputs`).
     """
+    from empirical.models.batching import decoder_inputs
+
     enc = tokenizer(list(sentences), return_tensors="pt", padding=True)
     inputs: dict[str, Any] = {"input_ids": enc["input_ids"],
                               "attention_mask": enc["attention_mask"],
@@ -85,9 +72,17 @@ def model_inputs(model: nn.Module, tokenizer: Any,
 
 def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     """The model and example inputs named by the model argument."""
+    import torch
+
+    from empirical.cli.commands.common import load_args_model, model_spec, parse_dtype
+    from empirical.models.factories import check_factory_options, is_factory, make
+    from empirical.models.loading import check_device, config_only
+
     name = model_spec(args)
     device = check_device(getattr(args, "device", "cpu"))
     if is_factory(name):
+        check_factory_options(name, random_init=getattr(args, "random_init", False),
+                              num_layers=args.num_layers)
         made = make(name)
         model = made.model.to(device)
         if getattr(args, "dtype", None):
@@ -110,11 +105,16 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
 def _on(inputs: Any, device: torch.device) -> Any:
     """``inputs`` with every tensor moved to ``device`` (float tensors keep their dtype: inputs
     such as masks or positions are the user's choice)."""
+    import torch
+    import torch.utils._pytree as pytree
+
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), inputs)
 
 
 def _inputs_record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """What the model was traced on: shapes and dtypes of tensors, the values of the rest."""
+    import torch
+
     def describe(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return {"shape": list(value.shape), "dtype": str(value.dtype)}
@@ -130,6 +130,8 @@ def numeric_degrees(data: Any) -> Any:
     >>> numeric_degrees({"degree": "2", "cases": [{"degree": "k + 1"}, {"degree": "1/2"}]})
     {'degree': 2, 'cases': [{'degree': 'k + 1'}, {'degree': 0.5}]}
     """
+    import sympy
+
     if isinstance(data, list):
         return [numeric_degrees(item) for item in data]
     if not isinstance(data, dict):
@@ -148,11 +150,20 @@ def numeric_degrees(data: Any) -> Any:
 def report_json(report: HomogeneityReport, model: nn.Module, name: str,
                 inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report with the model's identity, the inputs it was traced on and library versions."""
+    from empirical.models.provenance import model_record, versions
+
     return {"schema": SCHEMA, "model": {"name": name, **model_record(model)}, "inputs": inputs,
             "report": numeric_degrees(report.to_dict()), "versions": versions()}
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from empirical.cli.commands.common import check_outputs, model_spec, stage_bar
+    from empirical.models.factories import is_factory
+    from homogeneity.analysis import analyze
+    from homogeneity.certify import certify
+
     check_outputs(args)
     if args.certificate:
         check_output(args.certificate, suffixes=(".json",), what="--certificate")

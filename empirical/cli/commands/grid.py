@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
-from typing import Any
-
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING, Any
 
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
-from empirical.cli.options import runtime_options
+from empirical.cli.messages import show_warning_line
+from empirical.cli.options import positive_int, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.models.provenance import versions
 from empirical.outputs import check_output_dir, write_json
-from empirical.training.fits import best_fit
-from empirical.training.plots import plot_grid
-from empirical.training.runs import TrainConfig, TrainingDiverged, train
+
+if TYPE_CHECKING:
+    from empirical.training.runs import TrainConfig
 
 __all__ = ["register", "run_cell", "run_grid"]
 
@@ -34,6 +34,9 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
     reason under ``error``) instead of aborting the whole grid.
     """
     import torch
+
+    from empirical.training.fits import best_fit
+    from empirical.training.runs import TrainingDiverged, train
 
     torch.set_num_threads(1)  # one process per core: threads inside would only contend
     cell: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
@@ -61,15 +64,32 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
              jobs: int = 2, progress: bool = False) -> list[dict[str, Any]]:
     """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order
     (``progress``: a tqdm bar counting the finished cells)."""
+    from tqdm.auto import tqdm
+
     if jobs < 1:
         raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
     configs = [replace(base, lr=lr, weight_decay=wd, limit_similarity=False) for wd in decays for lr in lrs]
     for config in configs:
         config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid", unit="cell",
-                         disable=not progress))
+    # Workers show warnings as the main process does: one line, without the source line.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_line_warnings_here) as pool:
+        try:
+            return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid",
+                             unit="cell", disable=not progress))
+        except BaseException:
+            # Ctrl-C or SIGTERM (docs/errors.md, "Interrupted"): the queued cells are dropped and
+            # the running ones stopped, or leaving the block would wait for the whole grid.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in multiprocessing.active_children():
+                worker.terminate()
+            raise
+
+
+def _one_line_warnings_here() -> None:
+    """Initializer of a worker process: warnings as ``normsat: warning: …`` lines."""
+    warnings.showwarning = show_warning_line
 
 
 def _numbers(text: str, what: str) -> list[float]:
@@ -88,6 +108,9 @@ def _numbers(text: str, what: str) -> list[float]:
         except ValueError:
             raise EmpiricalError(f"--{what} expected numbers separated by commas, got {item!r} "
                                  f"(item {position}) in {text!r}") from None
+        if not math.isfinite(value):  # 1e400 overflows to inf: never a value anyone asked for
+            raise EmpiricalError(f"--{what} expected finite numbers, got {item!r} (item {position}) "
+                                 f"in {text!r}")
         if value in values:
             raise EmpiricalError(f"--{what} expected distinct numbers, got {item!r} twice "
                                  f"(item {position}) in {text!r}")
@@ -108,12 +131,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--weight-decay", default="0",
                         help="weight decays, comma-separated (default: 0)")
     add_training_options(parser, grid=True)
-    parser.add_argument("--jobs", type=int, default=2, help="parallel processes (default: 2)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="parallel processes (default: 2)")
     parser.add_argument("--out", default="normsat-grid", help="output folder (default: normsat-grid)")
     parser.set_defaults(func=run, evaluations=3)
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.models.provenance import versions
+    from empirical.training.plots import plot_grid
+
     lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
     out = check_output_dir(args.out, what="--out")
     base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], limit_similarity=False)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from empirical import distributed
-from empirical.cli.commands.common import check_outputs, load_args_model, model_spec, write_json
 from empirical.cli.options import (
     batching_options,
     corpus_options,
@@ -16,14 +14,13 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    step_int,
 )
 from empirical.errors import EmpiricalError
-from empirical.measure.heads import HeadAtlas, head_atlas, plot_atlas
-from empirical.models.corpus import load_corpus
-from empirical.models.loading import parse_dtype
-from empirical.models.provenance import versions
-from empirical.training.runs import load_checkpoint, read_run
-from saturated.rules import Settings
+from empirical.outputs import write_json
+
+if TYPE_CHECKING:
+    from empirical.measure.heads import HeadAtlas
 
 __all__ = ["register"]
 
@@ -71,7 +68,7 @@ def register(subparsers: Any) -> None:
                         help="a normsat train folder: measure its checkpoint instead of --model (the "
                         "run names its model, tokenizer, depth and seed); repeat to compare runs "
                         "(e.g. post-LN beside pre-LN)")
-    parser.add_argument("--step", type=int, default=None,
+    parser.add_argument("--step", type=step_int, default=None,
                         help="the checkpoint step of each --run (default: the last one saved)")
     parser.add_argument("--no-paper", action="store_true",
                         help="skip the paper's approximation at 1000·θ (one forward pass less)")
@@ -88,6 +85,10 @@ def _last_step(folder: Path) -> int:
 
 def _variants(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any], Any, Any, int]]:
     """(label, JSON fields, model, tokenizer, max_length) per model to measure."""
+    from empirical.cli.commands.common import load_args_model, model_spec
+    from empirical.models.loading import parse_dtype
+    from empirical.training.runs import load_checkpoint, read_run
+
     if args.run:
         if args.random_init or args.compare_random:
             raise EmpiricalError("expected --run or --random-init/--compare-random, got both")
@@ -120,6 +121,13 @@ def _variants(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any], A
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical import distributed
+    from empirical.cli.commands.common import check_outputs, model_spec
+    from empirical.measure.heads import head_atlas, plot_atlas
+    from empirical.models.corpus import load_corpus
+    from empirical.models.provenance import versions
+    from saturated.rules import Settings
+
     check_outputs(args)
     corpus = load_corpus(args.corpus, n=args.sentences)
     atlases: dict[str, HeadAtlas] = {}

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from empirical.cli.commands.common import check_outputs, write_json
 from empirical.cli.options import output_options, runtime_options
-from empirical.models.provenance import versions
-from homogeneity.verify import check_lemmas, lemma_rows
+from empirical.outputs import write_json
 
 __all__ = ["register", "run"]
 
@@ -29,6 +27,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs
+    from empirical.models.provenance import versions
+    from homogeneity.verify import check_lemmas, lemma_rows
+
     check_outputs(args)
     results = check_lemmas()
     rows = lemma_rows(results)

@@ -6,13 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from empirical.cli.commands.common import check_outputs, write_json
-from empirical.cli.options import output_options, runtime_options
-from empirical.models.provenance import versions
-from empirical.outputs import save_figure
-from empirical.training.checkpoints import scan_checkpoints
-from empirical.training.fits import fit_norm_growth, growth_curve, skipped_lines
-from empirical.training.norms import render_records
+from empirical.cli.options import output_options, runtime_options, step_int
+from empirical.outputs import save_figure, write_json
 
 __all__ = ["measure", "register"]
 
@@ -29,19 +24,23 @@ def register(subparsers: Any) -> None:
         "norm. Checkpoints: safetensors files, Hugging Face model folders, or torch.save state "
         "dicts (read with weights_only=True).",
         parents=[output_options(json_help="write records, fits and provenance to this path",
-                                plot=True, plot_suffixes=(".png",)),
+                                plot=True),
                  runtime_options()],
     )
     parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
                         help="checkpoint files or model folders; the step is the last integer of "
                         "each name (step-00400.safetensors, checkpoint-400/) unless --at-steps is given")
-    parser.add_argument("--at-steps", nargs="+", type=int, default=None, metavar="STEP",
+    parser.add_argument("--at-steps", nargs="+", type=step_int, default=None, metavar="STEP",
                         help="the checkpoints' steps, in the same order (must increase)")
     parser.set_defaults(func=run)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Scan the checkpoints and fit the norm; the JSON document of the command."""
+    from empirical.models.provenance import versions
+    from empirical.training.checkpoints import scan_checkpoints
+    from empirical.training.fits import fit_norm_growth
+
     tracker, ordered = scan_checkpoints(args.checkpoints, args.at_steps, progress=not args.quiet)
     growth = fit_norm_growth(
         [r["step"] for r in tracker.records], [r["norm"] for r in tracker.records],
@@ -58,6 +57,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(data: dict[str, Any]) -> str:
+    from empirical.training.fits import skipped_lines
+
     lines = [f"{'step':>10}  {'‖θ‖':>12}  {'cos(θ, θ_prev)':>14}"]
     for r in data["records"]:
         cos = "" if r["cosine_prev"] is None else f"{r['cosine_prev']:.6f}"
@@ -88,16 +89,20 @@ def _table(data: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs
+    from empirical.training.fits import growth_curve
+    from empirical.training.norms import render_records
+
     check_outputs(args)  # before the scan, so a bad path costs no run
     data = measure(args)
     print(_table(data))
     # Everything is computed (and the plot rendered) before the first file is written.
     first, last = data["records"][0]["step"], data["records"][-1]["step"]
-    png = render_records(data["records"], fitted=growth_curve(data, first, last),
-                         title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
+    figure = render_records(data["records"], fitted=growth_curve(data, first, last),
+                            title=Path(data["checkpoints"][0]["path"]).resolve().parent.name) \
         if args.plot else None
     if args.json:
         print(f"\nJSON: {write_json(data, args.json)}")
-    if png is not None:
-        print(f"plot: {save_figure(png, args.plot)}")
+    if figure is not None:
+        print(f"plot: {save_figure(figure, args.plot)}")
     return 0

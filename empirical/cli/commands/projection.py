@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from empirical.cli.commands.common import check_output, check_outputs, stage_bar, write_json
-from empirical.cli.options import device_options, output_options, positive_int, runtime_options
+from empirical.cli.options import device_options, finite_float, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.measure.components import VARIANTS, build_components, component_saturation, random_inputs
-from empirical.measure.plotting import PLOT_SUFFIXES
-from empirical.models.loading import check_device, parse_dtype
-from empirical.models.provenance import versions
-from empirical.training.projection import ProjectionCurves, equilibrium_scale, projection_curves
+from empirical.measure.variants import SUBLAYER_VARIANTS
+from empirical.outputs import PLOT_SUFFIXES, check_output, write_json
+
+if TYPE_CHECKING:
+    from empirical.training.projection import ProjectionCurves
 
 __all__ = ["figure1_scales", "register", "run", "saturation_scales", "sign_summary"]
 
@@ -38,8 +37,9 @@ def register(subparsers: Any) -> None:
                  runtime_options(seed_help="seed: components use it, inputs seed + 1, "
                                  "the loss seed + 2 (default: 0)")],
     )
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, metavar="NAME",
-                        help=f"sublayer variants (default: all of {', '.join(VARIANTS)})")
+    parser.add_argument("--variants", nargs="+", choices=list(SUBLAYER_VARIANTS), default=None,
+                        metavar="NAME",
+                        help=f"sublayer variants (default: all of {', '.join(SUBLAYER_VARIANTS)})")
     parser.add_argument("--hidden", type=positive_int, default=10, help="hidden size (default: 10)")
     parser.add_argument("--sequences", type=positive_int, default=64,
                         help="random input sequences (default: 64)")
@@ -47,11 +47,11 @@ def register(subparsers: Any) -> None:
                         help="tokens per sequence; every token is a sample (default: 8)")
     parser.add_argument("--classes", type=positive_int, default=10,
                         help="outputs of the random affine layer (default: 10)")
-    parser.add_argument("--max-scale", type=float, default=50.0,
+    parser.add_argument("--max-scale", type=finite_float, default=50.0,
                         help="largest scale c of Figure 1 (default: 50)")
-    parser.add_argument("--scale-step", type=float, default=0.25,
+    parser.add_argument("--scale-step", type=finite_float, default=0.25,
                         help="step between Figure 1's scales, from c = 1 (default: 0.25)")
-    parser.add_argument("--accuracies", type=float, nargs="+", default=None, metavar="A",
+    parser.add_argument("--accuracies", type=finite_float, nargs="+", default=None, metavar="A",
                         help="fixed accuracies a (default: 0.75, 0.775, …, 1.0)")
     parser.add_argument("--no-saturation", action="store_true",
                         help="skip Figure 5 (component saturation)")
@@ -60,15 +60,24 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+MAX_SCALES = 10_000
+"""The most scales Figure 1 computes (the default grid has 197)."""
+
+
 def figure1_scales(max_scale: float, step: float) -> list[float]:
     """c = 1, 1 + step, …, up to ``max_scale``.
 
     >>> figure1_scales(2.0, 0.25)
     [1.0, 1.25, 1.5, 1.75, 2.0]
     """
-    if not (step > 0 and max_scale >= 1):
-        raise EmpiricalError(f"expected --scale-step > 0 and --max-scale ≥ 1, got {step} and {max_scale}")
+    if not (step > 0 and max_scale >= 1) or math.isinf(max_scale):
+        raise EmpiricalError(f"expected --scale-step > 0 and a finite --max-scale ≥ 1, got {step} and "
+                             f"{max_scale}")
     count = math.floor((max_scale - 1.0) / step + 1e-9)  # never past max_scale
+    if count + 1 > MAX_SCALES:  # refused before it runs: each scale costs every variant's gradients
+        raise EmpiricalError(f"expected at most {MAX_SCALES} scales in Figure 1, got "
+                             f"{count + 1:.3g} (--max-scale {max_scale:g} in steps of {step:g}); "
+                             "raise --scale-step or lower --max-scale")
     return [round(1.0 + i * step, 10) for i in range(count + 1)]
 
 
@@ -84,6 +93,8 @@ def saturation_scales() -> list[float]:
 def sign_summary(curves: ProjectionCurves, accuracy: float) -> dict[str, dict[str, Any]]:
     """Per variant at one accuracy: how many scales have a positive projection, the first such c,
     and whether the projection stays positive from there on."""
+    from empirical.training.projection import equilibrium_scale
+
     summary = {}
     for name, by_accuracy in curves.projections.items():
         values = by_accuracy[accuracy]
@@ -96,6 +107,12 @@ def sign_summary(curves: ProjectionCurves, accuracy: float) -> dict[str, dict[st
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs, stage_bar
+    from empirical.measure.components import build_components, component_saturation, random_inputs
+    from empirical.models.loading import check_device, parse_dtype
+    from empirical.models.provenance import versions
+    from empirical.training.projection import projection_curves
+
     check_outputs(args)
     if args.saturation_plot:
         check_output(args.saturation_plot, suffixes=PLOT_SUFFIXES, what="--saturation-plot")

@@ -6,23 +6,10 @@ import argparse
 import shutil
 from typing import Any
 
-from empirical import distributed
-from empirical.cli import report
-from empirical.cli.commands.common import check_output_dir, model_spec, parse_dtype
 from empirical.cli.options import MODEL_HELP, corpus_options, device_options, model_options, runtime_options
-from empirical.cli.report import SectionFunction, write_report
-from empirical.cli.sections.context import ReportContext, Section
-from empirical.cli.sections.heads import heads_section
-from empirical.cli.sections.limit import limit_section
-from empirical.cli.sections.similarity import similarity_section
-from empirical.models.factories import is_factory, resolve
-from empirical.models.loading import check_device
-from empirical.training.runs import read_run
+from empirical.outputs import check_output_dir
 
-__all__ = ["NEEDS_RANDOM_TWIN", "register", "sections_for"]
-
-NEEDS_RANDOM_TWIN = (similarity_section, limit_section, heads_section)
-"""The sections that compare the model with its random-init twin (skipped for a factory)."""
+__all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
@@ -44,29 +31,14 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _skipped(section: SectionFunction, reason: str) -> SectionFunction:
-    """In place of ``section``: a section that says why it was not measured."""
-    key = section.__name__.removesuffix("_section")
-
-    def skip(ctx: ReportContext) -> Section:
-        return Section(key, f"{key.capitalize()}: skipped", f"Skipped: {reason}.",
-                       {"skipped": reason})
-
-    return skip
-
-
-def sections_for(name: str) -> list[SectionFunction]:
-    """The report's sections for the model ``name``: a factory has no random-init twin, so the
-    sections that compare with one are replaced by a statement of why they are missing."""
-    if not is_factory(name):
-        return list(report.SECTIONS)
-    reason = (f"the model comes from the factory {name}, which has no random-init twin to compare "
-              "its weights with; name a model or a folder to measure this section")
-    return [_skipped(section, reason) if section in NEEDS_RANDOM_TWIN else section
-            for section in report.SECTIONS]
-
-
 def run(args: argparse.Namespace) -> int:
+    from empirical import distributed
+    from empirical.cli.commands.common import model_spec, parse_dtype
+    from empirical.cli.report import sections_for, write_report
+    from empirical.models.factories import is_factory, resolve
+    from empirical.models.loading import check_device
+    from empirical.training.runs import read_run
+
     name = model_spec(args)
     if is_factory(name):
         resolve(name)  # a missing module or attribute fails before any work

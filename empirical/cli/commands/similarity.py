@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from empirical import distributed
-from empirical.cli.commands.common import check_outputs, load_args_model, model_spec, write_json
 from empirical.cli.options import (
     batching_options,
     corpus_options,
@@ -14,13 +12,13 @@ from empirical.cli.options import (
     model_options,
     output_options,
     runtime_options,
+    scale_float,
 )
 from empirical.errors import EmpiricalError
-from empirical.measure.plotting import plot_similarity
-from empirical.measure.similarity import SimilarityResult, representation_similarity
-from empirical.models.corpus import load_corpus
-from empirical.models.factories import is_factory
-from empirical.models.provenance import versions
+from empirical.outputs import write_json
+
+if TYPE_CHECKING:
+    from empirical.measure.similarity import SimilarityResult
 
 __all__ = ["register", "run_variants"]
 
@@ -39,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--compare-random", action="store_true",
                         help="also measure the same architecture with random-init weights")
-    parser.add_argument("--scale", type=float, default=1000.0,
+    parser.add_argument("--scale", type=scale_float, default=1000.0,
                         help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
                         "compares with the exact saturated network (the c → ∞ limit, not a "
                         "large c)")
@@ -48,6 +46,11 @@ def register(subparsers: Any) -> None:
 
 def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], SimilarityResult]]:
     """Measure the requested model (and its random-init twin with --compare-random)."""
+    from empirical.cli.commands.common import load_args_model, model_spec
+    from empirical.measure.similarity import representation_similarity
+    from empirical.models.corpus import load_corpus
+    from empirical.models.factories import is_factory
+
     corpus = load_corpus(args.corpus, n=args.sentences)
     name = model_spec(args)
     if args.compare_random and is_factory(name):
@@ -69,6 +72,8 @@ def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], Si
 
 def runs_to_json(measured: dict[str, tuple[dict[str, Any], SimilarityResult]]) -> dict[str, Any]:
     """The JSON document of a set of labelled runs."""
+    from empirical.models.provenance import versions
+
     runs = []
     for label, (identity, result) in measured.items():
         data = result.to_dict()
@@ -78,6 +83,10 @@ def runs_to_json(measured: dict[str, tuple[dict[str, Any], SimilarityResult]]) -
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical import distributed
+    from empirical.cli.commands.common import check_outputs, model_spec
+    from empirical.measure.plotting import plot_similarity
+
     check_outputs(args)
     measured = run_variants(args)
     if not distributed.is_writer():  # under torchrun every rank holds the result; one prints it

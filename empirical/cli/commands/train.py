@@ -4,39 +4,46 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from empirical.cli.options import device_options, runtime_options
+from empirical import interrupts
+from empirical.cli.options import device_options, finite_float, runtime_options
 from empirical.errors import EmpiricalError
-from empirical.models.loading import check_device
 from empirical.outputs import check_output_dir
-from empirical.training.fits import best_fit, skipped_lines
-from empirical.training.plots import plot_norms, plot_saturation
-from empirical.training.runs import ARCHITECTURES, OPTIMIZERS, SCHEDULES, TrainConfig, TrainResult, train
+from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, RESUME_FILE, SCHEDULES
 
-__all__ = ["add_training_options", "check_run_folder", "config_from_args", "register", "staged_folder",
-           "write_run"]
+if TYPE_CHECKING:
+    from empirical.training.runs import TrainConfig, TrainResult
+
+__all__ = ["add_training_options", "check_run_folder", "config_from_args", "register", "remove_run",
+           "resumed_config", "write_run"]
 
 
 SEED_HELP = "seed of the init and batch order (default: 0)"
+
+_TRAINING_OPTIONS = ("arch", "layers", "width", "heads", "steps", "lr", "weight_decay", "schedule",
+                     "optimizer", "blocks_per_step", "context", "evaluations", "eval_sentences",
+                     "no_saturation", "seed")
+"""The options that define a run (their ``dest``): :func:`config_from_args` reads them."""
 
 
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     """The options shared by ``train`` and ``grid`` (``grid`` takes lr and weight decay as lists)."""
     parser.add_argument("--arch", default="pre", help=f"{', '.join(ARCHITECTURES)}: GPT-2 pre-LN, a "
-                        "BERT decoder (post-LN), or a bias-free 0-homogeneous LM (default: pre)")
+                        "BERT decoder (post-LN), a bias-free 0-homogeneous LM, or T5's decoder "
+                        "(RMSNorm, no biases, relative positions) (default: pre)")
     parser.add_argument("--layers", type=int, default=2, help="transformer layers (default: 2)")
     parser.add_argument("--width", type=int, default=64, help="hidden size (default: 64)")
     parser.add_argument("--heads", type=int, default=2, help="attention heads (default: 2)")
     parser.add_argument("--steps", type=int, default=2000, help="optimizer steps (default: 2000)")
     if not grid:
-        parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: 1e-3)")
-        parser.add_argument("--weight-decay", type=float, default=0.0, help="weight decay (default: 0)")
+        parser.add_argument("--lr", type=finite_float, default=1e-3,
+                            help="peak learning rate (default: 1e-3)")
+        parser.add_argument("--weight-decay", type=finite_float, default=0.0,
+                            help="weight decay (default: 0)")
     parser.add_argument("--schedule", default="constant",
                         help=f"{', '.join(SCHEDULES)}: lr schedule (sqrt: lr/√t) (default: constant)")
     parser.add_argument("--optimizer", default="adamw",
@@ -48,12 +55,16 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
 
 def config_from_args(args: argparse.Namespace, **override: Any) -> TrainConfig:
     """The :class:`TrainConfig` of parsed options (``override`` sets the rest, e.g. lr in a grid)."""
+    from empirical.training.runs import TrainConfig
+
     fields = {"arch": args.arch, "layers": args.layers, "width": args.width, "heads": args.heads,
               "steps": args.steps, "schedule": args.schedule, "optimizer": args.optimizer,
               "batch_size": args.blocks_per_step, "context": args.context, "seed": args.seed}
     for name in ("lr", "weight_decay", "evaluations", "eval_sentences"):
         if hasattr(args, name):
             fields[name] = getattr(args, name)
+    if getattr(args, "no_saturation", False):
+        fields["limit_similarity"] = False
     config = TrainConfig(**{**fields, **override})
     config.validate()
     return config
@@ -74,15 +85,22 @@ def register(subparsers: Any) -> None:
                         help="log-spaced evaluation/checkpoint steps besides step 0 (default: 10)")
     parser.add_argument("--eval-sentences", type=int, default=64,
                         help="held-out sentences for the saturation measurement (default: 64)")
+    parser.add_argument("--no-saturation", action="store_true",
+                        help="skip the per-layer similarity to the saturated model at each "
+                        "evaluation (the slow part; no saturation figure)")
     parser.add_argument("--out", default="normsat-train", help="run folder (default: normsat-train)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a run already in --out (its train.json, figures and "
-                        "checkpoints/; other files are kept); without it a folder that holds "
-                        "anything is refused")
-    parser.set_defaults(func=run)
+                        help="replace a run already in --out (its train.json, figures, resume file "
+                        "and checkpoints/step-*.safetensors are deleted first; other files are "
+                        "kept); without it a folder that holds anything is refused")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted run in --out from its last checkpoint, with "
+                        "the options its train.json records")
+    parser.set_defaults(func=run, option_defaults={dest: parser.get_default(dest)
+                                                   for dest in _TRAINING_OPTIONS})
 
 
-_RUN_FILES = ("train.json", "norms.png", "saturation.png")
+_RUN_FILES = ("train.json", "norms.png", "saturation.png", RESUME_FILE)
 _CHECKPOINT = re.compile(r"step-\d{7}\.safetensors")
 
 
@@ -92,7 +110,7 @@ def _listed(names: list[str]) -> str:
 
 def check_run_folder(out: Path, *, overwrite: bool) -> None:
     """Refuse a run folder that holds anything, unless ``overwrite``; then refuse one whose
-    ``checkpoints/`` holds files a run does not write (replacing that folder would delete them).
+    ``checkpoints/`` holds files a run does not write (they would be mixed with its checkpoints).
 
     Raises:
         EmpiricalError: naming the folder and what it holds.
@@ -103,7 +121,8 @@ def check_run_folder(out: Path, *, overwrite: bool) -> None:
     if held and not overwrite:
         what = "a run (train.json)" if "train.json" in held else f"{len(held)} entries ({_listed(held)})"
         raise EmpiricalError(f"--out {out} already holds {what}; pass --overwrite to replace the "
-                             f"run's own files there (other files are kept) or choose another folder")
+                             f"run's own files there (other files are kept), --resume to continue "
+                             f"an interrupted run, or choose another folder")
     checkpoints = out / "checkpoints"
     if checkpoints.exists():
         foreign = (sorted(p.name for p in checkpoints.iterdir()
@@ -111,61 +130,103 @@ def check_run_folder(out: Path, *, overwrite: bool) -> None:
                    if checkpoints.is_dir() else ["(a file, not a folder)"])
         if foreign:
             raise EmpiricalError(f"--out {out}: checkpoints/ holds files a run does not write "
-                                 f"({_listed(foreign)}); --overwrite replaces that folder as a whole, "
-                                 f"so move them first or choose another folder")
+                                 f"({_listed(foreign)}); they would be mixed with the run's "
+                                 f"checkpoints, so move them first or choose another folder")
     for name in _RUN_FILES:
         if (out / name).is_dir():
             raise EmpiricalError(f"--out {out}: {name} is a folder, where the run writes a file")
 
 
+def resumed_config(args: argparse.Namespace, out: Path) -> TrainConfig:
+    """The configuration of the unfinished run in ``out``; an option given on the command line
+    must agree with it (``--resume`` continues that run, it cannot change it).
+
+    Raises:
+        EmpiricalError: no unfinished run in ``out``, ``--overwrite`` as well, or an option that
+            differs from the run's.
+    """
+    if args.overwrite:
+        raise EmpiricalError("expected either --resume or --overwrite, got both")
+    from empirical.training.runs import TrainConfig, read_run
+
+    document = read_run(out, unfinished=True)
+    if document.get("stopped") is None:
+        raise EmpiricalError(f"--resume expected an unfinished run in {out}, got a finished one")
+    stored = TrainConfig(**document["config"])
+    given = asdict(config_from_args(args))
+    default = asdict(config_from_args(argparse.Namespace(**{**vars(args), **args.option_defaults})))
+    changed = [f"{name} {value!r} (the run's: {getattr(stored, name)!r})" for name, value in given.items()
+               if value != default[name] and value != getattr(stored, name)]
+    if changed:
+        raise EmpiricalError(f"--resume continues the run as {out / 'train.json'} records it, got "
+                             f"{', '.join(changed)}; leave those options out")
+    return stored
+
+
+def remove_run(out: Path, *, created: bool = False) -> None:
+    """Delete the files a run writes in ``out`` (:data:`_RUN_FILES`, ``checkpoints/step-*``) and
+    ``checkpoints/`` if that leaves it empty (``out`` too if this run ``created`` it); any other
+    file stays."""
+    for name in _RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+    checkpoints = out / "checkpoints"
+    if checkpoints.is_dir():
+        for path in checkpoints.iterdir():
+            if path.is_file() and _CHECKPOINT.fullmatch(path.name):
+                path.unlink()
+    for folder in (checkpoints, out) if created else (checkpoints,):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
-    """``train.json`` and the figures of a finished run."""
+    """The figures and ``train.json`` of a finished run, then the resume file goes: the run is no
+    longer one to continue. Signals wait until all is written (docs/errors.md, "Interrupted")."""
+    from empirical.training.plots import plot_norms, plot_saturation
+
     data = result.to_dict()
     title = (f"{result.config.arch}, {result.config.optimizer} lr {result.config.lr:g}, "
              f"wd {result.config.weight_decay:g}")
-    written = {"json": result.to_json(out / "train.json"),
-               "norms": plot_norms(data, out / "norms.png", title=title)}
-    if result.config.limit_similarity:
-        written["saturation"] = plot_saturation(result.evaluations, out / "saturation.png", title=title)
+    with interrupts.deferred():
+        written = {"norms": plot_norms(data, out / "norms.png", title=title)}
+        if result.config.limit_similarity:
+            written["saturation"] = plot_saturation(result.evaluations, out / "saturation.png",
+                                                    title=title)
+        written = {"json": result.to_json(out / "train.json"), **written}
+        (out / RESUME_FILE).unlink(missing_ok=True)
     return written
 
 
-@contextmanager
-def staged_folder(out: Path) -> Iterator[Path]:
-    """A temporary folder beside ``out`` that takes ``out``'s place when the block succeeds.
-
-    A run that diverges, or whose fit or figures fail, writes its checkpoints all the same; staging
-    them means nothing is left half-way: on an error the temporary folder is removed and ``out``
-    is untouched. On success each entry of the temporary folder replaces the one of the same name
-    in ``out`` (a ``checkpoints/`` folder as a whole, so no step of an older run stays mixed in);
-    other files in ``out`` are kept.
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if not out.exists():
-        staging.rename(out)
-        return
-    for entry in sorted(staging.iterdir()):
-        target = out / entry.name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        entry.replace(target)
-    staging.rmdir()
-
-
 def run(args: argparse.Namespace) -> int:
+    from empirical.models.loading import check_device
+    from empirical.training.fits import best_fit, skipped_lines
+    from empirical.training.runs import TrainingInterrupted, train
+
     out = check_output_dir(args.out, what="--out")
-    check_run_folder(out, overwrite=args.overwrite)
+    if args.resume:
+        config = resumed_config(args, out)
+    else:
+        check_run_folder(out, overwrite=args.overwrite)
+        config = config_from_args(args)
     check_device(args.device)
-    config = config_from_args(args)
-    with staged_folder(out) as staging:
-        result = train(config, staging, progress=not args.quiet, device=args.device)
-        written = write_run(result, staging)
+    if args.overwrite:
+        remove_run(out)
+    created = not out.exists()
+    try:
+        result = train(config, out, progress=not args.quiet, device=args.device, resume=args.resume)
+        written = write_run(result, out)
+    except TrainingInterrupted as stop:
+        if stop.result is None or stop.result.stopped is None:
+            remove_run(out, created=created)  # not one checkpoint finished: nothing to keep
+        else:
+            print(f"normsat train: stopped at step {stop.result.stopped['at_step']}; {out} keeps the "
+                  f"checkpoints up to step {stop.result.stopped['last_checkpoint']} and a train.json "
+                  f"that says so; continue with: normsat train --out {out} --resume", file=sys.stderr)
+        raise
+    except Exception:
+        if not args.resume:  # a failed new run leaves nothing; a resumed one keeps its checkpoints
+            remove_run(out, created=created)
+        raise
     best = best_fit(result.fits)
     if best is None:  # train() raises when no law fits; a run without one has nothing to print
         raise EmpiricalError("expected a fitted growth law of the norm, got none")
@@ -177,5 +238,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"held-out loss {last['loss']:.3f}, perplexity {last['perplexity']:.1f}, "
           f"accuracy {last['accuracy']:.3f}")
     for name, path in written.items():
-        print(f"{name}: {out / path.relative_to(staging)}")
+        print(f"{name}: {path}")
     return 0

@@ -1,0 +1,242 @@
+"""One interrupt policy (docs/errors.md, "Interrupted"): Ctrl-C and SIGTERM keep a run's finished
+checkpoints with a train.json that says where it stopped, exit with 128 + the signal, leave no
+hidden remnant, and the run resumes to the numbers of a run that was never interrupted."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+
+import empirical.training.runs as runs
+from empirical.cli import main
+from empirical.errors import EmpiricalError
+from empirical.interrupts import Interrupted, deferred, exit_code, signals_as_interrupts
+from empirical.models.corpus import load_corpus
+from empirical.training.resume import RESUME_FILE
+from empirical.training.runs import (
+    TrainConfig,
+    TrainingInterrupted,
+    checkpoint_path,
+    evaluation_steps,
+    read_run,
+    train,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"layers": 1, "width": 16, "heads": 2, "batch_size": 64, "context": 16, "eval_sentences": 2,
+        "limit_similarity": False}
+
+
+def _signal_at(monkeypatch: pytest.MonkeyPatch, stop: int, signum: int) -> None:
+    """Deliver ``signum`` to this process at the start of step ``stop``: a real signal, so it
+    takes the road a user's Ctrl-C or a scheduler's SIGTERM takes."""
+    real = runs._train_step
+
+    def step(config, model, data, optimizer, tracker, batches, at, device):
+        if at == stop:
+            os.kill(os.getpid(), signum)
+        return real(config, model, data, optimizer, tracker, batches, at, device)
+
+    monkeypatch.setattr(runs, "_train_step", step)
+
+
+def _hidden(folder: Path) -> list[str]:
+    return [str(p.relative_to(folder)) for p in folder.rglob(".*")]
+
+
+@pytest.fixture(scope="module")
+def small_corpus():
+    return load_corpus(n=200)
+
+
+@pytest.mark.parametrize(("arch", "optimizer", "schedule"),
+                         [("pre", "adamw", "linear"), ("t5", "adafactor", "sqrt")])
+def test_a_resumed_run_equals_one_never_interrupted(arch, optimizer, schedule, small_corpus, tmp_path,
+                                                    monkeypatch):
+    config = TrainConfig(**TINY, arch=arch, steps=5, evaluations=3, optimizer=optimizer,
+                         schedule=schedule, lr=1e-2)
+    assert evaluation_steps(5, 3) == [0, 1, 2, 5]
+    whole = train(config, tmp_path / "whole", corpus=small_corpus)
+    stopped = tmp_path / "stopped"
+    _signal_at(monkeypatch, 4, signal.SIGTERM)
+    with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
+        train(config, stopped, corpus=small_corpus)
+    monkeypatch.undo()
+    assert exit_code(caught.value) == 143
+    # Where it stopped, on disk: steps 0, 1 and 2 are complete, step 4 was under way.
+    document = read_run(stopped, unfinished=True)
+    assert document["stopped"] == {"last_checkpoint": 2, "at_step": 4, "signal": "SIGTERM"}
+    assert [r["step"] for r in document["records"]] == [1, 2]
+    assert sorted(p.name for p in (stopped / "checkpoints").iterdir()) == [
+        checkpoint_path(stopped, s).name for s in (0, 1, 2)]
+    assert (stopped / RESUME_FILE).is_file() and _hidden(stopped) == []
+    with pytest.raises(EmpiricalError, match=r"unfinished one \(interrupted by SIGTERM at step 4"):
+        read_run(stopped)
+    resumed = train(config, stopped, corpus=small_corpus, resume=True)
+    # Parameters, optimizer state, schedule, batch order and the trackers' previous θ restored:
+    # every number equals the uninterrupted run's, to the last bit.
+    assert resumed.records == whole.records
+    assert resumed.checkpoints == whole.checkpoints
+    assert resumed.evaluations == whole.evaluations
+    assert resumed.fits == whole.fits
+    for step in (0, 1, 2, 5):
+        assert checkpoint_path(stopped, step).read_bytes() == checkpoint_path(tmp_path / "whole",
+                                                                              step).read_bytes()
+
+
+def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small_corpus, tmp_path,
+                                                                            monkeypatch):
+    config = TrainConfig(**TINY, steps=3, evaluations=1)
+    with pytest.raises(EmpiricalError, match=r"resume file .* does not exist"):
+        train(config, tmp_path / "nothing", corpus=small_corpus, resume=True)
+    _signal_at(monkeypatch, 2, signal.SIGINT)
+    with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
+        train(config, tmp_path / "run", corpus=small_corpus)
+    assert exit_code(caught.value) == 130 and caught.value.result is not None
+    assert caught.value.result.stopped == {"last_checkpoint": 0, "at_step": 2, "signal": "SIGINT"}
+    with pytest.raises(EmpiricalError, match="another configuration"):
+        train(TrainConfig(**TINY, steps=4, evaluations=1), tmp_path / "run", corpus=small_corpus,
+              resume=True)
+    with pytest.raises(EmpiricalError, match="another corpus"):
+        train(config, tmp_path / "run", corpus=load_corpus(n=150), resume=True)
+
+
+# Short training steps, many checkpoints, a run far too long to end before the signal.
+_LONG_RUN = ["train", "--layers", "1", "--width", "16", "--heads", "2", "--blocks-per-step", "64",
+             "--context", "16", "--steps", "100000", "--evaluations", "60", "--no-saturation",
+             "--quiet"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_keeps_the_finished_checkpoints_and_says_where_the_run_stopped(signum, tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "empirical.cli", *_LONG_RUN, "--out", str(out)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not checkpoint_path(out, 1).exists():  # a finished checkpoint beyond step 0
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint of step 1 within 240 s"
+            time.sleep(0.05)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum
+    assert err.splitlines()[-1] == f"normsat train: interrupted by {name}"
+    document = read_run(out, unfinished=True)
+    stopped = document["stopped"]
+    # at_step is the step begun last: the checkpoint's own when the signal came as it was written
+    assert stopped["signal"] == name and stopped["at_step"] >= stopped["last_checkpoint"] >= 1
+    kept = [s for s in evaluation_steps(100000, 60) if s <= stopped["last_checkpoint"]]
+    assert [e["step"] for e in document["evaluations"]] == kept
+    assert [r["step"] for r in document["records"]] == list(range(1, stopped["last_checkpoint"] + 1))
+    # The finished checkpoints, each complete (it reloads to the norm measured at its step), and
+    # nothing else: no checkpoint past train.json's last, no temporary or hidden file anywhere.
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        checkpoint_path(out, s).name for s in kept]
+    for evaluation in document["evaluations"]:
+        tensors = safetensors.torch.load_file(checkpoint_path(out, evaluation["step"]))
+        norm = math.sqrt(sum(float(t.double().square().sum()) for t in tensors.values()))
+        assert norm == pytest.approx(evaluation["norm"], rel=1e-12)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", RESUME_FILE, "train.json"]
+    assert _hidden(tmp_path) == []
+    assert f"continue with: normsat train --out {out} --resume" in err
+
+
+def test_the_cli_resumes_with_the_run_s_own_options(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    options = ["train", "--layers", "1", "--width", "16", "--heads", "2", "--blocks-per-step", "64",
+               "--context", "16", "--steps", "4", "--evaluations", "2", "--no-saturation", "--quiet",
+               "--out", str(out)]
+    assert evaluation_steps(4, 2) == [0, 1, 4]
+    _signal_at(monkeypatch, 3, signal.SIGTERM)
+    assert main(options) == 143
+    monkeypatch.undo()
+    assert read_run(out, unfinished=True)["stopped"]["last_checkpoint"] == 1
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--steps", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume continues the run" in err and "steps 5 (the run's: 4)" in err
+    assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 2
+    assert "either --resume or --overwrite" in capsys.readouterr().err
+    assert main(["train", "--out", str(out), "--resume", "--quiet", "--steps", "4"]) == 0
+    document = read_run(out)
+    assert document["stopped"] is None and [r["step"] for r in document["records"]] == [1, 2, 3, 4]
+    assert not (out / RESUME_FILE).exists() and (out / "norms.png").is_file()
+    assert main(["train", "--out", str(out), "--resume"]) == 2
+    assert "got a finished one" in capsys.readouterr().err
+
+
+def test_a_new_run_folder_has_the_user_s_umask(small_corpus, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        train(TrainConfig(**TINY, steps=3, evaluations=1), tmp_path / "run", corpus=small_corpus)
+    finally:
+        os.umask(previous)
+    run = tmp_path / "run"
+    assert (run.stat().st_mode & 0o777, (run / "checkpoints").stat().st_mode & 0o777) == (0o750, 0o750)
+    for path in [run / "train.json", run / RESUME_FILE, *(run / "checkpoints").iterdir()]:
+        assert path.stat().st_mode & 0o777 == 0o640, path
+
+
+def test_signals_as_interrupts_restores_the_handlers_and_keeps_an_ignored_signal_ignored():
+    before = signal.getsignal(signal.SIGTERM)
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with signals_as_interrupts():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            with pytest.raises(Interrupted) as caught:
+                os.kill(os.getpid(), signal.SIGTERM)
+        assert caught.value.signum == signal.SIGTERM and signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+    assert exit_code(KeyboardInterrupt()) == 130
+
+
+def test_deferred_holds_a_signal_back_until_the_block_has_finished():
+    finished = []
+    with signals_as_interrupts(), pytest.raises(Interrupted) as caught, deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        finished.append("the block ran to its end")
+    assert finished == ["the block ran to its end"] and caught.value.signum == signal.SIGTERM
+
+
+def test_the_report_folder_keeps_its_old_files_when_a_report_is_interrupted(tmp_path):
+    from empirical.cli.report import write_report
+    from empirical.cli.sections.context import Section
+
+    (tmp_path / "report.md").write_text("old report")
+    (tmp_path / "similarity.png").write_bytes(b"old figure")
+
+    def figure_then_interrupt(ctx):
+        ctx.figure("similarity.png").write_bytes(b"new figure")
+        raise Interrupted(signal.SIGTERM)
+
+    with pytest.raises(Interrupted):
+        write_report(tmp_path, sections=[figure_then_interrupt], sentences=2, progress=False)
+    assert (tmp_path / "report.md").read_text() == "old report"
+    assert (tmp_path / "similarity.png").read_bytes() == b"old figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "similarity.png"]
+
+    def figure(ctx):
+        ctx.figure("similarity.png").write_bytes(b"new figure")
+        return Section("figure", "Figure", "![similarity](similarity.png)", {})
+
+    write_report(tmp_path, sections=[figure], sentences=2, progress=False)
+    assert (tmp_path / "similarity.png").read_bytes() == b"new figure"
+    assert "![similarity](similarity.png)" in (tmp_path / "report.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "results.json", "similarity.png"]
+    assert json.loads((tmp_path / "results.json").read_text())["sections"] == {"figure": {}}

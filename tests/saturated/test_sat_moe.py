@@ -1,0 +1,51 @@
+"""The exact limit of mixture-of-experts transformers: one-layer random-init Mixtral and Qwen2-MoE
+(the published routers: softmax, top-2 of 8 renormalized, and top-4 of 8 beside a shared expert
+behind a sigmoid gate; widths shrunk) against the ordinary model at growing c in float64.
+
+Hugging Face's RMSNorm squares its input in float32 whatever the model's dtype, so the degree-5
+residual stream overflows beyond c ≈ 10⁴ (c⁵ squared passes 3.4·10³⁸): the scales stop there.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from torch import nn
+
+from empirical.models.loading import family_config
+from saturated import saturate
+
+SHRUNK = {
+    "mixtral": {"num_key_value_heads": 2, "head_dim": 16},
+    "qwen2-moe": {"num_key_value_heads": 4, "num_experts": 8, "moe_intermediate_size": 32,
+                  "shared_expert_intermediate_size": 32},
+}
+IDS = torch.tensor([[3, 17, 42, 9, 100, 7], [5, 6, 250, 8, 9, 1]])
+
+
+def moe_model(family: str) -> nn.Module:
+    """A seeded one-layer float64 model of ``family``, exported with batched expert products."""
+    config = family_config(family, hidden_size=64, intermediate_size=128, vocab_size=256,
+                           num_attention_heads=4, num_hidden_layers=1, pad_token_id=None,
+                           **SHRUNK[family])
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager",
+                                               experts_implementation="batched_mm")
+    return model.to(torch.float64).eval()
+
+
+@pytest.mark.parametrize("family", sorted(SHRUNK))
+def test_moe_limit_agrees_with_float64_scaling(family: str) -> None:
+    model = moe_model(family)
+    out = saturate(model, input_ids=IDS, output_hidden_states=True)(input_ids=IDS, output_hidden_states=True)
+    assert out.degrees.hidden_states == (1.0, 1.0)  # embeddings; the final RMSNorm's output
+    errors = []
+    for c in (1e1, 1e2, 1e3, 1e4):
+        scaled = {name: c * p for name, p in model.named_parameters()}
+        with torch.no_grad():
+            ordinary = torch.func.functional_call(model, scaled, (), {"input_ids": IDS,
+                                                                      "output_hidden_states": True})
+        limit = out.value.hidden_states[-1]
+        errors.append(float((ordinary.hidden_states[-1] / c - limit).abs().max() / limit.abs().max()))
+    assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-5, errors

@@ -1,0 +1,297 @@
+"""The limit rules of mixture-of-experts routers (top-k, sort, argsort, argmax, argmin): each on a
+tiny input whose limit is worked out by hand, compared with the ordinary op at growing c in float64
+(DESIGN.md convention 4), and the router ties: one a lower order decides, one rounding hides in
+float32 that float64 decides, and one that nothing decides, with the node, batch entry and token
+it is reported at."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from saturated.errors import SaturationError
+from saturated.rounding import Rounding
+from saturated.rules import RULES, Settings
+from saturated.rules.routing import name_router_rows
+from saturated.saturate import SaturatedModel, saturate
+from saturated.terms import NeedsOrders, Term
+
+aten = torch.ops.aten
+F64 = torch.float64
+SCALES = (1e1, 1e2, 1e3, 1e4)
+
+
+def term(*parts: tuple[list[list[float]], float]) -> Term:
+    """A term with exact parts (a bound of 0 that the decisions read), highest degree first."""
+    coefs = [(torch.tensor(a, dtype=F64), d) for a, d in parts]
+    return Term(tuple(coefs), roundings=tuple(Rounding.of_exact(a, d) for a, d in coefs))
+
+
+def at(x: Term, c: float) -> Tensor:
+    """The value the expansion stands for at scale c."""
+    return sum((a * c**d for a, d in x.parts), torch.zeros(()))  # type: ignore[return-value]
+
+
+def softmax_of(scores: Term, dim: int = -1) -> Term:
+    return RULES[aten.softmax.int](Settings(), scores, dim)
+
+
+# Scores c²·(3, 1, 1, 0) + (0, 0, ½, 0) and c²·(0, 2, 2, 1) + (1, 0, −1, 5): the first row's
+# second place is a tie at c² that the constant part gives to position 2; in the second row it
+# gives the first place to position 1.
+LEXICOGRAPHIC = (([[3.0, 1.0, 1.0, 0.0], [0.0, 2.0, 2.0, 1.0]], 2.0),
+                 ([[0.0, 0.0, 0.5, 0.0], [1.0, 0.0, -1.0, 5.0]], 0.0))
+
+
+def test_topk_ranks_by_the_highest_part_then_the_lower_ones() -> None:
+    x = term(*LEXICOGRAPHIC)
+    values, indices = RULES[aten.topk.default](Settings(), x, 2)
+    assert indices.tolist() == [[0, 2], [1, 2]]
+    assert values.parts[0][0].tolist() == [[3.0, 1.0], [2.0, 2.0]]
+    assert values.parts[1][0].tolist() == [[0.0, 0.5], [0.0, -1.0]]
+    for c in SCALES[1:]:  # the ordinary op agrees once c² outweighs the constant parts
+        plain = torch.topk(at(x, c), 2)
+        assert plain.indices.tolist() == indices.tolist()
+        assert torch.equal(plain.values, at(values, c))
+
+
+def test_topk_smallest_and_along_another_dimension() -> None:
+    x = term(*LEXICOGRAPHIC)
+    values, indices = RULES[aten.topk.default](Settings(), x, 1, 0, False)
+    # Column by column, the smaller of the two rows: c² decides every column.
+    assert indices.tolist() == [[1, 0, 0, 0]]
+    for c in SCALES:
+        assert torch.topk(at(x, c), 1, 0, False).indices.tolist() == indices.tolist()
+    assert values.lead.tolist() == [[0.0, 1.0, 1.0, 0.0]]
+
+
+def test_softmax_router_ranks_by_the_scores_the_weights_lost() -> None:
+    # Weights of a growing row: 1 at the maximum, e^(−Θ(c)) (zero at every order) elsewhere. Their
+    # order off the maximum is that of the scores: experts 0, then 2, then 1, then 3.
+    scores = term(([[2.0, -1.0, 1.5, -3.0]], 2.0))
+    weights = softmax_of(scores)
+    assert weights.lead.tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    values, indices = RULES[aten.topk.default](Settings(), weights, 3)
+    assert indices.tolist() == [[0, 2, 1]] and values.lead.tolist() == [[1.0, 0.0, 0.0]]
+    scales = (1.0, 2.0, 4.0, 8.0)  # beyond, float64 weights underflow to 0 and tie
+    for c in scales:
+        assert torch.topk(torch.softmax(at(scores, c), -1), 3).indices.tolist() == [[0, 2, 1]]
+    errors = [float((torch.topk(torch.softmax(at(scores, c), -1), 3).values - values.lead).abs().max())
+              for c in scales]
+    assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-13  # about e^(−c²/2)
+
+
+def test_router_tie_at_the_top_decided_by_a_lower_order() -> None:
+    # Experts 0 and 1 tie at c²; the constant part prefers 1, so softmax gives them
+    # (e⁰, e^½)/(e⁰ + e^½) for every c and top-1 is expert 1 with that weight.
+    scores = term(([[1.0, 1.0, 0.0]], 2.0), ([[0.0, 0.5, 0.0]], 0.0))
+    values, indices = RULES[aten.topk.default](Settings(), softmax_of(scores), 1)
+    share = math.exp(0.5) / (1 + math.exp(0.5))
+    assert indices.tolist() == [[1]] and float(values.lead) == pytest.approx(share, rel=1e-15)
+    for c in SCALES:
+        plain = torch.topk(torch.softmax(at(scores, c), -1), 1)
+        assert plain.indices.tolist() == [[1]] and float(plain.values) == pytest.approx(share, rel=1e-12)
+
+
+def test_tie_at_the_kth_place_without_weight_does_not_matter() -> None:
+    # Experts 1 and 2 tie exactly for the second place, but their softmax weight is e^(−Θ(c)):
+    # whichever a router takes, it adds nothing. The lower position is reported.
+    scores = term(([[2.0, 1.0, 1.0, 0.0]], 1.0))
+    values, indices = RULES[aten.topk.default](Settings(), softmax_of(scores), 2)
+    assert indices.tolist() == [[0, 1]] and values.lead.tolist() == [[1.0, 0.0]]
+
+
+def test_softmax_zeros_stay_exact_below_a_truncated_series() -> None:
+    # Experts 0 and 1 tie at c² and share the weight by a series truncated at c⁻¹; experts 2 and
+    # 3 tie for the third place with weight e^(−Θ(c)): still nothing to decide.
+    scores = Term(term(([[1.0, 1.0, 0.0, 0.0]], 2.0), ([[0.0, 0.5, 0.0, 0.0]], 0.0)).parts, floor=-1.0)
+    weights = softmax_of(scores)
+    assert weights.floor == -1.0
+    values, indices = RULES[aten.topk.default](Settings(), weights, 3)
+    assert indices.tolist() == [[1, 0, 2]] and values.lead[0, 2] == 0
+
+
+def test_tie_at_the_kth_place_with_weight_matters() -> None:
+    # Experts 0 and 1 share the maximum exactly (weight ½ each); top-1 must drop one of them, and
+    # torch.topk promises no order among equal values: undetermined.
+    scores = term(([[1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], 1.0))
+    weights = softmax_of(scores)
+    with pytest.raises(NeedsOrders, match=r"router tie at router row 0 of 2: tied experts at the "
+                                          r"k-th place carry weight \(slot 0, position 0\), exactly"):
+        RULES[aten.topk.default](Settings(), weights, 1)
+    values, indices = RULES[aten.topk.default](Settings(ties="nan"), weights, 1)
+    assert math.isnan(values.lead[0, 0]) and values.lead[1].tolist() == [1.0] and indices[1].tolist() == [0]
+    # Top-2 takes both: determined, with their weights.
+    values, indices = RULES[aten.topk.default](Settings(), weights, 2)
+    assert indices.tolist() == [[0, 1], [0, 2]] and values.lead.tolist() == [[0.5, 0.5], [1.0, 0.0]]
+
+
+def test_tie_that_the_tracked_orders_leave_open_is_named_with_its_reason() -> None:
+    # One part tracked, more untracked below (floor c⁰): the tie at c² may break either way.
+    scores = Term(term(([[1.0, 1.0, 0.0]], 2.0)).parts, floor=0.0)
+    with pytest.raises(NeedsOrders, match="untracked part of order c\\^0 decides"):
+        RULES[aten.topk.default](Settings(), scores, 1)
+    # Exact within the top-k set, the order of the slots is left to position; a router sums them.
+    assert RULES[aten.topk.default](Settings(), scores, 2)[1].tolist() == [[0, 1]]
+
+
+def test_softmax_weights_whose_split_is_unknown_matter_inside_the_set() -> None:
+    # The scores tie at c² with an untracked part below: softmax returns tied weights whose split
+    # only the untracked part knows; top-2 takes both tied experts, so their values are unknown.
+    scores = Term(term(([[1.0, 1.0, 0.0]], 2.0)).parts, floor=0.0)
+    weights = softmax_of(scores)
+    with pytest.raises(NeedsOrders, match="split of the softmax weight over tied experts is unknown"):
+        RULES[aten.topk.default](Settings(), weights, 2)
+    values, _ = RULES[aten.topk.default](Settings(ties="nan"), weights, 2)
+    assert torch.isnan(values.lead).all()
+
+
+def test_sort_argsort_argmax_argmin_by_hand() -> None:
+    x = term(*LEXICOGRAPHIC)
+    values, indices = RULES[aten.sort.default](Settings(), x, -1, True)
+    assert indices.tolist() == [[0, 2, 1, 3], [1, 2, 3, 0]]
+    assert values.lead.tolist() == [[3.0, 1.0, 1.0, 0.0], [2.0, 2.0, 1.0, 0.0]]
+    assert RULES[aten.sort.stable](Settings(), x, stable=True, dim=-1, descending=False)[1].tolist() \
+        == [[3, 1, 2, 0], [0, 3, 2, 1]]
+    assert RULES[aten.argsort.default](Settings(), x, 1, True).tolist() == indices.tolist()
+    ascending = RULES[aten.argsort.stable](Settings(), x, stable=True, dim=1)
+    assert ascending.tolist() == [[3, 1, 2, 0], [0, 3, 2, 1]]
+    assert RULES[aten.argmax.default](Settings(), x, 1).tolist() == [0, 1]
+    assert RULES[aten.argmax.default](Settings(), x, 1, True).tolist() == [[0], [1]]
+    assert RULES[aten.argmin.default](Settings(), x, 1).tolist() == [3, 0]
+    assert int(RULES[aten.argmax.default](Settings(), x)) == 0  # flattened: 3c² leads
+    for c in SCALES[1:]:
+        v = at(x, c)
+        assert torch.sort(v, -1, True).indices.tolist() == indices.tolist()
+        assert torch.argmax(v, 1).tolist() == [0, 1] and torch.argmin(v, 1).tolist() == [3, 0]
+
+
+def test_positions_of_exact_ties_come_first_to_last_and_open_ties_raise() -> None:
+    exact = term(([[1.0, 2.0, 2.0]], 1.0))
+    assert RULES[aten.argmax.default](Settings(), exact, 1).tolist() == [1]  # as torch.argmax
+    assert torch.argmax(at(exact, 10.0), 1).tolist() == [1]
+    assert RULES[aten.argmin.default](Settings(), term(([[2.0, 1.0, 1.0]], 1.0)), 1).tolist() == [1]
+    opened = Term(exact.parts, floor=0.0)
+    with pytest.raises(NeedsOrders, match="router tie at router row 0 of 1: tied positions"):
+        RULES[aten.argmax.default](Settings(), opened, 1)
+    with pytest.raises(NeedsOrders, match="tied positions"):
+        RULES[aten.argsort.default](Settings(ties="nan"), opened)  # positions hold no NaN
+
+
+def test_router_rows_are_named_by_batch_entry_and_token() -> None:
+    ids = torch.zeros(3, 4, dtype=torch.long)
+    assert name_router_rows("router row 9 of 12, router row 0 of 12", [ids]) == \
+        "batch entry 2, token 1, batch entry 0, token 0"
+    assert name_router_rows("router row 9 of 10", [ids]) == "router row 9 of 10"  # not the tokens
+    assert name_router_rows("router row 9 of 12", [torch.zeros(12)]) == "router row 9 of 12"
+
+
+class Router(nn.Module):
+    """A one-layer mixture of three experts: x (batch, tokens, 2) → gate → softmax → top-k, each
+    chosen expert's linear map weighted by its softmax weight and summed (as Mixtral does).
+
+    Expert e's gate row is (1, 0), (0, 1), (−1, −1) (plus ``bias``, degree 1 like every parameter;
+    the gate's input is x·c, degree 1, so the logits are c²·Wx + c·b): a token (a, a) ties experts
+    0 and 1 at c², and the bias decides it one order below.
+    """
+
+    def __init__(self, k: int = 1, bias: tuple[float, float, float] | None = None) -> None:
+        super().__init__()
+        self.k = k
+        self.inner = nn.Linear(2, 2, bias=False)
+        self.gate = nn.Linear(2, 3, bias=bias is not None)
+        self.experts = nn.Parameter(torch.arange(12.0).reshape(3, 2, 2) - 5)
+        with torch.no_grad():
+            self.inner.weight.copy_(torch.eye(2))
+            self.gate.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]))
+            if bias is not None:
+                self.gate.bias.copy_(torch.tensor(bias))
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.inner(x).reshape(-1, 2)
+        weights, chosen = torch.topk(torch.softmax(self.gate(h), -1), self.k)
+        mapped = (self.experts[chosen.reshape(-1)] @ h.repeat_interleave(self.k, 0).unsqueeze(-1)).squeeze(-1)
+        return (mapped * weights.reshape(-1, 1)).reshape(-1, self.k, 2).sum(1).reshape(*x.shape)
+
+
+TOKENS = torch.tensor([[[1.0, -3.0], [0.5, 3.0], [2.0, 1.0]], [[-1.0, 1.0], [3.0, -1.0], [2.0, 2.0]]],
+                      dtype=F64)
+
+
+def scaled(model: nn.Module, x: Tensor, c: float) -> Tensor:
+    with torch.no_grad():
+        return torch.func.functional_call(model, {n: c * p for n, p in model.named_parameters()}, (x,))
+
+
+def test_router_limit_agrees_with_growing_c_and_a_lower_order_decides_a_tie() -> None:
+    # Token (2, 2) of batch entry 1 ties experts 0 and 1 at c²; the bias (0, 1, 0) picks expert 1.
+    model = Router(bias=(0.0, 1.0, 0.0)).double()
+    out = saturate(model, TOKENS)(TOKENS)
+    assert out.degrees == 2.0 and out.orders == 2 and out.refined == (1,)
+    assert torch.equal(out.value[1, 2], model.experts.detach()[1] @ TOKENS[1, 2])
+    # The tie costs e^(−Θ(c)) at c: about e^(−c)·|E₁x − E₀x| for that token.
+    errors = [float((scaled(model, TOKENS, c) / c**2 - out.value).abs().max())
+              for c in (1.0, 3.0, 10.0, 30.0)]
+    assert errors == sorted(errors, reverse=True) and errors[0] > 0.1 and errors[-1] < 1e-11
+
+
+def test_router_tie_nothing_decides_names_node_batch_entry_and_token() -> None:
+    model = Router(k=1).double()
+    with pytest.raises(SaturationError, match=r"router tie at batch entry 1, token 2: tied experts at the "
+                                              r"k-th place carry weight .*node 'topk'"):
+        saturate(model, TOKENS)
+    out = SaturatedModel(model, Settings(), undetermined="nan")(TOKENS)
+    unknown = torch.isnan(out.value).any(-1)
+    assert unknown.tolist() == [[False] * 3, [False, False, True]]
+    # Every other token follows the ordinary router at growing c.
+    assert float((scaled(model, TOKENS, 1e2) / 1e4 - out.value)[~unknown].abs().max()) < 1e-12
+    # Top-2 takes both tied experts with weight ½ each: determined.
+    both = saturate(Router(k=2).double(), TOKENS)(TOKENS)
+    assert torch.equal(both.value[1, 2], model.experts.detach()[:2].sum(0) @ TOKENS[1, 2] / 2)
+
+
+def test_router_near_tie_in_float32_is_decided_in_float64() -> None:
+    # Token (1, 1 + 2⁻²³) reaches the gate as (1, 1 + 2⁻²³)·c: float32 holds it, but the logits'
+    # difference 2⁻²³ is within the float32 rounding bound of the gate's dot products, so the
+    # entry is recomputed in float64, where expert 1 wins exactly.
+    model = Router(k=1)
+    x = torch.tensor([[[3.0, -1.0], [1.0, 1.0 + 2.0**-23]]])
+    out = saturate(model, x)(x)
+    assert out.refined == (0,)
+    assert torch.equal(out.value[0, 1], (model.experts.detach()[1] @ x[0, 1]).float())
+
+
+def by_degree(x: Term) -> dict[float, list[list[float]]]:
+    return {d: a.tolist() for a, d in x.parts}
+
+
+def test_scatter_rules_keep_each_elements_expansion_and_agree_with_growing_c() -> None:
+    x = term(([[1.0, 2.0], [3.0, 4.0]], 1.0))
+    source = term(([[10.0, 20.0]], 2.0), ([[1.0, 1.0]], 0.0))
+    index = torch.tensor([[1, 0]])  # source[0, j] goes to row index[0, j] of column j
+    rules = {
+        "scatter": (lambda s, x, src: RULES[aten.scatter.src](s, x, 0, index, src),
+                    lambda x, src: x.scatter(0, index, src),
+                    {2.0: [[0, 20], [10, 0]], 1.0: [[1, 0], [0, 4]], 0.0: [[0, 1], [1, 0]]}),
+        "scatter_add": (lambda s, x, src: RULES[aten.scatter_add.default](s, x, 0, index, src),
+                        lambda x, src: x.scatter_add(0, index, src),
+                        {2.0: [[0, 20], [10, 0]], 1.0: [[1, 2], [3, 4]], 0.0: [[0, 1], [1, 0]]}),
+        "index_add": (lambda s, x, src: RULES[aten.index_add.default](s, x, 0, torch.tensor([1]), src,
+                                                                      alpha=2.0),
+                      lambda x, src: x.index_add(0, torch.tensor([1]), src, alpha=2.0),
+                      {2.0: [[0, 0], [20, 40]], 1.0: [[1, 2], [3, 4]], 0.0: [[0, 0], [2, 2]]}),
+        "scatter value": (lambda s, x, src: RULES[aten.scatter.value](s, x, 1, torch.tensor([[0], [1]]), 7.0),
+                          lambda x, src: x.scatter(1, torch.tensor([[0], [1]]), 7.0),
+                          {1.0: [[0, 2], [3, 0]], 0.0: [[7, 0], [0, 7]]}),
+    }
+    for name, (rule, op, expected) in rules.items():
+        out = rule(Settings(), x, source)
+        assert by_degree(out) == expected, name
+        for c in SCALES:
+            assert torch.allclose(at(out, c), op(at(x, c), at(source, c)), rtol=1e-15, atol=0), (name, c)
+    # A selection keeps each element's rounding bound: x's (0) where x is kept.
+    kept = RULES[aten.scatter.src](Settings(), x, 0, index, source).rounding(1.0)
+    assert kept is not None and kept.magnitude().tolist() == [[1, 0], [0, 4]]

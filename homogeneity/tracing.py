@@ -204,11 +204,14 @@ def positional(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
     limit = configured_positions(model)
     lengths: dict[int, Any] = {}
     shapes = []
+    # A dimension of size 1 in the example is fixed by the exporter (it specializes sizes 0 and 1):
+    # marked dynamic, the export fails and has to run again with it fixed (twice the time of a
+    # one-sentence call). It stays fixed, and other sizes take the per-shape graphs.
     for tensor in tensors:
         dims: dict[int, Any] = {}
-        if tensor.dim() and len(batch) == 1:
+        if tensor.dim() and batch == {tensor.shape[0]} and tensor.shape[0] > 1:
             dims[0] = torch.export.Dim("batch", min=1)
-        if tensor.dim() >= 2:
+        if tensor.dim() >= 2 and tensor.shape[1] > 1:
             size = int(tensor.shape[1])
             # The configured position limit up front: else the exporter finds it, fails, and
             # suggests it, and a second export (about 2 s on MiniLM) applies it.

@@ -263,8 +263,13 @@ def _attentions(output: Any, where: str, model: nn.Module) -> tuple[Tensor, ...]
 
 
 def _is_causal(model: nn.Module) -> bool:
+    """Whether queries attend only to earlier keys: a decoder configuration, a known causal type,
+    or an attention module marked ``is_causal`` (as transformers marks every decoder family's:
+    Qwen2, Gemma, Phi-3, GPT-NeoX, Mixtral, Qwen2-MoE, …)."""
     config = getattr(model, "config", None)
-    return bool(getattr(config, "is_decoder", False)) or getattr(config, "model_type", "") in _CAUSAL_TYPES
+    return (bool(getattr(config, "is_decoder", False))
+            or getattr(config, "model_type", "") in _CAUSAL_TYPES
+            or any(getattr(module, "is_causal", False) is True for module in model.modules()))
 
 
 def _rounding(dtype: torch.dtype) -> tuple[float, float]:

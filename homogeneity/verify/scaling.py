@@ -257,9 +257,7 @@ def _check(name: str, k: sympy.Expr, grade: Grade, runs: Sequence[dict[str, torc
            scales: Sequence[float]) -> ScalingCheck:
     """Classify one output's relative changes of f(cθ)/cᵏ over ``scales``."""
     normalized = [run[name] / c ** float(k) for run, c in zip(runs, scales)]
-    changes = tuple(
-        float((b - a).norm() / b.norm().clamp_min(1e-300)) for a, b in itertools.pairwise(normalized)
-    )
+    changes = tuple(_relative_change(a, b) for a, b in itertools.pairwise(normalized))
     if not all(math.isfinite(change) for change in changes):  # overflow at large c: stop there
         last = next(i for i, change in enumerate(changes) if not math.isfinite(change))
         scales, changes = scales[:last + 1], changes[:last]
@@ -274,6 +272,20 @@ def _check(name: str, k: sympy.Expr, grade: Grade, runs: Sequence[dict[str, torc
         if shift is not None:
             measured = off_degree(float(k) + shift)
     return ScalingCheck(name, k, grade, tuple(scales), changes, measured)
+
+
+def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖b − a‖ / ‖b‖, infinite where a nonzero output has become exactly zero.
+
+    An output does not vanish under scaling; it drops to zero when a float32 step inside the model
+    overflows (Hugging Face's RMSNorm squares its input in float32: inf, then rsqrt gives 0).
+    Read as a change, that zero would look like an output that settled, and a wrong degree would
+    pass; as an infinite change it ends the measurement there, as any overflow does.
+    """
+    scale = b.norm()
+    if scale == 0:
+        return 0.0 if a.norm() == 0 else math.inf
+    return float((b - a).norm() / scale)
 
 
 def off_degree(measured_degree: float) -> str:

@@ -78,3 +78,22 @@ def test_a_model_type_transformers_does_not_know(tmp_path: Path,
     (tmp_path / "config.json").write_text(json.dumps(data))
     code, _, err = run_cli(["degree", str(tmp_path)], capsys)
     assert code == 2 and "model_type 'llama9000'" in err, err
+
+
+@pytest.mark.parametrize("case", ["unknown family", "unknown model_type", "too many layers"])
+def test_bad_family_input_is_one_line_and_exit_two(case: str, llama_config_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    if case == "unknown family":
+        argv = ["degree", "--model", "llama9", "--random-init", "--quiet"]
+    elif case == "unknown model_type":
+        data = json.loads((llama_config_dir / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**data, "model_type": "llama9000"}))
+        argv = ["degree", str(tmp_path), "--quiet"]
+    else:
+        argv = ["degree", str(llama_config_dir), "--num-layers", "3", "--quiet"]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    if case == "unknown family":  # the message lists every built-in name
+        assert all(name in lines[0] for name in MODEL_NAMES), lines[0]

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from homogeneity import Degree, Grade, GraphBuilder, HomogeneityError
+from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_euler, check_scaling, classify_decay, prove
 from homogeneity.verify.scaling import off_degree
 
@@ -41,6 +42,45 @@ def test_wrong_degree_is_caught_numerically() -> None:
     # f(cθ)/c³ halves at every doubling: the measurement names the degree it found.
     assert check.measured == off_degree(2.0) and not check.matches
     assert check.measured == "not homogeneous of the claimed degree (measured degree ≈ 2)"
+
+
+class Float32Norm(nn.Module):
+    """(x·W)⁵ (degree 5, as a SwiGLU block's output) normalized by its root mean square computed in
+    float32, as Hugging Face's RMSNorm does whatever the model's dtype: at large c the square
+    overflows, rsqrt(inf) = 0 and the output drops to exactly zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3, bias=False)
+        self.weight = nn.Parameter(torch.full((3,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x) ** 5
+        rms = torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(h.dtype)
+        return self.weight * h * rms
+
+
+def claiming(degree: int) -> HomogeneityReport:
+    """A one-output report claiming ``degree``, asymptotic."""
+    return HomogeneityReport(outputs={"output": Degree.of(degree, Grade.ASYMPTOTIC)}, nodes=[],
+                             modules=[])
+
+
+@pytest.mark.parametrize("claimed", [0, 2])
+def test_an_output_that_overflows_to_zero_confirms_no_wrong_degree(claimed: int) -> None:
+    torch.manual_seed(0)
+    model = Float32Norm().double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    # The true degree is 1 (the weight; the normalized part is 0-homogeneous up to eps, whose
+    # share falls like c⁻¹⁰ to rounding within a few doublings: at least as firm as claimed).
+    (right,) = check_scaling(model, x, report=claiming(1))
+    assert right.measured in ("polynomial", "exponential") and right.scales[-1] == 1024
+    (wrong,) = check_scaling(model, x, report=claiming(claimed))
+    # f(cθ)/cᵏ changes by |1 − 2^(k−1)| per doubling (from 512 to 1024, say) until the float32
+    # square overflows (it grows like c¹⁰) and the rows drop to zero: that zero must not read as
+    # an output that settled, confirming the wrong degree.
+    assert wrong.changes[9] == pytest.approx(abs(1 - 2.0 ** (claimed - 1)), rel=1e-4)
+    assert wrong.scales[-1] < 2.0**20 and not wrong.matches
 
 
 def test_euler_identity_holds_for_exact_and_fails_for_asymptotic() -> None:

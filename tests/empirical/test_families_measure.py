@@ -35,7 +35,6 @@ from torch import nn
 
 from empirical import head_atlas, representation_similarity
 from empirical.claims import assert_homogeneous
-from empirical.errors import EmpiricalError
 from empirical.measure.heads import Thresholds
 from empirical.models.loading import family_config, load_tokenizer, minilm_path
 
@@ -67,21 +66,15 @@ SENTENCES = ["The cat sat on the mat.", "A dog ran far away from home today."]
 SATURATED = 1e4
 """A scale at which every attention row of these random-init models has saturated in float64."""
 
-NO_LIMIT_YET = pytest.mark.xfail(
-    raises=EmpiricalError, strict=True,
-    reason="no limit rule for the router's aten.topk yet: saturate stops there")
-
 
 PAPER = ("bert", "gpt2")
 """Their similarity, at c = 1000 and in the limit, is tested with the paper's other families
 (``test_similarity.py``, ``tests/saturated/test_sat_models.py``); their atlas and claims here."""
 
 
-def cases(*, limit: bool = False, paper: bool = True) -> list[Any]:
-    """The families as parameters (with ``paper``, BERT and GPT-2 too); with ``limit``, the
-    mixture-of-experts ones expected to fail."""
-    return [pytest.param(f, marks=NO_LIMIT_YET) if limit and f in MOE else f for f in FAMILIES
-            if paper or f not in PAPER]
+def cases(*, paper: bool = True) -> list[str]:
+    """The families to test (with ``paper``, BERT and GPT-2 too)."""
+    return [f for f in FAMILIES if paper or f not in PAPER]
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +136,7 @@ def test_similarity_at_one_and_at_a_thousand(family: str, models: dict[str, nn.M
     assert result.per_layer[0] == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("family", cases(limit=True, paper=False))
+@pytest.mark.parametrize("family", cases(paper=False))
 def test_similarity_at_the_limit(family: str, models: dict[str, nn.Module], tokenizer: Any) -> None:
     model = models[family]
     result = representation_similarity(model, tokenizer, SENTENCES, scale=math.inf)
@@ -175,7 +168,7 @@ def independent_classes(model: nn.Module, inputs: dict[str, torch.Tensor], causa
     return kinds, positions
 
 
-@pytest.mark.parametrize("family", cases(limit=True))
+@pytest.mark.parametrize("family", cases())
 def test_head_atlas_agrees_with_the_saturated_attention(family: str, models: dict[str, nn.Module],
                                                         tokenizer: Any) -> None:
     model = models[family]

@@ -379,7 +379,8 @@ class SaturatedModel:
     as it reads them (no float64 copy of the model is kept), tracking more orders (up to
     ``settings.orders``) for those still undetermined. This assumes batch entries do not interact,
     as in every transformer in eval mode; inputs without a common batch dimension are recomputed
-    whole.
+    whole. Recomputed entries are merged along each output's batch dimension, the one the graph
+    sizes by the batch (see :func:`_batch_axes`); an output without one raises.
     """
 
     def __init__(self, model: nn.Module, settings: Settings,
@@ -650,21 +651,23 @@ def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int],
         if not isinstance(value, torch.Tensor) or degree is None or part_degree is None:
             continue
         axis = _placement(index, value.shape, part.shape, axes[index], len(entries), total)
-
-        def put(update: torch.Tensor, into: torch.Tensor) -> torch.Tensor:
-            if axis is None:  # every entry: the part replaces the whole
-                return update.clone()
-            return into.clone().index_copy_(axis, rows.to(into.device), update)
-
         if math.isnan(part_degree):
-            pairs[index] = (put(torch.full_like(part, math.nan, dtype=value.dtype), value), degree)
+            unknown = torch.full_like(part, math.nan, dtype=value.dtype)
+            pairs[index] = (_put(value, unknown, axis, rows), degree)
             continue
         if math.isnan(degree):  # no row determined so far: this entry's degree leads
             degree = part_degree
         if part_degree > degree:  # rows undetermined at a lower degree stay undetermined
             value, degree = torch.where(torch.isnan(value), math.nan, 0.0).to(value.dtype), part_degree
         update = part.to(value.dtype) if part_degree == degree else torch.zeros_like(part, dtype=value.dtype)
-        pairs[index] = (put(update, value), degree)
+        pairs[index] = (_put(value, update, axis, rows), degree)
+
+
+def _put(value: torch.Tensor, update: torch.Tensor, axis: int | None, rows: torch.Tensor) -> torch.Tensor:
+    """``value`` with ``update`` in its ``rows`` along ``axis`` (None: ``update`` is all of it)."""
+    if axis is None:
+        return update.clone()
+    return value.clone().index_copy_(axis, rows.to(value.device), update)
 
 
 def _placement(index: int, whole: torch.Size, part: torch.Size, candidates: tuple[int, ...],
@@ -678,7 +681,8 @@ def _placement(index: int, whole: torch.Size, part: torch.Size, candidates: tupl
     if count == total and part == whole:
         return None
     axis = _batch_axis(candidates, part, count, total)
-    if axis is None or whole[axis] != total or (*part[:axis], *part[axis + 1:]) != (*whole[:axis], *whole[axis + 1:]):
+    others = (*part[:axis], *part[axis + 1:]) if axis is not None else None
+    if axis is None or whole[axis] != total or others != (*whole[:axis], *whole[axis + 1:]):
         raise _unplaced(index, whole, total, part, count)
     return axis
 

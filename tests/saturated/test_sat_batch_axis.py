@@ -3,6 +3,9 @@ exported graph names (dimension 1 of a time-major output, as XLNet's), never ass
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pytest
 import torch
 import transformers
@@ -10,6 +13,8 @@ from torch import nn
 
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import family_config, load_tokenizer, minilm_path
+from homogeneity.errors import HomogeneityError
+from homogeneity.tracing import export_model
 from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
@@ -44,9 +49,31 @@ X = torch.tensor([[[3.0, 1.0], [1.0, 2.0], [2.0, 5.0]],
                   [[2.0, 5.0], [4.0, 3.0], [1.0, 3.0]]])
 
 
-def test_a_time_major_output_merges_each_entry_along_its_batch_dimension() -> None:
-    out = SaturatedModel(TimeMajor(), Settings(), undetermined="nan")(X)
-    assert out.refined == (1,) and out.degrees == (2.0, 1.0)
+def per_shape(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool = False
+              ) -> torch.export.ExportedProgram:
+    """:func:`export_model` as for a model that cannot be exported with dynamic shapes."""
+    if dynamic:
+        raise HomogeneityError("no dynamic shapes here")
+    return export_model(model, args, kwargs)
+
+
+@pytest.fixture(params=["dynamic", "per-shape"])
+def export(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Graphs exported with a dynamic batch (the batch dimension is a symbol), or for each input
+    shape (its size, 3, is the length's too)."""
+    if request.param == "per-shape":
+        module = importlib.import_module("saturated.saturate")
+        monkeypatch.setattr(module, "export_model", per_shape)
+    return str(request.param)
+
+
+def test_a_time_major_output_merges_each_entry_along_its_batch_dimension(export: str) -> None:
+    limit = SaturatedModel(TimeMajor(), Settings(), undetermined="nan")
+    out = limit(X)
+    assert limit.exports_dynamic == (export == "dynamic")
+    # Per shape, the batch's size is its outputs' length's too: no dimension says where the NaN
+    # is, so the whole batch is recomputed rather than entries guessed.
+    assert out.refined == ((1,) if export == "dynamic" else (0, 1, 2)) and out.degrees == (2.0, 1.0)
     for entry in range(len(X)):  # each entry computed alone, independently of the batch
         alone = SaturatedModel(TimeMajor(), Settings(), undetermined="nan")(X[entry:entry + 1])
         for merged, single in zip(out.value, alone.value):

@@ -219,26 +219,69 @@ def _batch_size(leaves: list[Any]) -> int | None:
     return size if size is not None and size > 1 else None
 
 
-def _undetermined_entries(values: list[torch.Tensor], batch: int | None) -> list[int] | None:
-    """Batch entries where these outputs hold NaN (left undetermined); None if one of them has no
-    batch dimension to attribute it to."""
+def _undetermined_entries(values: list[tuple[torch.Tensor, tuple[int, ...]]], count: int,
+                          total: int | None) -> list[int] | None:
+    """Entries where these outputs (each with its candidate batch dimensions, see
+    :func:`_batch_axes`) hold NaN (left undetermined) in a run on ``count`` of a batch's ``total``
+    entries; None if one of them has no batch dimension to attribute it to."""
     entries: set[int] = set()
-    for value in values:
-        if batch is None or value.dim() == 0 or value.shape[0] != batch:
+    for value, candidates in values:
+        axis = None if total is None else _batch_axis(candidates, value.shape, count, total)
+        if axis is None:
             return None
-        nan = torch.isnan(value.reshape(batch, -1).sum(dim=1))  # a sum is NaN where an entry is
+        nan = torch.isnan(value.movedim(axis, 0).reshape(count, -1).sum(dim=1))  # NaN where an entry is
         entries.update(torch.nonzero(nan).flatten().tolist())
     return sorted(entries)
+
+
+def _user_inputs(program: torch.export.ExportedProgram) -> list[Any]:
+    """The example values (fake tensors) of the program's tensor user inputs, in order."""
+    by_name = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    return [by_name[spec.arg.name].meta.get("val") for spec in program.graph_signature.input_specs
+            if spec.kind == InputKind.USER_INPUT and not isinstance(spec.arg, ConstantArgument)]
+
+
+def _size_key(size: Any) -> Any:
+    """A dimension's size as the graph knows it: its symbol (expression) if dynamic, else the int."""
+    return size.node.expr if isinstance(size, torch.SymInt) else int(size)
+
+
+def _batch_axes(program: torch.export.ExportedProgram) -> list[tuple[int, ...]]:
+    """Per flattened output of ``program``, the dimensions that may index its batch entries: those
+    whose size in the graph is the inputs' batch size (their common dimension 0). In a graph
+    exported with a dynamic batch that size is a symbol, so only the batch dimension carries it;
+    in a per-shape graph it is a number another dimension may equal (a time-major output as long
+    as the batch), which :func:`_batch_axis` tells apart with the shape of a sub-batch's output.
+    Outputs the graph says nothing about (constants, non-tensors) have none."""
+    sizes = {_size_key(fake.shape[0]) for fake in _user_inputs(program)
+             if isinstance(fake, torch.Tensor) and fake.dim()}
+    if len(sizes) != 1:
+        return [() for _ in _output_values(program)]
+    batch = sizes.pop()
+    return [tuple(d for d, size in enumerate(fake.shape) if _size_key(size) == batch)
+            if isinstance(fake, torch.Tensor) else () for fake in _output_values(program)]
+
+
+def _output_values(program: torch.export.ExportedProgram) -> list[Any]:
+    """The example values of the program's flattened outputs (None where the graph holds none)."""
+    output = next(node for node in program.graph.nodes if node.op == "output")
+    return [out.meta.get("val") if isinstance(out, torch.fx.Node) else None for out in output.args[0]]
+
+
+def _batch_axis(candidates: tuple[int, ...], shape: torch.Size, count: int, total: int) -> int | None:
+    """The dimension of an output of ``shape``, computed for ``count`` of a batch's ``total``
+    entries, that indexes those entries: the one candidate (see :func:`_batch_axes`) of size
+    ``count`` where ``count < total`` (another candidate keeps the size ``total``), the only
+    candidate otherwise. None where that does not single one out."""
+    if count != total:
+        candidates = tuple(d for d in candidates if d < len(shape) and shape[d] == count)
+    return candidates[0] if len(candidates) == 1 else None
 
 
 def _fits(program: torch.export.ExportedProgram, tensors: list[torch.Tensor]) -> bool:
     """Whether the tensor inputs have shapes the program was exported for: fixed sizes equal,
     symbolic ones in their range and equal wherever the program says they are."""
-    placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
-    users = [spec for spec in program.graph_signature.input_specs
-             if spec.kind == InputKind.USER_INPUT and not isinstance(spec.arg, ConstantArgument)]
-    by_name = {node.name: node for node in placeholders}
-    expected = [by_name[spec.arg.name].meta.get("val") for spec in users]
+    expected = _user_inputs(program)
     if len(expected) != len(tensors):
         return False
     bound: dict[Any, int] = {}
@@ -336,7 +379,8 @@ class SaturatedModel:
     as it reads them (no float64 copy of the model is kept), tracking more orders (up to
     ``settings.orders``) for those still undetermined. This assumes batch entries do not interact,
     as in every transformer in eval mode; inputs without a common batch dimension are recomputed
-    whole.
+    whole. Recomputed entries are merged along each output's batch dimension, the one the graph
+    sizes by the batch (see :func:`_batch_axes`); an output without one raises.
     """
 
     def __init__(self, model: nn.Module, settings: Settings,
@@ -444,11 +488,12 @@ class SaturatedModel:
         return levels
 
     def _one_at_a_time(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
-                       dtype: torch.dtype, count: int | None, message: str) -> list[Normalized]:
+                       dtype: torch.dtype, count: int | None, message: str,
+                       axes: list[tuple[int, ...]]) -> list[Normalized]:
         """The outputs of ``count`` batch entries computed one entry at a time, each output of each
         entry NaN where its limit is undetermined (``undetermined="nan"``); an entry whose pass
         itself needs more orders is NaN in every output. Without a batch dimension the inputs are
-        one entry.
+        one entry. ``axes``: each output's candidate batch dimensions (:func:`_batch_axes`).
 
         Raises:
             SaturationError: (with ``message``) no entry's pass went through, so the outputs'
@@ -468,13 +513,14 @@ class SaturatedModel:
         if count is None:
             return known[0]
         pairs: list[Normalized] = [
-            (torch.full((count, *value.shape[1:]), math.nan, dtype=value.dtype, device=value.device),
-             math.nan) if _batched(value, degree) else (value, degree) for value, degree in known[0]]
+            (torch.full(_batch_shape(index, value.shape, axes[index], count), math.nan,
+                        dtype=value.dtype, device=value.device), math.nan)
+            if _batched(value, degree) else (value, degree) for index, (value, degree) in enumerate(known[0])]
         for entry, found in enumerate(entries):
             if found is None:  # undetermined in every output
                 found = [(torch.full_like(value, math.nan), math.nan) if _batched(value, degree)
                          else (value, degree) for value, degree in known[0]]
-            _merge(pairs, found, [entry])
+            _merge(pairs, found, [entry], axes, count)
         return pairs
 
     def __call__(self, *args: Any, **kwargs: Any) -> SaturatedOutput:
@@ -482,6 +528,7 @@ class SaturatedModel:
         _check_masks(kwargs)
         self._check_parameters()
         batch = _batch_size(pytree.tree_leaves((args, kwargs)))
+        axes = _batch_axes(self._program(args, kwargs))  # the same dimensions in every sub-batch
         marking = "uniform" if self.settings.ties == "uniform" else "nan"
         levels = self._levels()
         pairs: list[Normalized] = []
@@ -508,22 +555,23 @@ class SaturatedModel:
                 if self.undetermined == "raise":
                     raise SaturationError(message) from err
                 count = batch if pending is None else len(pending)
-                found = self._one_at_a_time(these, those, settings, dtype, count, message)
+                found = self._one_at_a_time(these, those, settings, dtype, count, message, axes)
                 if pending is None:
                     pairs = found
                 else:
-                    _merge(pairs, found, pending)
+                    _merge(pairs, found, pending, axes, batch or 1)
                 break
             if pending is None:
                 pairs = found
             else:
-                _merge(pairs, found, pending)
+                _merge(pairs, found, pending, axes, batch or 1)
             if not (dtype == self._wide and orders > 1 and self.settings.ties != "uniform"):
                 finals = {}  # the leading parts may still change with more orders or precision
-            open_nan = [found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0]
+            open_nan = [(found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0], axes[i])
                         for i in with_nan]
-            left = _undetermined_entries([value for value in open_nan if bool(torch.isnan(value).any())],
-                                         batch if pending is None else len(pending))
+            left = _undetermined_entries([(value, candidates) for value, candidates in open_nan
+                                          if bool(torch.isnan(value).any())],
+                                         batch or 1 if pending is None else len(pending), batch)
             if left == []:
                 break
             if left is not None:
@@ -585,28 +633,81 @@ def _batched(value: Any, degree: float | None) -> bool:
         and degree is not None
 
 
-def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int]) -> None:
-    """Write some batch entries' recomputed outputs into the batch's.
+def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int],
+           axes: list[tuple[int, ...]], total: int) -> None:
+    """Write some batch entries' recomputed outputs into the batch's (``total`` entries), along
+    each output's batch dimension (``axes``: its candidates, see :func:`_batch_axes`).
 
     Both are normalized by the highest degree with a nonzero coefficient; the merged output takes
     the higher of the two, and the rows of the side with the lower one are zero at it. A degree
     NaN marks an output undetermined in those rows (all NaN): its rows stay NaN whatever degree
     the merged output takes, and it sets no degree.
+
+    Raises:
+        SaturationError: an output's batch dimension cannot be told (see :func:`_batch_axis`).
     """
     rows = torch.tensor(entries)
     for index, ((value, degree), (part, part_degree)) in enumerate(zip(pairs, found)):
         if not isinstance(value, torch.Tensor) or degree is None or part_degree is None:
             continue
+        axis = _placement(index, value.shape, part.shape, axes[index], len(entries), total)
         if math.isnan(part_degree):
             unknown = torch.full_like(part, math.nan, dtype=value.dtype)
-            pairs[index] = (value.clone().index_copy_(0, rows.to(value.device), unknown), degree)
+            pairs[index] = (_put(value, unknown, axis, rows), degree)
             continue
         if math.isnan(degree):  # no row determined so far: this entry's degree leads
             degree = part_degree
         if part_degree > degree:  # rows undetermined at a lower degree stay undetermined
             value, degree = torch.where(torch.isnan(value), math.nan, 0.0).to(value.dtype), part_degree
         update = part.to(value.dtype) if part_degree == degree else torch.zeros_like(part, dtype=value.dtype)
-        pairs[index] = (value.clone().index_copy_(0, rows.to(value.device), update), degree)
+        pairs[index] = (_put(value, update, axis, rows), degree)
+
+
+def _put(value: torch.Tensor, update: torch.Tensor, axis: int | None, rows: torch.Tensor) -> torch.Tensor:
+    """``value`` with ``update`` in its ``rows`` along ``axis`` (None: ``update`` is all of it)."""
+    if axis is None:
+        return update.clone()
+    return value.clone().index_copy_(axis, rows.to(value.device), update)
+
+
+def _placement(index: int, whole: torch.Size, part: torch.Size, candidates: tuple[int, ...],
+               count: int, total: int) -> int | None:
+    """The dimension along which output ``index`` of ``count`` entries (``part``) goes into the
+    batch's (``whole``, ``total`` entries); None where the part is every entry and replaces it.
+
+    Raises:
+        SaturationError: no single batch dimension, or the part's other sizes differ from the whole's.
+    """
+    if count == total and part == whole:
+        return None
+    axis = _batch_axis(candidates, part, count, total)
+    others = (*part[:axis], *part[axis + 1:]) if axis is not None else None
+    if axis is None or whole[axis] != total or others != (*whole[:axis], *whole[axis + 1:]):
+        raise _unplaced(index, whole, total, part, count)
+    return axis
+
+
+def _batch_shape(index: int, shape: torch.Size, candidates: tuple[int, ...], total: int) -> list[int]:
+    """The shape of output ``index`` for ``total`` entries, from its ``shape`` for one entry.
+
+    Raises:
+        SaturationError: its batch dimension cannot be told (see :func:`_batch_axis`).
+    """
+    if total == 1:
+        return list(shape)
+    axis = _batch_axis(candidates, shape, 1, total)
+    if axis is None:
+        raise _unplaced(index, None, total, shape, 1)
+    return [*shape[:axis], total, *shape[axis + 1:]]
+
+
+def _unplaced(index: int, whole: torch.Size | None, total: int, part: torch.Size, count: int
+              ) -> SaturationError:
+    batch = "" if whole is None else f"shape {tuple(whole)} for {total} entries, "
+    return SaturationError(
+        f"output {index} has no batch dimension to merge recomputed entries along ({batch}shape "
+        f"{tuple(part)} for {count} of {total}); expected one dimension the exported graph sizes by "
+        "the batch")
 
 
 def saturate(model: nn.Module, *args: Any, settings: Settings | None = None,

@@ -545,7 +545,6 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             that :func:`homogeneity.analyze` does not confirm, a loss that stops being finite, or
             with ``resume`` a folder without an unfinished run of ``config``.
     """
-    config.validate()
     if resume and out is None:
         raise EmpiricalError("resume expected the run folder out of an unfinished run, got out=None")
     if out is not None:

@@ -68,9 +68,8 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
 
     if jobs < 1:
         raise EmpiricalError(f"jobs must be a positive integer, got {jobs}")
+    # replace() validates each cell as it builds it: every cell's error before any process starts
     configs = [replace(base, lr=lr, weight_decay=wd, limit_similarity=False) for wd in decays for lr in lrs]
-    for config in configs:
-        config.validate()  # every cell's error before any process starts
     # spawn: a fresh interpreter per worker (fork after torch has started threads can deadlock)
     # Workers show warnings as the main process does: one line, without the source line.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),

@@ -65,9 +65,7 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> TrainConfig:
             fields[name] = getattr(args, name)
     if getattr(args, "no_saturation", False):
         fields["limit_similarity"] = False
-    config = TrainConfig(**{**fields, **override})
-    config.validate()
-    return config
+    return TrainConfig(**{**fields, **override})  # validated as it is built
 
 
 def register(subparsers: Any) -> None:

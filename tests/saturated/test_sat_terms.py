@@ -400,3 +400,30 @@ def test_a_mask_times_an_exact_value_stays_a_mask_but_times_an_approximate_one_i
         mul(mask, Term(((A, 1.0),), floor=0.0), 2)
     with pytest.raises(SaturationError, match=r"^two masking constants \(±∞\) multiply each other$"):
         mul(mask, mask, 2)
+
+
+def _batched(values: list[float]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("path", ["stacked", "matmul", "pairwise"])
+def test_a_product_that_underflows_keeps_its_computed_zero_on_every_path(path: str) -> None:
+    # Leads of 10⁻²⁰⁰ multiply to 0 at c²; the c¹ part is the sum of the cross products.
+    tiny, one, two = 1e-200, 1.0, 2.0
+    if path == "matmul":  # batched (2, 1, 2) @ (2, 2, 1): the parts concatenate along the contraction
+        x = Term(((_batched([[[tiny, tiny]], [[tiny, 0.0]]]), 1.0),
+                  (_batched([[[one, two]], [[two, one]]]), 0.0)))
+        y = Term(((_batched([[[tiny], [tiny]], [[tiny], [tiny]]]), 1.0),
+                  (_batched([[[one], [one]], [[two], [one]]]), 0.0)))
+        out = bilinear(torch.matmul, x, y, 2)
+        cross = x.parts[0][0] @ y.parts[1][0] + x.parts[1][0] @ y.parts[0][0]
+    else:
+        x = Term(((_batched([tiny, tiny]), 1.0), (_batched([one, two]), 0.0)))
+        y_parts = ((_batched([tiny, tiny]), 1.0),) if path == "stacked" else \
+            ((_batched([tiny, tiny]), 1.0), (_batched([two, one]), 0.0))
+        y = Term(y_parts)
+        out = bilinear(torch.mul, x, y, 2, stack_left=path == "stacked")
+        cross = x.parts[1][0] * y.parts[0][0] + (x.parts[0][0] * y.parts[1][0] if len(y_parts) > 1 else 0)
+    assert _degrees(out) == [2.0, 1.0]
+    assert not out.lead.any()  # 10⁻⁴⁰⁰ underflows; kept for the rules to judge by its bound
+    assert torch.equal(out.parts[1][0], cross)

@@ -427,3 +427,15 @@ def test_a_product_that_underflows_keeps_its_computed_zero_on_every_path(path: s
     assert _degrees(out) == [2.0, 1.0]
     assert not out.lead.any()  # 10⁻⁴⁰⁰ underflows; kept for the rules to judge by its bound
     assert torch.equal(out.parts[1][0], cross)
+
+
+@pytest.mark.parametrize("computed_side", ["left", "right"])
+def test_a_product_carries_in_the_error_of_a_computed_operand(computed_side: str) -> None:
+    # |x̂ŷ − xy| ≤ b_x·|y| when only x was computed (bound b_x) and y is exact, and symmetrically.
+    computed = Rounding(1.0, lambda: ONE, 2)
+    rounded, exact = Term(((A, 1.0),), roundings=(computed,)), Term(((B, 1.0),))
+    x, y = (rounded, exact) if computed_side == "left" else (exact, rounded)
+    bound = mul(x, y, 1).rounding(2.0)
+    assert bound is not None and bound.carried is not None
+    operand = computed.bound(torch.float32, 0.0, carried=True, cheap=True)
+    assert torch.allclose(bound.carried(torch.float32, 0.0), operand * B.abs(), rtol=1e-12)

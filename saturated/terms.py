@@ -281,11 +281,14 @@ def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: i
                       computed)
     if n is None:
         return result
+    # A part with no pair behind it (the zero make leaves at the floor when every tracked product
+    # is a known zero) stands for what is not known: it gets no bound.
+    kept = {degree for _, degree in result.parts if math.isfinite(degree)} & {deg for *_, deg in chosen}
     return result.with_roundings(
         product_rounding(fn, [((x.parts[i][0], x.rounding(x.parts[i][1])),
                                (y.parts[j][0], y.rounding(y.parts[j][1])))
                               for i, j, d in chosen if d == degree], degree, n, result.shape)
-        for _, degree in result.parts if math.isfinite(degree))
+        for degree in kept)
 
 
 def _contraction(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor) -> int | None:

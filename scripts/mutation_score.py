@@ -94,7 +94,7 @@ EQUIVALENT: dict[str, str] = {
     "saturated.rules.softmax.x__hard_attention__mutmut_71":
         "column 1 instead of 0 of the row counts: count is expanded along each row, so every column "
         "holds the same count; rows of a single position never tie and do not reach this line",
-    "saturated.terms.x_make__mutmut_63":
+    "saturated.terms.x_make__mutmut_65":
         "expand() also applied to a part that already has the broadcast shape: a view with the "
         "same values",
     "saturated.ties.x_contract__mutmut_2":
@@ -396,6 +396,33 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.checkpoints.x_scan_checkpoints__mutmut_7":
         "the tracker starts as \"\" instead of None: the first checkpoint always replaces it "
         "(first is None there) before anything reads it",
+    "saturated.terms.x_bilinear__mutmut_17":
+        "`d >= floor` among the degrees that may set the floor: a degree equal to the floor sorts "
+        "last, and the floor it sets is max(floor, floor), unchanged",
+    "saturated.terms.x_bilinear__mutmut_31":
+        "the zero returned when no pair lies above the floor is made with orders=None: its one part "
+        "sits at the floor, and make drops it before it reads orders",
+    "saturated.terms.x_bilinear__mutmut_35":
+        "`/ 0` for `* 0` in the zero returned when no pair lies above the floor: that part sits at "
+        "the floor and make keeps only its shape and dtype",
+    "saturated.terms.x_bilinear__mutmut_40":
+        "`* 1` for `* 0` in the zero returned when no pair lies above the floor: that part sits at "
+        "the floor and make keeps only its shape and dtype",
+    "saturated.terms.x_bilinear__mutmut_70":
+        "computed degrees also at one order: make reads them only with orders > 1 (finite degrees), "
+        "and drops an all-zero part of infinite degree either way",
+    "saturated.terms.x_bilinear__mutmut_76":
+        "the stacked call also for a single pair: a stack of one gives the same product",
+    "saturated.terms.x_bilinear__mutmut_77":
+        "the stacked call only from three pairs on: two pairs are multiplied one by one, the same "
+        "products",
+    "saturated.terms.x_bilinear__mutmut_102":
+        "one matmul over the concatenated parts also for a single pair: a concatenation of one, "
+        "the same product",
+    "saturated.terms.x_bilinear__mutmut_103":
+        "two pairs of a matmul multiplied one by one and summed instead of one matmul over the "
+        "concatenated parts: the same sum in another order of float additions, and the part's "
+        "rounding bound (n·pairs + pairs − 1 products) covers both orders",
 }
 
 

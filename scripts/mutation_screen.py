@@ -1,0 +1,136 @@
+"""Run every mutant of some modules against chosen test files, one forked process per mutant.
+
+``mutmut run`` runs, for each mutant, every selected test that reaches the mutated function: the
+tests of Hugging Face models and training runs too, for a function they happen to call. A module
+whose own test files are fast is screened in a fraction of that time by running only those files.
+A mutant counts as killed when one of them fails with it in place (the same switch mutmut uses,
+the ``MUTANT_UNDER_TEST`` variable read by its trampolines); a survivor here may still be killed by
+another file, so the score is a lower bound of the suite's. Verdicts are written into
+``mutants/<module>.py.meta`` with mutmut's exit codes, so ``scripts/mutation_score.py`` scores them
+and ``mutmut run NAME`` can rerun a survivor with its full test selection.
+
+Usage (from the repository root, after ``mutmut run`` or ``scripts/mutant_diffs.py`` generated
+``mutants/``; see docs/contributing.md)::
+
+    python scripts/mutation_screen.py saturated.terms -t tests/saturated/test_sat_terms.py
+    python scripts/mutation_screen.py "saturated.terms.x_bilinear*" --rerun \
+        -t tests/saturated/test_sat_terms.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["main", "run_one"]
+
+_KILLED, _SURVIVED, _TIMEOUT = 1, 0, 24  # mutmut's exit codes (see scripts/mutation_score.py)
+
+
+def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float]:
+    """The verdict on mutant ``name`` (empty: none) from a forked pytest run of ``tests`` with
+    ``-x``, and its wall time. The fork keeps whatever a mutant changed (caches, globals) out of
+    the next mutant's run."""
+    import pytest
+
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: run the tests with the mutant switched on, quietly
+        os.environ["MUTANT_UNDER_TEST"] = name
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        code = pytest.main(["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow",
+                            "-W", "ignore", "--rootdir", ".", *tests])
+        os._exit(int(code))
+    deadline = start + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return (_SURVIVED if code == 0 else _KILLED), time.monotonic() - start
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return _TIMEOUT, time.monotonic() - start
+
+
+def _meta_path(mutants: Path, module: str) -> Path:
+    return mutants / (module.replace(".", "/") + ".py.meta")
+
+
+def _module_of(pattern: str, mutants: Path) -> str:
+    """The module a name pattern belongs to: the longest dotted prefix with a .meta file."""
+    parts = pattern.split(".")
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        if _meta_path(mutants, module).exists():
+            return module
+    raise SystemExit(f"no generated mutants for {pattern!r} under {mutants}/; run `mutmut run` first")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("patterns", nargs="+",
+                        help="modules (saturated.terms) or mutant name patterns (saturated.terms.x_make*)")
+    parser.add_argument("-t", "--tests", nargs="+", required=True,
+                        help="test files or node ids, relative to the repository root")
+    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
+    parser.add_argument("--rerun", action="store_true", help="also rerun mutants with a verdict")
+    parser.add_argument("--timeout-factor", type=float, default=10.0,
+                        help="a mutant times out after this many times the clean run (default 10)")
+    args = parser.parse_args(argv)
+
+    mutants = args.mutants.resolve()
+    # The test files as they are now (mutmut's own copies under mutants/ lag behind edits).
+    tests = [str(Path(path).resolve()) + (f"::{rest}" if rest else "")
+             for path, _, rest in (test.partition("::") for test in args.tests)]
+    by_module: dict[str, list[str]] = {}
+    for pattern in args.patterns:
+        module = _module_of(pattern, mutants)
+        names = json.loads(_meta_path(mutants, module).read_text(encoding="utf-8"))["exit_code_by_key"]
+        wanted = pattern if any(ch in pattern for ch in "*?[") or pattern != module else f"{module}.*"
+        by_module.setdefault(module, []).extend(n for n in names if fnmatch.fnmatchcase(n, wanted))
+
+    os.chdir(mutants)  # the mutated tree comes first on the path, as under mutmut
+    sys.path.insert(0, str(mutants))
+    import pytest
+
+    # Collect once here, so every forked run finds torch, the package and the tests imported.
+    if pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", "--rootdir", ".", *tests]):
+        print("the tests cannot be collected", file=sys.stderr)
+        return 2
+    code, clean = run_one("", tests, timeout=3600)
+    if code != _SURVIVED:
+        print("the tests fail without any mutant: fix them first", file=sys.stderr)
+        return 2
+    timeout = args.timeout_factor * clean + 10
+    print(f"clean run {clean:.1f} s; each mutant may take {timeout:.0f} s", flush=True)
+
+    tally: Counter[str] = Counter()
+    for module, names in by_module.items():
+        meta_path = _meta_path(mutants, module)
+        for number, name in enumerate(sorted(set(names)), 1):
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta["exit_code_by_key"].get(name) is not None and not args.rerun:
+                continue
+            verdict, seconds = run_one(name, tests, timeout)
+            meta["exit_code_by_key"][name] = verdict
+            meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            word = {_KILLED: "killed", _SURVIVED: "survived", _TIMEOUT: "timeout"}[verdict]
+            tally[word] += 1
+            print(f"[{number}/{len(names)}] {name}: {word} ({seconds:.1f} s)", flush=True)
+    print(", ".join(f"{count} {word}" for word, count in sorted(tally.items())) or "nothing to run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -547,3 +547,273 @@ def test_sigmoid_lower_thresholds(name: str) -> None:
         assert sig[0] <= zero < sig[1]
     m = torch.tensor([row.torch_lower, _neighbour_below(row.torch_lower, dtype)], dtype=dtype)
     assert torch.sigmoid(-m)[0] == 0 and torch.sigmoid(-m)[1] > 0
+
+
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def _number(code: int, dtype: torch.dtype) -> float:
+    return float(torch.tensor([code], dtype=_BITS[dtype]).view(dtype)[0])
+
+
+def _first_at_least(x: mpmath.mpf, dtype: torch.dtype) -> float:
+    """The smallest number of ``dtype`` ≥ x > 0, found by stepping through the format's codes from
+    torch's rounding of x and comparing each number with x exactly."""
+    code = int(torch.tensor([float(x)], dtype=dtype).view(_BITS[dtype])[0])
+    while mpmath.mpf(_number(code, dtype)) < x:
+        code += 1
+    while code > 1 and mpmath.mpf(_number(code - 1, dtype)) >= x:
+        code -= 1
+    return _number(code, dtype)
+
+
+def _crossings(p: int, emin: int) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]]:
+    """Where each function meets its rounding boundary, solved numerically from the definitions:
+    σ(x) = 1 − 2^(−p−1), σ(−m) = 2^(emin−p), 1 − tanh(x) = 2^(−p−1) (tanh is odd, so the same m
+    for −1); softmax(x, 0) = (1, 0) needs both σ(x) → 1 and σ(−x) → 0, so the larger m."""
+    one, zero = 1 - mpmath.mpf(2) ** (-p - 1), mpmath.mpf(2) ** (emin - p)
+
+    def solve(f: object, start: float) -> mpmath.mpf:
+        return mpmath.findroot(f, start, tol=mpmath.mpf(10) ** -70)
+
+    up = solve(lambda x: 1 / (1 + mpmath.exp(-x)) - one, (p + 1) * math.log(2))
+    down = solve(lambda m: mpmath.log(1 / (1 + mpmath.exp(m)) / zero), (p - emin) * math.log(2))
+    tanh = solve(lambda x: mpmath.log((1 - mpmath.tanh(x)) / (1 - one)), (p + 2) * math.log(2) / 2)
+    return {"sigmoid": (up, down), "tanh": (tanh, tanh), "softmax2": (max(up, down), max(up, down))}
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_exact_thresholds_are_the_first_format_numbers_past_the_crossings(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The correctly rounded thresholds are numbers of the format, each the smallest one at or past
+    where the function crosses its rounding boundary (solved in mpmath at 80 digits); torch's
+    measurement (stubbed here, checked on torch in the tests above) is passed through unchanged."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    monkeypatch.setattr(bounds, "_measured", lambda function, d: (float(len(function)), float(d.itemsize)))
+    with mpmath.workdps(80):
+        crossings = _crossings(p, emin)
+        rows = bounds.format_thresholds(["sigmoid", "tanh", "softmax2"], [name])
+        for row in rows:
+            up, down = crossings[row.function]
+            assert (row.format, row.upper, row.lower) == (name, _first_at_least(up, dtype),
+                                                          _first_at_least(down, dtype))
+            assert (row.torch_upper, row.torch_lower) == (len(row.function), dtype.itemsize)
+    assert [row.function for row in rows] == ["sigmoid", "tanh", "softmax2"]
+
+
+def test_format_thresholds_cover_every_function_and_format_by_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bounds, "_measured", lambda function, dtype: (0.0, 0.0))
+    rows = bounds.format_thresholds()
+    assert [(row.format, row.function) for row in rows] == [
+        (name, function) for name in ("float16", "bfloat16", "float32", "float64")
+        for function in ("sigmoid", "tanh", "softmax2")]
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: bounds.format_thresholds(["sigmoid"], ["float8"]),
+     r"^expected a format among \['bfloat16', 'float16', 'float32', 'float64'\], got 'float8'$"),
+    (lambda: bounds.format_thresholds(["relu"], ["float16"]),
+     r"^expected 'sigmoid', 'tanh' or 'softmax2', got 'relu'$"),
+])
+def test_format_thresholds_name_what_they_expected(call: object, message: str) -> None:
+    with pytest.raises(SaturationError, match=message):
+        call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("value", ["8.5", "1", "8.50000001", "1e-7", "0.3", "65504", "3.4e38"])
+def test_rounding_up_to_a_format_gives_its_smallest_number_at_or_above(name: str, value: str) -> None:
+    """Numbers of the format come back unchanged, others go to the next one up (normal and
+    subnormal alike), checked against a search through the format's codes."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    with mpmath.workdps(80), bounds.interval_bits(200):
+        x = mpmath.mpf(value)
+        if x > torch.finfo(dtype).max:
+            return
+        assert bounds._round_up(mpmath.iv.mpf(value), p, emin) == _first_at_least(x, dtype)
+
+
+def test_rounding_up_an_interval_that_straddles_a_number_is_refused() -> None:
+    p, emin = _PRECISION["float16"]
+    message = "^the threshold lies too close to a representable number to decide$"
+    with bounds.interval_bits(200), pytest.raises(SaturationError, match=message):
+        bounds._round_up(mpmath.iv.mpf(["8.49", "8.51"]), p, emin)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_tanh_lower_thresholds_as_torch_computes_them(name: str) -> None:
+    """tanh(−m) is −1 from torch's lower threshold on and not one number below it."""
+    dtype = getattr(torch, name)
+    (row,) = bounds.format_thresholds(["tanh"], [name])
+    m = torch.tensor([row.torch_lower, _neighbour_below(row.torch_lower, dtype)], dtype=dtype)
+    assert torch.tanh(-m)[0] == -1 and torch.tanh(-m)[1] > -1
+
+
+@pytest.mark.parametrize(("name", "where"), [
+    *[("float16", where) for where in ("smallest", "middle", "largest", "never")],
+    ("float32", "grid"), ("float64", "middle"),  # the coarse search (2¹⁶ points) narrows first
+])
+def test_measured_threshold_search_finds_the_first_saturated_number(
+        name: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search through a format's positive numbers, run on a stand-in for torch that saturates
+    exactly from a chosen number T on (f(x) at its upper limit, f(−x) at its lower limit from the
+    next number on): it returns T and the number after it, wherever T lies: the smallest positive
+    number, a point of the first coarse grid, the largest finite number; ∞ if never saturated."""
+    dtype = getattr(torch, name)
+    top = int(torch.tensor([torch.finfo(dtype).max], dtype=dtype).view(_BITS[dtype])[0])
+    grid = torch.linspace(1, top, 1 << 16, dtype=torch.float64).round().to(torch.int64)
+    code = {"smallest": 1, "grid": int(grid[40_000]), "middle": top // 2 + 12_345, "largest": top - 1,
+            "never": top + 1}[where]
+    first = _number(code, dtype) if code <= top else math.inf
+    second = _number(code + 1, dtype) if code + 1 <= top else math.inf
+
+    def stand_in(function: str) -> object:
+        return lambda x: (x >= first, x >= second)
+
+    monkeypatch.setattr(bounds, "_torch_function", stand_in)
+    assert bounds._measured("sigmoid", dtype) == (first, second)
+
+
+def _worst_over_rows(function: str, n: int, t: int, u: float) -> mpmath.mpf:
+    """sup over inputs of error/bound at u, from the definitions at 60 digits: x = 1 at c = u for σ
+    and tanh; for softmax the larger over the two extreme rows at margin 1 and c = u (every loser
+    at the margin, or one loser at the margin and the others 10⁴ below)."""
+    with mpmath.workdps(60):
+        if function == "sigmoid":
+            return 1 / (1 + mpmath.exp(u)) / mpmath.exp(-u)
+        if function == "tanh":
+            return (1 - mpmath.tanh(u)) / (2 * mpmath.exp(-2 * u))
+        bound = softmax_constant(n, t) * mpmath.exp(-u)
+        close_row = [0.0] * t + [-1.0] * (n - t)
+        far_row = [0.0] * t + [-1.0] + [-1e4] * (n - t - 1)
+        return max(_direct_softmax_error(row, u, 60) for row in (close_row, far_row)) / bound
+
+
+@pytest.mark.parametrize(("function", "n", "t"), [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 2, 1),
+                                                  ("softmax", 6, 2), ("softmax", 7, 5), ("softmax", 3, 1)])
+@pytest.mark.parametrize("u", [0.05, 0.3, 2.0, 9.0])
+def test_worst_ratio_is_the_worst_error_over_the_bound(function: str, n: int, t: int, u: float) -> None:
+    """ρ(u), in mpmath and in interval arithmetic, is the worst error at u divided by the bound,
+    computed from the definitions on the rows that attain it (as the far losers go to −∞);
+    ``scale`` divides it."""
+    expected = _worst_over_rows(function, n, t, u)
+    with mpmath.workdps(60):
+        assert mpmath.almosteq(bounds._worst_ratio(function, n, t)(mpmath.mpf(u)), expected, rel_eps=1e-40)
+        assert mpmath.almosteq(bounds._worst_ratio(function, n, t, 0.5)(mpmath.mpf(u)), 2 * expected,
+                               rel_eps=1e-40)
+    with bounds.interval_bits(64):
+        enclosure = bounds._worst_ratio(function, n, t)(mpmath.iv.mpf(u))
+        assert enclosure.a <= expected <= enclosure.b <= expected * (1 + 1e-15)  # the upper end is tight
+
+
+def test_certificate_records_what_it_checked() -> None:
+    """By default the sigmoid/tanh certificate is for n = 2, t = 1 on 400 evenly spaced points
+    from u = 0 to 60; the fields report what was checked."""
+    certificate = certify_bound("tanh")
+    assert (certificate.function, certificate.n, certificate.t) == ("tanh", 2, 1)
+    assert len(certificate.grid) == 400 and certificate.grid[0] == 0 and certificate.grid[-1] == 60
+    assert np.allclose(np.diff(certificate.grid), 60 / 399, rtol=1e-12, atol=0)
+    short = certify_bound("softmax", n=5, t=2, upto=0.5, points=2)
+    assert (short.function, short.n, short.t, short.grid) == ("softmax", 5, 2, (0.0, 0.5))
+    assert short.holds and short.increasing
+
+
+def test_a_bound_too_small_only_beyond_the_grid_fails_at_the_limit() -> None:
+    """Scaled by 1 − 2⁻⁵⁰, each bound still holds on a grid up to u = 25 (there ρ·(1 − 2⁻⁵⁰) is
+    below 1 by about e^(−25) ≫ 2⁻⁵⁰) but not as u → ∞, where ρ → 1/(1 − 2⁻⁵⁰): the certificate
+    must fail, and report that limit as its worst ratio."""
+    scale = 1 - 2.0**-50
+    for function, n, t in [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 4, 2)]:
+        certificate = certify_bound(function, n=n, t=t, upto=25.0, points=40, bound_scale=scale)
+        assert not certificate.holds and certificate.increasing
+        assert certificate.worst == pytest.approx(1 / scale, rel=1e-15) and certificate.worst > 1
+
+
+def test_certificate_fails_where_the_ratio_exceeds_one_on_the_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ρ(u) = 1.5/(1 + u) is above 1 near 0 and its limit (1 for σ) is fine: the bound does not
+    hold, and the worst ratio is ρ(0) = 1.5. A constant ρ counts as non-decreasing."""
+    monkeypatch.setattr(bounds, "_worst_ratio", lambda *_: lambda u: 1.5 / (1 + u))
+    certificate = certify_bound("sigmoid", points=50)
+    assert not certificate.holds and certificate.worst == 1.5
+    monkeypatch.setattr(bounds, "_worst_ratio", lambda *_: lambda u: 0 * u + mpmath.mpf(1) / 2)
+    certificate = certify_bound("sigmoid", points=50)
+    assert certificate.holds and certificate.increasing and certificate.worst == 1
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n": 2, "t": 3}, "^expected 1 ≤ t ≤ n tied and allowed positions, got n=2, t=3$"),
+    ({"n": 4, "t": 0}, "expected 1 ≤ t ≤ n"),
+    ({"n": 3, "t": 3}, "^with every position tied the error is 0; there is nothing to bound$"),
+    ({"n": 3, "points": 1}, "^expected at least 2 points up to a positive u, got 1, 60.0$"),
+    ({"n": 3, "upto": 0.0}, "^expected at least 2 points up to a positive u, got 400, 0.0$"),
+    ({"n": 3, "upto": -1.0, "points": 1}, "at least 2 points"),
+    ({"n": 3, "upto": math.nan}, "at least 2 points"),
+])
+def test_certificate_requests_that_make_no_sense_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(SaturationError, match=message):
+        certify_bound("softmax", **kwargs)
+
+
+def test_scaling_rate_defaults_to_an_exponential_fit_at_fifty_digits() -> None:
+    """e(c) = 3e^(−c/2): rate 1/2, constant 3, an exact line (r² = 1); the error is evaluated inside
+    a 50-digit context, and the fit reports the scales and the errors as floats."""
+    seen = []
+
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        seen.append(mpmath.mp.dps)
+        return 3 * mpmath.exp(-c / 2)
+
+    fit = bounds.scaling_rate(error, [10, 20, 40])
+    assert seen == [50, 50, 50]
+    assert fit.kind == "exponential" and fit.scales == (10.0, 20.0, 40.0)
+    assert fit.rate == pytest.approx(0.5, rel=1e-12) and fit.constant == pytest.approx(3.0, rel=1e-10)
+    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12)
+    assert fit.r_squared == pytest.approx(1.0, abs=1e-12)
+
+
+def test_scaling_rate_reports_errors_below_the_float_range_as_zero() -> None:
+    """e(c) = e^(−c) at c = 100, 740, 800: the first two are floats (the second subnormal), the
+    third below the smallest float is reported as 0 while the fit, made on the logs, still finds
+    rate 1 and constant 1."""
+    fit = bounds.scaling_rate(lambda c: mpmath.exp(-c), [100, 740, 800])
+    assert fit.errors[:2] == (math.exp(-100), math.exp(-740)) and fit.errors[2] == 0.0
+    assert fit.rate == pytest.approx(1.0, rel=1e-12) and fit.constant == pytest.approx(1.0, rel=1e-9)
+
+
+def test_scaling_rate_accepts_integer_scales_of_any_size() -> None:
+    """Scales are numbers: c = 10²⁰·k (beyond 64-bit integers) fit e^(−c/10²⁰) with rate 10⁻²⁰."""
+    fit = bounds.scaling_rate(lambda c: mpmath.exp(-c / 10**20), [10**20, 2 * 10**20, 4 * 10**20])
+    assert fit.rate == pytest.approx(1e-20, rel=1e-9) and fit.scales == (1e20, 2e20, 4e20)
+
+
+@pytest.mark.parametrize(("scales", "kind", "error", "message"), [
+    ([1, 2, 3], "linear", None, "^expected kind 'exponential' or 'polynomial', got 'linear'$"),
+    ([1, 2], "exponential", None, r"^expected at least three finite scales c > 0, got \[1, 2\]$"),
+    ([0, 1, 2], "exponential", None, r"got \[0, 1, 2\]"),
+    ([-1, 1, 2], "polynomial", None, "at least three finite scales"),
+    ([1, 2, math.inf], "exponential", None, "at least three finite scales"),
+    ([1, 2, 3], "exponential", lambda c: mpmath.mpf(0) * c,
+     r"^the scaling error at c = 1 is 0.0; expected a positive finite number to fit \(raise dps if it "
+     r"underflowed\)$"),
+    ([1, 2, 3], "exponential", lambda c: -c, "the scaling error at c = 1 is -1.0; expected a positive"),
+    ([1, 2, 3], "exponential", lambda c: mpmath.inf * c, "is [+]inf; expected a positive finite number"),
+])
+def test_scaling_rate_refuses_what_it_cannot_fit(scales: list, kind: str, error: object,
+                                                  message: str) -> None:
+    error = error or (lambda c: mpmath.exp(-c))
+    with pytest.raises(SaturationError, match=message):
+        bounds.scaling_rate(error, scales, kind=kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("scales", "kind"), [([1, 2, 3], "exponential"), ([0.25, 0.5, 0.75], "polynomial")])
+def test_scaling_rate_needs_only_three_positive_scales(scales: list, kind: str) -> None:
+    """Three scales suffice, and scales below 1 are scales too: e(c) = c⁻² or e^(−2c)."""
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        return c**-2 if kind == "polynomial" else mpmath.exp(-2 * c)
+
+    fit = bounds.scaling_rate(error, scales, kind=kind)
+    assert fit.kind == kind and fit.rate == pytest.approx(2.0, rel=1e-12)

@@ -784,6 +784,19 @@ def test_scaling_rate_reports_errors_below_the_float_range_as_zero() -> None:
     assert fit.rate == pytest.approx(1.0, rel=1e-12) and fit.constant == pytest.approx(1.0, rel=1e-9)
 
 
+@pytest.mark.parametrize("log10_constant", [308, 400])
+def test_scaling_rate_reports_constants_and_errors_up_to_the_float_range(log10_constant: int) -> None:
+    """e(c) = 10^k·e^(−c): C = 10³⁰⁸ and the errors 10³⁰⁸e^(−c) are floats and reported as such;
+    with 10⁴⁰⁰ they are beyond the float range, reported as ∞; the rate is 1 either way."""
+    fit = bounds.scaling_rate(lambda c: mpmath.mpf(10) ** log10_constant * mpmath.exp(-c), [1, 2, 3], dps=60)
+    assert fit.rate == pytest.approx(1.0, rel=1e-9)
+    if log10_constant == 308:
+        assert fit.constant == pytest.approx(1e308, rel=1e-9)
+        assert fit.errors == pytest.approx([1e308 * math.exp(-c) for c in (1, 2, 3)], rel=1e-9)
+    else:
+        assert fit.constant == math.inf and fit.errors == (math.inf,) * 3
+
+
 def test_scaling_rate_accepts_integer_scales_of_any_size() -> None:
     """Scales are numbers: c = 10²⁰·k (beyond 64-bit integers) fit e^(−c/10²⁰) with rate 10⁻²⁰."""
     fit = bounds.scaling_rate(lambda c: mpmath.exp(-c / 10**20), [10**20, 2 * 10**20, 4 * 10**20])

@@ -175,6 +175,7 @@ def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
 
 @pytest.mark.parametrize(("row", "eps"), [
     ([0.0, -1.0], 0.01),
+    ([0.0, -10.0], 0.01),  # c* = log(99)/10 < 1
     ([3.0, 1.0, 0.5, -2.0, -math.inf], 1e-6),
     ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),  # tied winners: the top loser's error first rises
     ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
@@ -184,6 +185,13 @@ def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float)
     true = _true_scale(row, eps)
     assert lo <= true <= hi
     assert hi <= lo * (1 + 1e-3)
+    # The float64 bisection that the certificate starts from is itself accurate, and from it the
+    # certificate is c·(1 ∓ h) with (1 + h)/(1 − h) = 1 + 0.9·rel_width (docs/bounds.md).
+    estimate = float(bounds._float_scales(bounds._Padded.of([bounds._row(row)]), eps)[0])
+    assert estimate == pytest.approx(float(true), rel=1e-9)
+    h = 0.9e-3 / (2 + 0.9e-3)
+    assert bounds._certify(bounds._row(row), estimate, eps, 1e-3) == pytest.approx(
+        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15)
 
 
 def test_the_error_can_rise_before_it_falls() -> None:
@@ -830,3 +838,75 @@ def test_scaling_rate_needs_only_three_positive_scales(scales: list, kind: str) 
 
     fit = bounds.scaling_rate(error, scales, kind=kind)
     assert fit.kind == kind and fit.rate == pytest.approx(2.0, rel=1e-12)
+
+
+def _last_crossing(error: object, eps: float, end: float) -> mpmath.mpf:
+    """The largest c in (0, end) with error(c) > eps (0 if none), at 30 digits: a geometric scan
+    from 10⁻⁴ (300 points), then bisection."""
+    with mpmath.workdps(30):
+        grid = [mpmath.mpf(10) ** -4 * (mpmath.mpf(end) * 10**4) ** (mpmath.mpf(k) / 299) for k in range(300)]
+        above = [k for k, c in enumerate(grid) if error(c) > eps]  # type: ignore[operator]
+        if not above:
+            return mpmath.mpf(0)
+        lo, hi = grid[above[-1]], grid[above[-1] + 1]
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if error(mid) > eps else (lo, mid)  # type: ignore[operator]
+        return lo
+
+
+def _lower_errors(t: int, near: list[float], far: list[float]) -> tuple[object, object]:
+    """The two lower bounds of :func:`bounds._exceeds`, from their definitions: the winners'
+    R/(t(t + R)) with R = Σ e^(−c·near), and the top loser's x/(t + x + S) with x = e^(−c·near[0])
+    and S = Σ e^(−c·far)."""
+    def winners(c: mpmath.mpf) -> mpmath.mpf:
+        r = mpmath.fsum(mpmath.exp(-c * g) for g in near)
+        return r / (t * (t + r))
+
+    def loser(c: mpmath.mpf) -> mpmath.mpf:
+        x = mpmath.exp(-c * near[0])
+        return x / (t + x + mpmath.fsum(mpmath.exp(-c * g) for g in far))
+
+    return winners, loser
+
+
+@pytest.mark.parametrize(("t", "near", "far", "eps"), [
+    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the winners' error sets the scale
+    (2, [0.05, 3.0], [3.0] * 30, 0.02),  # the top loser's error rises first and sets it
+    (3, [0.2] + [6.0] * 5, [6.0] * 5, 0.05),
+    (2, [1.0], [], 0.165),  # the winners' error crosses eps at c = 0.015, early in the scan
+    (2, [1.0, 2.0], [2.0], 0.4),  # never above eps
+])
+def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far, eps) -> None:
+    """The interval check says each error exceeds eps just below its last crossing (relative
+    10⁻⁶) and not just above it; the scale returned is 10⁻⁶ below the later of the two crossings
+    (each error is log-concave, so its last crossing is unique), and 0 when neither exceeds eps."""
+    crossings = []
+    for which, error in enumerate(_lower_errors(t, near, far)):
+        crossing = float(_last_crossing(error, eps, 200.0))
+        crossings.append(crossing)
+        points = [crossing * (1 - 1e-6), crossing * (1 + 1e-6)] if crossing else [None, 1.0]
+        for c, exceeds in zip(points, (True, False)):
+            if c is not None:
+                assert bounds._certify_exceeds(t, np.array(near), np.array(far), c, eps, which) == exceeds
+    found = bounds._exceeds(t, np.array(near), np.array(far), eps)
+    assert found == pytest.approx(max(crossings) * (1 - 1e-6), rel=1e-9, abs=0)
+    assert bounds._exceeds(t, np.array([]), np.array(far), eps) == 0.0
+@pytest.mark.parametrize(("row", "eps"), [
+    ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),
+    ([1.0, 1.0, 1.0, 0.8] + [-5.0] * 5, 0.05),
+    ([0.0, 0.0, -1.0, -2.0], 0.3),  # the loser never exceeds eps
+])
+def test_float_scale_of_the_top_loser_is_its_last_crossing(row: list[float], eps: float) -> None:
+    """b, the right end of {c: top loser's error e^(−cδ)/(t + R) > eps}, from the float64
+    bisection, against the definition in mpmath (0 when the error never exceeds eps)."""
+    r = bounds._row(row)
+    gaps = [float(g) for g in r.gaps]
+
+    def loser(c: mpmath.mpf) -> mpmath.mpf:
+        terms = [mpmath.exp(-c * g) for g in gaps]
+        return terms[0] / (r.t + mpmath.fsum(terms))
+
+    crossing = _last_crossing(loser, eps, 400.0)
+    found = bounds._float_scales_of_loser(bounds._Padded.of([r]), np.array([1000.0]), eps)
+    assert found[0] == pytest.approx(float(crossing), rel=1e-9, abs=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -910,3 +911,74 @@ def test_float_scale_of_the_top_loser_is_its_last_crossing(row: list[float], eps
     crossing = _last_crossing(loser, eps, 400.0)
     found = bounds._float_scales_of_loser(bounds._Padded.of([r]), np.array([1000.0]), eps)
     assert found[0] == pytest.approx(float(crossing), rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize(("margin", "t", "n", "eps", "slack"), [
+    (1.0, 1, 3, 1e-3, 0.0),  # K = 2: the upper bound is attained with both losers at the margin
+    (0.5, 2, 5, 1e-2, 0.1),  # K = max(1/2, 3/4)
+    (2.0, 3, 4, 0.3, 0.0),  # K = 1/3 < eps·e: log(K/eps) < 1; eps·t < 1 but x = 27 > 1: no lower bound
+    (1.0, 3, 9, 0.5, 0.0),  # eps·t > 1: x < 0, no lower bound
+])
+def test_cheap_scale_bounds_follow_their_formulas_and_contain_the_scale(margin, t, n, eps, slack) -> None:
+    """upper = log(K/eps)/(δ − slack) with K = max(1/t, (n − t)/t²) (0 where K ≤ eps), lower =
+    −log(x)/(δ + slack) with x = eps·t²/(1 − eps·t) where 0 < x < 1 (else 0); the certified scale
+    of the row with t winners and n − t losers at the margin lies between them."""
+    k = max(1 / t, (n - t) / t**2)
+    x = eps * t**2 / (1 - eps * t)
+    upper = max(math.log(k / eps), 0.0) / (margin - slack)
+    lower = -math.log(x) / (margin + slack) if 0 < x < 1 else 0.0
+    low, high = bounds.scale_bounds_of_rows(torch.tensor([margin], dtype=torch.float64), torch.tensor([t]),
+                                            torch.tensor([n]), eps, torch.tensor([slack]).double())
+    assert float(high[0]) == pytest.approx(upper, rel=1e-12)
+    assert float(low[0]) == pytest.approx(lower, rel=1e-12)
+    lo, hi = scale_to_saturate([0.0] * t + [-margin] * (n - t), eps)
+    assert float(low[0]) <= hi and lo <= float(high[0]) * (1 + 1e-9)
+
+
+def test_log_error_bound_of_a_rounded_softmax() -> None:
+    """u·(gap + 8) + 2·tiny/p̂ + 10⁻¹⁵(|log p̂| + 1) at hand-picked weights, and ∞ without a
+    warning where a weight is 0."""
+    u, tiny = 2.0**-24, 1e-45
+    p, gap = np.array([0.5, 1e-40, 0.0]), np.array([0.0, 90.0, 200.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = bounds.softmax_log_error(p, gap, u, tiny)
+    expected = [8 * u + 4e-45 + 1e-15 * (math.log(2) + 1), 98 * u + 2e-5 + 1e-15 * (40 * math.log(10) + 1)]
+    assert found[:2] == pytest.approx(expected, rel=1e-12) and found[2] == math.inf
+
+
+def test_scale_to_saturate_defaults_and_tie_tolerance() -> None:
+    """eps = 1e-3 by default; a given rtol decides the ties: with rtol = 1e-2, −1e-3 ties with 0
+    and the row is (0, 0, −1)."""
+    row = [0.0, -1e-3, -1.0]
+    assert scale_to_saturate(row) == scale_to_saturate(row, 1e-3, rel_width=1e-3, rtol=None)
+    assert scale_to_saturate(row, 1e-3, rtol=1e-2) == scale_to_saturate([0.0, 0.0, -1.0], 1e-3, rtol=0.0)
+    assert scale_to_saturate(row, 1e-3, rtol=0.0)[0] > 1000  # untied, the margin is 1e-3
+
+
+@pytest.mark.parametrize(("scores", "shape"), [([[0.0, -1.0]], r"\(1, 2\)"), ([], r"\(0,\)")])
+def test_a_row_must_be_one_dimensional_and_non_empty(scores: list, shape: str) -> None:
+    with pytest.raises(SaturationError, match=f"^expected a non-empty 1-d row of scores, got shape {shape}$"):
+        scale_to_saturate(scores, 0.1)
+
+
+def test_interval_enclosures_of_a_row_contain_the_exact_sums() -> None:
+    """R = Σ e^(−c·a_k), the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors built
+    from them and the log-slope −δ + M/(t + R) are enclosed, within 10⁻¹² relatively, at a small
+    and a large c (terms e^(−30) below the top loser are enclosed in bulk)."""
+    row = bounds._row([0.0, 0.0, -0.5, -1.0, -4.0] + [-50.0] * 20 + [-400.0] * 5)
+    gaps = [mpmath.mpf(g) for g in row.exact_gaps()]
+    for c in (0.1, 10.0):
+        with bounds.interval_bits(80):
+            box = bounds._Enclosure(row, mpmath.iv.mpf(c))
+            with mpmath.workdps(60):
+                terms = [mpmath.exp(-c * a) for a in gaps]
+                r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
+                exact = {"total": r, "moment": m, "top": terms[0], "winners": r / (2 * (2 + r)),
+                         "loser": terms[0] / (2 + r), "slope": -gaps[0] + m / (2 + r)}
+            boxes = {"total": box.total, "moment": box.moment, "top": box.top, "winners": box.winners(),
+                     "loser": box.loser(), "slope": box.slope()}
+            for name, value in exact.items():
+                enclosure = boxes[name]
+                assert enclosure.a <= value <= enclosure.b, (c, name)
+                assert enclosure.delta <= 1e-12 * abs(value), (c, name)

@@ -893,24 +893,45 @@ def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far,
     found = bounds._exceeds(t, np.array(near), np.array(far), eps)
     assert found == pytest.approx(max(crossings) * (1 - 1e-6), rel=1e-9, abs=0)
     assert bounds._exceeds(t, np.array([]), np.array(far), eps) == 0.0
-@pytest.mark.parametrize(("row", "eps"), [
-    ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),
-    ([1.0, 1.0, 1.0, 0.8] + [-5.0] * 5, 0.05),
-    ([0.0, 0.0, -1.0, -2.0], 0.3),  # the loser never exceeds eps
-])
-def test_float_scale_of_the_top_loser_is_its_last_crossing(row: list[float], eps: float) -> None:
-    """b, the right end of {c: top loser's error e^(−cδ)/(t + R) > eps}, from the float64
-    bisection, against the definition in mpmath (0 when the error never exceeds eps)."""
+def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
+    """The row as the limit sees it, its top loser's error e^(−cδ)/(t + R) from the definition,
+    and the height of that error's peak (its log is concave: bisection on the slope's sign)."""
     r = bounds._row(row)
-    gaps = [float(g) for g in r.gaps]
+    gaps = [mpmath.mpf(float(g)) for g in r.gaps]
 
     def loser(c: mpmath.mpf) -> mpmath.mpf:
         terms = [mpmath.exp(-c * g) for g in gaps]
         return terms[0] / (r.t + mpmath.fsum(terms))
 
-    crossing = _last_crossing(loser, eps, 400.0)
-    found = bounds._float_scales_of_loser(bounds._Padded.of([r]), np.array([1000.0]), eps)
-    assert found[0] == pytest.approx(float(crossing), rel=1e-9, abs=0)
+    def slope(c: mpmath.mpf) -> mpmath.mpf:
+        terms = [mpmath.exp(-c * g) for g in gaps]
+        return -gaps[0] + mpmath.fsum(g * e for g, e in zip(gaps, terms)) / (r.t + mpmath.fsum(terms))
+
+    with mpmath.workdps(30):
+        lo, hi = mpmath.mpf(0), mpmath.mpf(1000)
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+        return r, loser, loser(lo)
+
+
+_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30
+
+
+@pytest.mark.parametrize("eps", [0.02, "just below the peak"])
+def test_float_scale_of_the_top_loser_is_its_last_crossing(eps: float | str) -> None:
+    """b, the right end of {c: top loser's error e^(−cδ)/(t + R) > eps}, from the float64
+    bisection over rows of different lengths at once, against the definition in mpmath (0 when
+    the error never exceeds eps); also when eps is 10⁻⁴ below the peak, so that the set is short."""
+    rows = [_RISING, [0.0, 0.0] + [-1.0] * 60, [1.0, 1.0, 1.0, 0.8] + [-5.0] * 5, [2.0, 2.0, 1.9, -1.0]]
+    tops = [_top_loser(row) for row in rows]
+    if eps != 0.02:
+        eps = float(tops[0][2]) * (1 - 1e-4)
+    crossings = [float(_last_crossing(loser, eps, 1000.0)) for _, loser, _ in tops]
+    assert crossings[0] > 0 and crossings[1] == 0  # 60 losers at the margin dilute the top one
+    padded = bounds._Padded.of([r for r, _, _ in tops])
+    found = bounds._float_scales_of_loser(padded, np.full(len(rows), 2000.0), eps)
+    assert found == pytest.approx(crossings, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize(("margin", "t", "n", "eps", "slack"), [

@@ -948,8 +948,8 @@ def test_cheap_scale_bounds_follow_their_formulas_and_contain_the_scale(margin, 
     x = eps * t**2 / (1 - eps * t)
     upper = max(math.log(k / eps), 0.0) / (margin - slack)
     lower = -math.log(x) / (margin + slack) if 0 < x < 1 else 0.0
-    low, high = bounds.scale_bounds_of_rows(torch.tensor([margin], dtype=torch.float64), torch.tensor([t]),
-                                            torch.tensor([n]), eps, torch.tensor([slack]).double())
+    margins, slacks = torch.tensor([margin], dtype=torch.float64), torch.tensor([slack], dtype=torch.float64)
+    low, high = bounds.scale_bounds_of_rows(margins, torch.tensor([t]), torch.tensor([n]), eps, slacks)
     assert float(high[0]) == pytest.approx(upper, rel=1e-12)
     assert float(low[0]) == pytest.approx(lower, rel=1e-12)
     lo, hi = scale_to_saturate([0.0] * t + [-margin] * (n - t), eps)

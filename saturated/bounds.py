@@ -920,10 +920,10 @@ class RateFit:
         kind: ``"exponential"`` (log e ≈ log C − rate·c) or ``"polynomial"`` (log e ≈ log C −
             rate·log c).
         rate: the fitted rate (the exponent's slope, or the polynomial order).
-        constant: C.
+        constant: C (∞ beyond the float range).
         scales: the scales measured.
-        errors: the errors, as floats (0 where they underflow a float; the fit uses their logs
-            in high precision).
+        errors: the errors, as floats (0 where they underflow a float, ∞ where they overflow it;
+            the fit uses their logs in high precision).
         r_squared: the coefficient of determination of the fit in log space.
     """
 
@@ -970,9 +970,16 @@ def scaling_rate(error: Callable[[mpmath.mpf], mpmath.mpf], scales: Sequence[flo
     line = scipy.stats.linregress(xs, np.array(logs))
     slope, intercept = float(line.slope), float(line.intercept)
     r_squared = float(line.rvalue) ** 2
-    errors = tuple(math.exp(v) if v > -745 else 0.0 for v in logs)
-    return RateFit(kind, -slope, math.exp(intercept) if intercept < 709 else math.inf,
-                   tuple(float(c) for c in scales), errors, r_squared)
+    errors = tuple(_float_exp(v) for v in logs)
+    return RateFit(kind, -slope, _float_exp(intercept), tuple(float(c) for c in scales), errors, r_squared)
+
+
+def _float_exp(v: float) -> float:
+    """e^v as a float: 0 below the float range (math.exp underflows quietly), ∞ above it."""
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
 
 
 # --- Certified scales of attention rows read from a model (the head atlas, empirical.measure.heads).

@@ -53,6 +53,8 @@ def test_tanh_bound_is_two_e_to_the_minus_two_u_and_tight(x: float, c: float) ->
 ])
 def test_softmax_constant_is_the_larger_of_one_over_t_and_n_minus_t_over_t_squared(n, t, constant) -> None:
     assert softmax_constant(n, t) == constant
+    if t == 1:  # one maximal position is the default: K = n − 1
+        assert softmax_constant(n) == constant == n - 1
 
 
 @pytest.mark.parametrize(("n", "t"), [(3, 0), (3, 4), (0, 0), (2.0, 1), (3, 1.0)])
@@ -113,8 +115,51 @@ def test_scales_must_be_finite_and_non_negative(c: float) -> None:
 
 
 @pytest.mark.parametrize("x", [0.0, -0.0, math.inf, -math.inf])
-def test_inputs_at_the_decision_boundary_or_infinite_are_refused(x: float) -> None:
-    message = "not determined at 0" if x == 0 else "finite input"
-    for function in (sigmoid_error, tanh_error, sigmoid_bound, tanh_bound):
-        with pytest.raises(SaturationError, match=message):
-            function(x, 1.0)
+@pytest.mark.parametrize(("function", "limit"), [
+    (sigmoid_error, "step"), (sigmoid_bound, "step"), (tanh_error, "sign"), (tanh_bound, "sign"),
+])
+def test_inputs_at_the_decision_boundary_or_infinite_are_refused(x: float, function, limit: str) -> None:
+    """The message names the limit that is undefined (step for σ, sign for tanh) and what arrived."""
+    message = (rf"^{limit} is not determined at 0 \(its limit is undefined there\)$" if x == 0
+               else f"^expected a finite input to {limit}, got {x!r}$")
+    with pytest.raises(SaturationError, match=message):
+        function(x, 1.0)
+
+
+@pytest.mark.parametrize(("function", "closed_form"), [
+    (sigmoid_error, lambda u: 1 / (1 + mpmath.exp(u))),
+    (sigmoid_bound, lambda u: mpmath.exp(-u)),
+    (tanh_error, lambda u: 2 / (mpmath.exp(2 * u) + 1)),
+    (tanh_bound, lambda u: 2 * mpmath.exp(-2 * u)),
+])
+def test_sigmoid_and_tanh_default_to_scale_one_and_fifty_digits(function, closed_form) -> None:
+    """Called with x alone, each function evaluates at c = 1 with 50 digits (its signature's
+    documented defaults): the same number, bit for bit, as the explicit call."""
+    value = function(-0.7)
+    assert value == function(-0.7, 1, dps=50)
+    with mpmath.workdps(80):
+        assert mpmath.almosteq(value, closed_form(mpmath.mpf(0.7)), rel_eps=mpmath.mpf(10) ** -48)
+
+
+def test_softmax_error_and_bound_default_to_scale_one_and_fifty_digits() -> None:
+    """x = (0, −1, −3) at c = 1: t = 1, R = e^(−1) + e^(−3), error R/(1 + R); bound 2e^(−1)."""
+    row = [0.0, -1.0, -3.0]
+    error, bound = softmax_error(row), softmax_bound(row)
+    assert error == softmax_error(row, 1, dps=50, rtol=None)
+    assert bound == softmax_bound(row, 1, dps=50, rtol=None)
+    with mpmath.workdps(80):
+        r = mpmath.exp(-1) + mpmath.exp(-3)
+        assert mpmath.almosteq(error, r / (1 + r), rel_eps=mpmath.mpf(10) ** -48)
+        assert mpmath.almosteq(bound, 2 * mpmath.exp(-1), rel_eps=mpmath.mpf(10) ** -48)
+
+
+def test_softmax_error_and_bound_follow_the_tie_tolerance_given() -> None:
+    """x = (0, −1e-3, −1): by default −1e-3 is a loser (t = 1, δ = 1e-3, K = 2); with rtol = 1e-2
+    it ties with the maximum (t = 2, δ = 1, K = max(1/2, 1/4)), and the loser's error
+    e^(−c)/(2 + e^(−c)) exceeds the winners' e^(−c)/(2(2 + e^(−c)))."""
+    row, c = [0.0, -1e-3, -1.0], 2.0
+    with mpmath.workdps(60):
+        tail = mpmath.exp(-c)
+        assert close(softmax_bound(row, c, dps=60, rtol=1e-2), tail / 2)
+        assert close(softmax_error(row, c, dps=60, rtol=1e-2), tail / (2 + tail))
+        assert close(softmax_bound(row, c, dps=60), 2 * mpmath.exp(-c * (mpmath.mpf(0) - mpmath.mpf(-1e-3))))

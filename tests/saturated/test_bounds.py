@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -175,6 +176,7 @@ def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
 
 @pytest.mark.parametrize(("row", "eps"), [
     ([0.0, -1.0], 0.01),
+    ([0.0, -10.0], 0.01),  # c* = log(99)/10 < 1
     ([3.0, 1.0, 0.5, -2.0, -math.inf], 1e-6),
     ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),  # tied winners: the top loser's error first rises
     ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
@@ -184,6 +186,13 @@ def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float)
     true = _true_scale(row, eps)
     assert lo <= true <= hi
     assert hi <= lo * (1 + 1e-3)
+    # The float64 bisection that the certificate starts from is itself accurate, and from it the
+    # certificate is c·(1 ∓ h) with (1 + h)/(1 − h) = 1 + 0.9·rel_width (docs/bounds.md).
+    estimate = float(bounds._float_scales(bounds._Padded.of([bounds._row(row)]), eps)[0])
+    assert estimate == pytest.approx(float(true), rel=1e-9)
+    h = 0.9e-3 / (2 + 0.9e-3)
+    assert bounds._certify(bounds._row(row), estimate, eps, 1e-3) == pytest.approx(
+        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15)
 
 
 def test_the_error_can_rise_before_it_falls() -> None:
@@ -547,3 +556,450 @@ def test_sigmoid_lower_thresholds(name: str) -> None:
         assert sig[0] <= zero < sig[1]
     m = torch.tensor([row.torch_lower, _neighbour_below(row.torch_lower, dtype)], dtype=dtype)
     assert torch.sigmoid(-m)[0] == 0 and torch.sigmoid(-m)[1] > 0
+
+
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def _number(code: int, dtype: torch.dtype) -> float:
+    return float(torch.tensor([code], dtype=_BITS[dtype]).view(dtype)[0])
+
+
+def _first_at_least(x: mpmath.mpf, dtype: torch.dtype) -> float:
+    """The smallest number of ``dtype`` ≥ x > 0, found by stepping through the format's codes from
+    torch's rounding of x and comparing each number with x exactly."""
+    code = int(torch.tensor([float(x)], dtype=dtype).view(_BITS[dtype])[0])
+    while mpmath.mpf(_number(code, dtype)) < x:
+        code += 1
+    while code > 1 and mpmath.mpf(_number(code - 1, dtype)) >= x:
+        code -= 1
+    return _number(code, dtype)
+
+
+def _crossings(p: int, emin: int) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]]:
+    """Where each function meets its rounding boundary, solved numerically from the definitions:
+    σ(x) = 1 − 2^(−p−1), σ(−m) = 2^(emin−p), 1 − tanh(x) = 2^(−p−1) (tanh is odd, so the same m
+    for −1); softmax(x, 0) = (1, 0) needs both σ(x) → 1 and σ(−x) → 0, so the larger m."""
+    one, zero = 1 - mpmath.mpf(2) ** (-p - 1), mpmath.mpf(2) ** (emin - p)
+
+    def solve(f: object, start: float) -> mpmath.mpf:
+        return mpmath.findroot(f, start, tol=mpmath.mpf(10) ** -70)
+
+    up = solve(lambda x: 1 / (1 + mpmath.exp(-x)) - one, (p + 1) * math.log(2))
+    down = solve(lambda m: mpmath.log(1 / (1 + mpmath.exp(m)) / zero), (p - emin) * math.log(2))
+    tanh = solve(lambda x: mpmath.log((1 - mpmath.tanh(x)) / (1 - one)), (p + 2) * math.log(2) / 2)
+    return {"sigmoid": (up, down), "tanh": (tanh, tanh), "softmax2": (max(up, down), max(up, down))}
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_exact_thresholds_are_the_first_format_numbers_past_the_crossings(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The correctly rounded thresholds are numbers of the format, each the smallest one at or past
+    where the function crosses its rounding boundary (solved in mpmath at 80 digits); torch's
+    measurement (stubbed here, checked on torch in the tests above) is passed through unchanged."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    monkeypatch.setattr(bounds, "_measured", lambda function, d: (float(len(function)), float(d.itemsize)))
+    with mpmath.workdps(80):
+        crossings = _crossings(p, emin)
+        rows = bounds.format_thresholds(["sigmoid", "tanh", "softmax2"], [name])
+        for row in rows:
+            up, down = crossings[row.function]
+            assert (row.format, row.upper, row.lower) == (name, _first_at_least(up, dtype),
+                                                          _first_at_least(down, dtype))
+            assert (row.torch_upper, row.torch_lower) == (len(row.function), dtype.itemsize)
+    assert [row.function for row in rows] == ["sigmoid", "tanh", "softmax2"]
+
+
+def test_format_thresholds_cover_every_function_and_format_by_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bounds, "_measured", lambda function, dtype: (0.0, 0.0))
+    rows = bounds.format_thresholds()
+    assert [(row.format, row.function) for row in rows] == [
+        (name, function) for name in ("float16", "bfloat16", "float32", "float64")
+        for function in ("sigmoid", "tanh", "softmax2")]
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: bounds.format_thresholds(["sigmoid"], ["float8"]),
+     r"^expected a format among \['bfloat16', 'float16', 'float32', 'float64'\], got 'float8'$"),
+    (lambda: bounds.format_thresholds(["relu"], ["float16"]),
+     r"^expected 'sigmoid', 'tanh' or 'softmax2', got 'relu'$"),
+])
+def test_format_thresholds_name_what_they_expected(call: object, message: str) -> None:
+    with pytest.raises(SaturationError, match=message):
+        call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("value", ["8.5", "1", "8.50000001", "1e-7", "0.3", "65504", "3.4e38"])
+def test_rounding_up_to_a_format_gives_its_smallest_number_at_or_above(name: str, value: str) -> None:
+    """Numbers of the format come back unchanged, others go to the next one up (normal and
+    subnormal alike), checked against a search through the format's codes."""
+    p, emin = _PRECISION[name]
+    dtype = getattr(torch, name)
+    with mpmath.workdps(80), bounds.interval_bits(200):
+        x = mpmath.mpf(value)
+        if x > torch.finfo(dtype).max:
+            return
+        assert bounds._round_up(mpmath.iv.mpf(value), p, emin) == _first_at_least(x, dtype)
+
+
+def test_rounding_up_an_interval_that_straddles_a_number_is_refused() -> None:
+    p, emin = _PRECISION["float16"]
+    message = "^the threshold lies too close to a representable number to decide$"
+    with bounds.interval_bits(200), pytest.raises(SaturationError, match=message):
+        bounds._round_up(mpmath.iv.mpf(["8.49", "8.51"]), p, emin)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_tanh_lower_thresholds_as_torch_computes_them(name: str) -> None:
+    """tanh(−m) is −1 from torch's lower threshold on and not one number below it."""
+    dtype = getattr(torch, name)
+    (row,) = bounds.format_thresholds(["tanh"], [name])
+    m = torch.tensor([row.torch_lower, _neighbour_below(row.torch_lower, dtype)], dtype=dtype)
+    assert torch.tanh(-m)[0] == -1 and torch.tanh(-m)[1] > -1
+
+
+@pytest.mark.parametrize(("name", "where"), [
+    *[("float16", where) for where in ("smallest", "middle", "largest", "never")],
+    ("float32", "grid"), ("float64", "middle"),  # the coarse search (2¹⁶ points) narrows first
+])
+def test_measured_threshold_search_finds_the_first_saturated_number(
+        name: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search through a format's positive numbers, run on a stand-in for torch that saturates
+    exactly from a chosen number T on (f(x) at its upper limit, f(−x) at its lower limit from the
+    next number on): it returns T and the number after it, wherever T lies: the smallest positive
+    number, a point of the first coarse grid, the largest finite number; ∞ if never saturated."""
+    dtype = getattr(torch, name)
+    top = int(torch.tensor([torch.finfo(dtype).max], dtype=dtype).view(_BITS[dtype])[0])
+    grid = torch.linspace(1, top, 1 << 16, dtype=torch.float64).round().to(torch.int64)
+    code = {"smallest": 1, "grid": int(grid[40_000]), "middle": top // 2 + 12_345, "largest": top - 1,
+            "never": top + 1}[where]
+    first = _number(code, dtype) if code <= top else math.inf
+    second = _number(code + 1, dtype) if code + 1 <= top else math.inf
+
+    def stand_in(function: str) -> object:
+        return lambda x: (x >= first, x >= second)
+
+    monkeypatch.setattr(bounds, "_torch_function", stand_in)
+    assert bounds._measured("sigmoid", dtype) == (first, second)
+
+
+def _worst_over_rows(function: str, n: int, t: int, u: float) -> mpmath.mpf:
+    """sup over inputs of error/bound at u, from the definitions at 60 digits: x = 1 at c = u for σ
+    and tanh; for softmax the larger over the two extreme rows at margin 1 and c = u (every loser
+    at the margin, or one loser at the margin and the others 10⁴ below)."""
+    with mpmath.workdps(60):
+        if function == "sigmoid":
+            return 1 / (1 + mpmath.exp(u)) / mpmath.exp(-u)
+        if function == "tanh":
+            return (1 - mpmath.tanh(u)) / (2 * mpmath.exp(-2 * u))
+        bound = softmax_constant(n, t) * mpmath.exp(-u)
+        close_row = [0.0] * t + [-1.0] * (n - t)
+        far_row = [0.0] * t + [-1.0] + [-1e4] * (n - t - 1)
+        return max(_direct_softmax_error(row, u, 60) for row in (close_row, far_row)) / bound
+
+
+@pytest.mark.parametrize(("function", "n", "t"), [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 2, 1),
+                                                  ("softmax", 6, 2), ("softmax", 7, 5), ("softmax", 3, 1)])
+@pytest.mark.parametrize("u", [0.05, 0.3, 2.0, 9.0])
+def test_worst_ratio_is_the_worst_error_over_the_bound(function: str, n: int, t: int, u: float) -> None:
+    """ρ(u), in mpmath and in interval arithmetic, is the worst error at u divided by the bound,
+    computed from the definitions on the rows that attain it (as the far losers go to −∞);
+    ``scale`` divides it."""
+    expected = _worst_over_rows(function, n, t, u)
+    with mpmath.workdps(60):
+        assert mpmath.almosteq(bounds._worst_ratio(function, n, t)(mpmath.mpf(u)), expected, rel_eps=1e-40)
+        assert mpmath.almosteq(bounds._worst_ratio(function, n, t, 0.5)(mpmath.mpf(u)), 2 * expected,
+                               rel_eps=1e-40)
+    with bounds.interval_bits(64):
+        enclosure = bounds._worst_ratio(function, n, t)(mpmath.iv.mpf(u))
+        assert enclosure.a <= expected <= enclosure.b <= expected * (1 + 1e-15)  # the upper end is tight
+
+
+def test_certificate_records_what_it_checked() -> None:
+    """By default the sigmoid/tanh certificate is for n = 2, t = 1 on 400 evenly spaced points
+    from u = 0 to 60; the fields report what was checked."""
+    certificate = certify_bound("tanh")
+    assert (certificate.function, certificate.n, certificate.t) == ("tanh", 2, 1)
+    assert len(certificate.grid) == 400 and certificate.grid[0] == 0 and certificate.grid[-1] == 60
+    assert np.allclose(np.diff(certificate.grid), 60 / 399, rtol=1e-12, atol=0)
+    short = certify_bound("softmax", n=5, t=2, upto=0.5, points=2)
+    assert (short.function, short.n, short.t, short.grid) == ("softmax", 5, 2, (0.0, 0.5))
+    assert short.holds and short.increasing
+
+
+def test_a_bound_too_small_only_beyond_the_grid_fails_at_the_limit() -> None:
+    """Scaled by 1 − 2⁻⁵⁰, each bound still holds on a grid up to u = 25 (there ρ·(1 − 2⁻⁵⁰) is
+    below 1 by about e^(−25) ≫ 2⁻⁵⁰) but not as u → ∞, where ρ → 1/(1 − 2⁻⁵⁰): the certificate
+    must fail, and report that limit as its worst ratio."""
+    scale = 1 - 2.0**-50
+    for function, n, t in [("sigmoid", 2, 1), ("tanh", 2, 1), ("softmax", 4, 2)]:
+        certificate = certify_bound(function, n=n, t=t, upto=25.0, points=40, bound_scale=scale)
+        assert not certificate.holds and certificate.increasing
+        assert certificate.worst == pytest.approx(1 / scale, rel=1e-15) and certificate.worst > 1
+
+
+def test_certificate_fails_where_the_ratio_exceeds_one_on_the_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ρ(u) = 1.5/(1 + u) is above 1 near 0 and its limit (1 for σ) is fine: the bound does not
+    hold, and the worst ratio is ρ(0) = 1.5. A constant ρ counts as non-decreasing."""
+    monkeypatch.setattr(bounds, "_worst_ratio", lambda *_: lambda u: 1.5 / (1 + u))
+    certificate = certify_bound("sigmoid", points=50)
+    assert not certificate.holds and certificate.worst == 1.5
+    monkeypatch.setattr(bounds, "_worst_ratio", lambda *_: lambda u: 0 * u + mpmath.mpf(1) / 2)
+    certificate = certify_bound("sigmoid", points=50)
+    assert certificate.holds and certificate.increasing and certificate.worst == 1
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n": 2, "t": 3}, "^expected 1 ≤ t ≤ n tied and allowed positions, got n=2, t=3$"),
+    ({"n": 4, "t": 0}, "expected 1 ≤ t ≤ n"),
+    ({"n": 3, "t": 3}, "^with every position tied the error is 0; there is nothing to bound$"),
+    ({"n": 3, "points": 1}, "^expected at least 2 points up to a positive u, got 1, 60.0$"),
+    ({"n": 3, "upto": 0.0}, "^expected at least 2 points up to a positive u, got 400, 0.0$"),
+    ({"n": 3, "upto": -1.0, "points": 1}, "at least 2 points"),
+    ({"n": 3, "upto": math.nan}, "at least 2 points"),
+])
+def test_certificate_requests_that_make_no_sense_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(SaturationError, match=message):
+        certify_bound("softmax", **kwargs)
+
+
+def test_scaling_rate_defaults_to_an_exponential_fit_at_fifty_digits() -> None:
+    """e(c) = 3e^(−c/2): rate 1/2, constant 3, an exact line (r² = 1); the error is evaluated inside
+    a 50-digit context, and the fit reports the scales and the errors as floats."""
+    seen = []
+
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        seen.append(mpmath.mp.dps)
+        return 3 * mpmath.exp(-c / 2)
+
+    fit = bounds.scaling_rate(error, [10, 20, 40])
+    assert seen == [50, 50, 50]
+    assert fit.kind == "exponential" and fit.scales == (10.0, 20.0, 40.0)
+    assert fit.rate == pytest.approx(0.5, rel=1e-12) and fit.constant == pytest.approx(3.0, rel=1e-10)
+    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12)
+    assert fit.r_squared == pytest.approx(1.0, abs=1e-12)
+
+
+def test_scaling_rate_reports_errors_below_the_float_range_as_zero() -> None:
+    """e(c) = e^(−c) at c = 100, 740, 800: the first two are floats (the second subnormal), the
+    third below the smallest float is reported as 0 while the fit, made on the logs, still finds
+    rate 1 and constant 1."""
+    fit = bounds.scaling_rate(lambda c: mpmath.exp(-c), [100, 740, 800])
+    assert fit.errors[:2] == (math.exp(-100), math.exp(-740)) and fit.errors[2] == 0.0
+    assert fit.rate == pytest.approx(1.0, rel=1e-12) and fit.constant == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("log10_constant", [308, 400])
+def test_scaling_rate_reports_constants_and_errors_up_to_the_float_range(log10_constant: int) -> None:
+    """e(c) = 10^k·e^(−c): C = 10³⁰⁸ and the errors 10³⁰⁸e^(−c) are floats and reported as such;
+    with 10⁴⁰⁰ they are beyond the float range, reported as ∞; the rate is 1 either way."""
+    fit = bounds.scaling_rate(lambda c: mpmath.mpf(10) ** log10_constant * mpmath.exp(-c), [1, 2, 3], dps=60)
+    assert fit.rate == pytest.approx(1.0, rel=1e-9)
+    if log10_constant == 308:
+        assert fit.constant == pytest.approx(1e308, rel=1e-9)
+        assert fit.errors == pytest.approx([1e308 * math.exp(-c) for c in (1, 2, 3)], rel=1e-9)
+    else:
+        assert fit.constant == math.inf and fit.errors == (math.inf,) * 3
+
+
+def test_scaling_rate_accepts_integer_scales_of_any_size() -> None:
+    """Scales are numbers: c = 10²⁰·k (beyond 64-bit integers) fit e^(−c/10²⁰) with rate 10⁻²⁰."""
+    fit = bounds.scaling_rate(lambda c: mpmath.exp(-c / 10**20), [10**20, 2 * 10**20, 4 * 10**20])
+    assert fit.rate == pytest.approx(1e-20, rel=1e-9) and fit.scales == (1e20, 2e20, 4e20)
+
+
+@pytest.mark.parametrize(("scales", "kind", "error", "message"), [
+    ([1, 2, 3], "linear", None, "^expected kind 'exponential' or 'polynomial', got 'linear'$"),
+    ([1, 2], "exponential", None, r"^expected at least three finite scales c > 0, got \[1, 2\]$"),
+    ([0, 1, 2], "exponential", None, r"got \[0, 1, 2\]"),
+    ([-1, 1, 2], "polynomial", None, "at least three finite scales"),
+    ([1, 2, math.inf], "exponential", None, "at least three finite scales"),
+    ([1, 2, 3], "exponential", lambda c: mpmath.mpf(0) * c,
+     r"^the scaling error at c = 1 is 0.0; expected a positive finite number to fit \(raise dps if it "
+     r"underflowed\)$"),
+    ([1, 2, 3], "exponential", lambda c: -c, "the scaling error at c = 1 is -1.0; expected a positive"),
+    ([1, 2, 3], "exponential", lambda c: mpmath.inf * c, "is [+]inf; expected a positive finite number"),
+])
+def test_scaling_rate_refuses_what_it_cannot_fit(scales: list, kind: str, error: object,
+                                                  message: str) -> None:
+    error = error or (lambda c: mpmath.exp(-c))
+    with pytest.raises(SaturationError, match=message):
+        bounds.scaling_rate(error, scales, kind=kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("scales", "kind"), [([1, 2, 3], "exponential"), ([0.25, 0.5, 0.75], "polynomial")])
+def test_scaling_rate_needs_only_three_positive_scales(scales: list, kind: str) -> None:
+    """Three scales suffice, and scales below 1 are scales too: e(c) = c⁻² or e^(−2c)."""
+    def error(c: mpmath.mpf) -> mpmath.mpf:
+        return c**-2 if kind == "polynomial" else mpmath.exp(-2 * c)
+
+    fit = bounds.scaling_rate(error, scales, kind=kind)
+    assert fit.kind == kind and fit.rate == pytest.approx(2.0, rel=1e-12)
+
+
+def _last_crossing(error: object, eps: float, end: float) -> mpmath.mpf:
+    """The largest c in (0, end) with error(c) > eps (0 if none), at 30 digits: a geometric scan
+    from 10⁻⁴ (300 points), then bisection."""
+    with mpmath.workdps(30):
+        grid = [mpmath.mpf(10) ** -4 * (mpmath.mpf(end) * 10**4) ** (mpmath.mpf(k) / 299) for k in range(300)]
+        above = [k for k, c in enumerate(grid) if error(c) > eps]  # type: ignore[operator]
+        if not above:
+            return mpmath.mpf(0)
+        lo, hi = grid[above[-1]], grid[above[-1] + 1]
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if error(mid) > eps else (lo, mid)  # type: ignore[operator]
+        return lo
+
+
+def _lower_errors(t: int, near: list[float], far: list[float]) -> tuple[object, object]:
+    """The two lower bounds of :func:`bounds._exceeds`, from their definitions: the winners'
+    R/(t(t + R)) with R = Σ e^(−c·near), and the top loser's x/(t + x + S) with x = e^(−c·near[0])
+    and S = Σ e^(−c·far)."""
+    def winners(c: mpmath.mpf) -> mpmath.mpf:
+        r = mpmath.fsum(mpmath.exp(-c * g) for g in near)
+        return r / (t * (t + r))
+
+    def loser(c: mpmath.mpf) -> mpmath.mpf:
+        x = mpmath.exp(-c * near[0])
+        return x / (t + x + mpmath.fsum(mpmath.exp(-c * g) for g in far))
+
+    return winners, loser
+
+
+@pytest.mark.parametrize(("t", "near", "far", "eps"), [
+    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the winners' error sets the scale
+    (2, [0.05, 3.0], [3.0] * 30, 0.02),  # the top loser's error rises first and sets it
+    (3, [0.2] + [6.0] * 5, [6.0] * 5, 0.05),
+    (2, [1.0], [], 0.165),  # the winners' error crosses eps at c = 0.015, early in the scan
+    (2, [1.0, 2.0], [2.0], 0.4),  # never above eps
+])
+def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far, eps) -> None:
+    """The interval check says each error exceeds eps just below its last crossing (relative
+    10⁻⁶) and not just above it; the scale returned is 10⁻⁶ below the later of the two crossings
+    (each error is log-concave, so its last crossing is unique), and 0 when neither exceeds eps."""
+    crossings = []
+    for which, error in enumerate(_lower_errors(t, near, far)):
+        crossing = float(_last_crossing(error, eps, 200.0))
+        crossings.append(crossing)
+        points = [crossing * (1 - 1e-6), crossing * (1 + 1e-6)] if crossing else [None, 1.0]
+        for c, exceeds in zip(points, (True, False)):
+            if c is not None:
+                assert bounds._certify_exceeds(t, np.array(near), np.array(far), c, eps, which) == exceeds
+    found = bounds._exceeds(t, np.array(near), np.array(far), eps)
+    assert found == pytest.approx(max(crossings) * (1 - 1e-6), rel=1e-9, abs=0)
+    assert bounds._exceeds(t, np.array([]), np.array(far), eps) == 0.0
+def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
+    """The row as the limit sees it, its top loser's error e^(−cδ)/(t + R) from the definition,
+    and the height of that error's peak (its log is concave: bisection on the slope's sign)."""
+    r = bounds._row(row)
+    gaps = [mpmath.mpf(float(g)) for g in r.gaps]
+
+    def loser(c: mpmath.mpf) -> mpmath.mpf:
+        terms = [mpmath.exp(-c * g) for g in gaps]
+        return terms[0] / (r.t + mpmath.fsum(terms))
+
+    def slope(c: mpmath.mpf) -> mpmath.mpf:
+        terms = [mpmath.exp(-c * g) for g in gaps]
+        return -gaps[0] + mpmath.fsum(g * e for g, e in zip(gaps, terms)) / (r.t + mpmath.fsum(terms))
+
+    with mpmath.workdps(30):
+        lo, hi = mpmath.mpf(0), mpmath.mpf(1000)
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+        return r, loser, loser(lo)
+
+
+_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30
+
+
+@pytest.mark.parametrize("eps", [0.02, "just below the peak"])
+def test_float_scale_of_the_top_loser_is_its_last_crossing(eps: float | str) -> None:
+    """b, the right end of {c: top loser's error e^(−cδ)/(t + R) > eps}, from the float64
+    bisection over rows of different lengths at once, against the definition in mpmath (0 when
+    the error never exceeds eps); also when eps is 10⁻⁴ below the peak, so that the set is short."""
+    rows = [_RISING, [0.0, 0.0] + [-1.0] * 60, [1.0, 1.0, 1.0, 0.8] + [-5.0] * 5, [2.0, 2.0, 1.9, -1.0]]
+    tops = [_top_loser(row) for row in rows]
+    if eps != 0.02:
+        eps = float(tops[0][2]) * (1 - 1e-4)
+    crossings = [float(_last_crossing(loser, eps, 1000.0)) for _, loser, _ in tops]
+    assert crossings[0] > 0 and crossings[1] == 0  # 60 losers at the margin dilute the top one
+    padded = bounds._Padded.of([r for r, _, _ in tops])
+    found = bounds._float_scales_of_loser(padded, np.full(len(rows), 2000.0), eps)
+    assert found == pytest.approx(crossings, rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize(("margin", "t", "n", "eps", "slack"), [
+    (1.0, 1, 3, 1e-3, 0.0),  # K = 2: the upper bound is attained with both losers at the margin
+    (0.5, 2, 5, 1e-2, 0.1),  # K = max(1/2, 3/4)
+    (2.0, 3, 4, 0.3, 0.0),  # K = 1/3 < eps·e: log(K/eps) < 1; eps·t < 1 but x = 27 > 1: no lower bound
+    (1.0, 3, 9, 0.5, 0.0),  # eps·t > 1: x < 0, no lower bound
+])
+def test_cheap_scale_bounds_follow_their_formulas_and_contain_the_scale(margin, t, n, eps, slack) -> None:
+    """upper = log(K/eps)/(δ − slack) with K = max(1/t, (n − t)/t²) (0 where K ≤ eps), lower =
+    −log(x)/(δ + slack) with x = eps·t²/(1 − eps·t) where 0 < x < 1 (else 0); the certified scale
+    of the row with t winners and n − t losers at the margin lies between them."""
+    k = max(1 / t, (n - t) / t**2)
+    x = eps * t**2 / (1 - eps * t)
+    upper = max(math.log(k / eps), 0.0) / (margin - slack)
+    lower = -math.log(x) / (margin + slack) if 0 < x < 1 else 0.0
+    margins, slacks = torch.tensor([margin], dtype=torch.float64), torch.tensor([slack], dtype=torch.float64)
+    low, high = bounds.scale_bounds_of_rows(margins, torch.tensor([t]), torch.tensor([n]), eps, slacks)
+    assert float(high[0]) == pytest.approx(upper, rel=1e-12)
+    assert float(low[0]) == pytest.approx(lower, rel=1e-12)
+    lo, hi = scale_to_saturate([0.0] * t + [-margin] * (n - t), eps)
+    assert float(low[0]) <= hi and lo <= float(high[0]) * (1 + 1e-9)
+
+
+def test_log_error_bound_of_a_rounded_softmax() -> None:
+    """u·(gap + 8) + 2·tiny/p̂ + 10⁻¹⁵(|log p̂| + 1) at hand-picked weights, and ∞ without a
+    warning where a weight is 0."""
+    u, tiny = 2.0**-24, 1e-45
+    p, gap = np.array([0.5, 1e-40, 0.0]), np.array([0.0, 90.0, 200.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = bounds.softmax_log_error(p, gap, u, tiny)
+    expected = [8 * u + 4e-45 + 1e-15 * (math.log(2) + 1), 98 * u + 2e-5 + 1e-15 * (40 * math.log(10) + 1)]
+    assert found[:2] == pytest.approx(expected, rel=1e-12) and found[2] == math.inf
+
+
+def test_scale_to_saturate_defaults_and_tie_tolerance() -> None:
+    """eps = 1e-3 by default; a given rtol decides the ties: with rtol = 1e-2, −1e-3 ties with 0
+    and the row is (0, 0, −1)."""
+    row = [0.0, -1e-3, -1.0]
+    assert scale_to_saturate(row) == scale_to_saturate(row, 1e-3, rel_width=1e-3, rtol=None)
+    assert scale_to_saturate(row, 1e-3, rtol=1e-2) == scale_to_saturate([0.0, 0.0, -1.0], 1e-3, rtol=0.0)
+    assert scale_to_saturate(row, 1e-3, rtol=0.0)[0] > 1000  # untied, the margin is 1e-3
+
+
+@pytest.mark.parametrize(("scores", "shape"), [([[0.0, -1.0]], r"\(1, 2\)"), ([], r"\(0,\)")])
+def test_a_row_must_be_one_dimensional_and_non_empty(scores: list, shape: str) -> None:
+    with pytest.raises(SaturationError, match=f"^expected a non-empty 1-d row of scores, got shape {shape}$"):
+        scale_to_saturate(scores, 0.1)
+
+
+def test_interval_enclosures_of_a_row_contain_the_exact_sums() -> None:
+    """R = Σ e^(−c·a_k), the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors built
+    from them and the log-slope −δ + M/(t + R) are enclosed, within 10⁻¹² relatively, at a small
+    and a large c (terms e^(−30) below the top loser are enclosed in bulk)."""
+    row = bounds._row([0.0, 0.0, -0.5, -1.0, -4.0] + [-50.0] * 20 + [-400.0] * 5)
+    gaps = [mpmath.mpf(g) for g in row.exact_gaps()]
+    for c in (0.1, 10.0):
+        with bounds.interval_bits(80):
+            box = bounds._Enclosure(row, mpmath.iv.mpf(c))
+            with mpmath.workdps(60):
+                terms = [mpmath.exp(-c * a) for a in gaps]
+                r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
+                exact = {"total": r, "moment": m, "top": terms[0], "winners": r / (2 * (2 + r)),
+                         "loser": terms[0] / (2 + r), "slope": -gaps[0] + m / (2 + r)}
+            boxes = {"total": box.total, "moment": box.moment, "top": box.top, "winners": box.winners(),
+                     "loser": box.loser(), "slope": box.slope()}
+            for name, value in exact.items():
+                enclosure = boxes[name]
+                assert enclosure.a <= value <= enclosure.b, (c, name)
+                assert enclosure.delta <= 1e-12 * abs(value), (c, name)

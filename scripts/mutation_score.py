@@ -396,6 +396,83 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.checkpoints.x_scan_checkpoints__mutmut_7":
         "the tracker starts as \"\" instead of None: the first checkpoint always replaces it "
         "(first is None there) before anything reads it",
+    "saturated.rounding.xǁRoundingǁof_exact__mutmut_20":
+        "unsqueeze(-1) → unsqueeze(+1): the partials are asked for 1-D flat positions, so the looked-up "
+        "values are 1-D and both add the last dimension",
+    "saturated.rounding.xǁRoundingǁscaled__mutmut_11":
+        "`factor > 0` → `factor >= 0` choosing the unflipped partials: at factor 0 the partials are "
+        "replaced by None anyway (`flipped if factor != 0 else None`)",
+    "saturated.rounding.x__summed_exact_values__mutmut_19":
+        "torch.cat(dim=-1) → dim=+1: partials are always (N, P), so dimension 1 is the last",
+    "saturated.rounding.x__split__mutmut_2":
+        "Veltkamp's constant 2²⁷ + 1 → 2²⁷ − 1: for a in [1, 2) (scaled by any power of two short of "
+        "overflow) hi = fl(a·C) − fl(a·C − a) is a multiple of 2⁻²⁵, or of 2⁻²⁶ only as 1 + 2⁻²⁶, and "
+        "|lo| ≤ 2⁻²⁶, so every product of two halves has at most 53 bits and is exact (checked on 2·10⁶ "
+        "random and edge mantissas); the results differ only where a·C overflows, above 1.3·10³⁰⁰, where "
+        "the split fails with either constant",
+    "saturated.rounding.x__split__mutmut_6":
+        "Veltkamp's constant 2²⁷ + 1 → 2²⁷ + 2: a·(C − 1) ≥ 2²⁷ for a in [1, 2), so hi is a multiple of "
+        "2⁻²⁵ (26 bits) and lo = a − hi a multiple of 2⁻⁵² with |lo| ≤ 2⁻²⁶ (26 bits), as with 2²⁷ + 1: "
+        "every partial product is exact (checked on 2·10⁶ random and edge mantissas); they differ only "
+        "where a·C overflows, above 1.3·10³⁰⁰",
+    "saturated.rounding.x__exact_products__mutmut_13":
+        "torch.cat(dim=-1) → dim=+1: the operand rows are always (N, k), so dimension 1 is the last",
+    "saturated.rounding.x__einsum_letters__mutmut_9":
+        "the ellipsis test looks for \"XX...XX\" instead of \"...\": an ellipsis repeats '.' in the operand "
+        "or output that holds it, which the repeated-letter test refuses the same way",
+    "saturated.rounding.x__einsum_rows__mutmut_20":
+        "index → rindex of a kept letter: _einsum_letters admits no repeated letter, so each letter "
+        "occurs once",
+    "saturated.rounding.x__einsum_rows__mutmut_22":
+        "index → rindex of a summed letter: _einsum_letters admits no repeated letter, so each letter "
+        "occurs once",
+    "saturated.rounding.x__einsum_rows__mutmut_29":
+        "index → rindex of an output letter: _einsum_letters admits no repeated output letter, so each "
+        "occurs once",
+    "saturated.rounding.x__operand_rows__mutmut_9":
+        "out_shape → None passed to _einsum_rows, which does not read that argument",
+    "saturated.rounding.x__operand_rows__mutmut_19":
+        "unsqueeze(-1) → unsqueeze(+1) of the elementwise product's first operand: indexed by a full "
+        "tuple of positions it is 1-D, so both add the last dimension",
+    "saturated.rounding.x__operand_rows__mutmut_23":
+        "unsqueeze(-1) → unsqueeze(+1) of the elementwise product's second operand: indexed by a full "
+        "tuple of positions it is 1-D, so both add the last dimension",
+    "saturated.rounding.x__operand_rows__mutmut_61":
+        "`fn is linear and y.dim() == 2` → `or`: only ops _supports accepted get here, and matmul (both "
+        "operands of 2+ dimensions), mul and einsum returned above, so fn is linear",
+    "saturated.rounding.x__cheap_magnitude__mutmut_45":
+        "norm of linear's weight over dim=-1 → dim=+1: the branch requires a 2-D weight, whose dimension "
+        "1 is the last",
+    "saturated.rounding.x_product_rounding__mutmut_114":
+        "torch.cat(dim=-1) → dim=+1 of the pairs' partial products: each is (N, 4k), so dimension 1 is "
+        "the last",
+    "saturated.rounding.x_exact_maximal__mutmut_1":
+        "the precondition assert's `and` → `or`: its only caller (rules.common.maximal) calls it after "
+        "settles_exactly, which requires both index and partials",
+    "saturated.rounding.x_exact_maximal__mutmut_23":
+        "rows.sum(-1) → sum(+1): rows is 2-D, so dimension 1 is the last",
+    "saturated.rounding.x_exact_maximal__mutmut_25":
+        "`> 1` → `>= 1` candidates for the exact step: a row with one candidate has one member, equal to "
+        "itself (`same`), so it is never narrowed",
+    "saturated.rounding.x_exact_maximal__mutmut_53":
+        "the shortcut `same` reduced over every member (.all(None)): either every member equals its row's"
+        " first (nothing to narrow, none compared) or every tied row is compared exactly, which keeps the"
+        " same members; only the work changes",
+    "saturated.rounding.x_exact_maximal__mutmut_54":
+        "the shortcut `same` as `!=`: the first member of each row never differs from itself, so every "
+        "tied row is compared exactly, which keeps the same members; only the work changes",
+    "saturated.rounding.x_exact_maximal__mutmut_55":
+        "(…).all(-1) → all(+1): partials are 2-D, so dimension 1 is the last",
+    "saturated.rounding.x_exact_maximal__mutmut_59":
+        "rows with a member unlike the first → rows with a member like it: the first is always like "
+        "itself, so every tied row is compared exactly, which keeps the same members; only the work "
+        "changes",
+    "saturated.rounding.x_exact_maximal__mutmut_72":
+        "`> 0` → `>= 0` in the search for the best member: it may move to a later member exactly equal to"
+        " it, and the exact differences to either have the same zeros",
+    "saturated.rounding.x_exact_maximal__mutmut_87":
+        "torch.cat(dim=-1) → dim=+1: the members' partials and the best's are 2-D, so dimension 1 is the "
+        "last",
 }
 
 

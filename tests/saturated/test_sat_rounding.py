@@ -316,6 +316,11 @@ def test_gamma_is_n_u_over_one_minus_n_u_until_n_u_reaches_one() -> None:
     assert relative_bound(0, F64, 2.0**-10) == 2.0**-9 + 2.0**-20
 
 
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same values in the same dtype (a bound asked for in float64 is computed in float64)."""
+    return a.dtype == b.dtype and torch.equal(a, b)
+
+
 def full_mantissas(*shape: int, seed: int) -> torch.Tensor:
     """float64 values with all 53 bits used and exponents spread over 2⁻²⁰..2²⁰, so that a product
     is exact only through Dekker's splitting."""
@@ -399,6 +404,7 @@ def test_product_partials_of_several_pairs_and_their_n() -> None:
 @pytest.mark.parametrize(("fn", "x_shape", "y_shape"), [
     (torch.nn.functional.linear, (2, 3, 4), (5, 4)),
     (torch.matmul, (3, 4), (2, 4, 5)),
+    (torch.matmul, (2, 3, 4), (4, 5)),
     (torch.mul, (3, 1), (1, 2)),
     (Einsum("ij,kj->ik"), (3, 4), (2, 4)),
 ])
@@ -525,6 +531,20 @@ def test_carried_error_of_a_product_from_its_operands_bounds() -> None:
     assert two.carried(F64, 0.125).item() == pytest.approx(b_x * 3.5 + 3 * b_y, rel=1e-15)
 
 
+def test_carried_errors_of_scalars_add_up_in_the_precision_asked_for() -> None:
+    # Two scalar products 1·y, the second operand's bound 1 in one and 2⁻³⁰ in the other (float32
+    # values): their sum 1 + 2⁻³⁰ would round down to 1 in float32, a bound smaller than the error.
+    one = torch.tensor(1.0)
+
+    def bounded(size: float) -> Rounding:
+        return Rounding(1.0, lambda: one, 0, carried=lambda t, e: torch.tensor(size))
+
+    pairs = [((one, None), (one, bounded(1.0))), ((one, None), (one, bounded(2.0**-30)))]
+    rounding = product_rounding(torch.mul, pairs, 2.0, 1, torch.Size([]))
+    assert rounding.carried is not None
+    assert identical(rounding.carried(F64, 0.0), torch.tensor(1.0 + 2.0**-30, dtype=F64))
+
+
 def exact_values(rounding: Rounding, shape: tuple[int, ...]) -> list[Fraction]:
     """The exact sums of a bound's partials, element by element of ``shape``: the exact values
     times the bound's positive factor."""
@@ -556,7 +576,7 @@ def test_a_scaling_keeps_exact_values_up_to_a_positive_factor(factor: float) -> 
     assert torch.equal(scaled.magnitude(), abs(factor) * coef.abs())
     assert scaled.cheap is not None and scaled.carried is not None
     assert torch.equal(scaled.cheap(), torch.full((2, 3), abs(factor) * 1e3, dtype=F64))
-    assert torch.equal(scaled.carried(F64, 0.5), torch.full((2, 3), abs(factor) * 2.5, dtype=F64))
+    assert identical(scaled.carried(F64, 0.5), torch.full((2, 3), abs(factor) * 2.5, dtype=F64))
     # The partials of f·s sum to s·sign(f), that is f·s times the factor 1/|f|.
     sign = 1 if factor > 0 else -1
     assert scaled.factor == 1 / abs(factor)
@@ -573,6 +593,11 @@ def test_a_scaling_by_zero_leaves_nothing_to_round_exactly() -> None:
     assert zero.partials is None and zero.factor == 1.0
     assert torch.equal(zero.magnitude(), torch.zeros(2, dtype=F64))
     assert torch.equal(zero.bound(F64, 0.0), torch.full((2,), 2.0**-1074, dtype=F64))
+    # Its sum with an exact value has a bound but no exact values; nor has a flipped bound that
+    # had none.
+    total = zero.plus(Rounding.of_exact(coef, 1.0), torch.Size([2]))
+    assert total.index is None and total.partials is None
+    assert Rounding(1.0, lambda: coef.abs(), 1, lambda: torch.arange(2)).scaled(-2.0).partials is None
 
 
 def test_a_sum_of_two_parts_adds_their_bounds_and_keeps_both_exact_values() -> None:
@@ -606,19 +631,20 @@ def test_a_sum_of_parts_with_carried_errors_carries_both_and_uses_cheap_magnitud
     def part(length: int, size: float, cheap: float | None, carried: float | None) -> Rounding:
         return Rounding(1.0, lambda: torch.full((2,), size), length,
                         cheap=None if cheap is None else (lambda: torch.full((2,), cheap)),
-                        carried=None if carried is None else (lambda t, e: torch.full((2,), carried + e)))
+                        carried=None if carried is None else (
+                            lambda t, e: torch.full((2,), carried + e, dtype=t)))
 
-    total = part(3, 1.0, 5.0, 0.25).plus(part(7, 2.0, None, 0.5), torch.Size([2]))
+    total = part(3, 1.0, 5.0, 0.25).plus(part(7, 2.0, None, 2.0**-30), torch.Size([2]))
     assert total.length == 8
     assert torch.equal(total.magnitude(), torch.full((2,), 3.0))
     assert torch.equal(total.cheap(), torch.full((2,), 7.0))  # 5 + 2: its own magnitude where none is cheaper
-    assert torch.equal(total.carried(F32, 1.0), torch.full((2,), 2.75))
+    assert identical(total.carried(F64, 1.0), torch.full((2,), 2.25 + 2.0**-30, dtype=F64))  # not in float32
     one_side = part(7, 2.0, None, None).plus(part(3, 1.0, 5.0, 0.25), torch.Size([2]))
-    assert torch.equal(one_side.carried(F32, 0.0), torch.full((2,), 0.25))
+    assert identical(one_side.carried(F64, 0.0), torch.full((2,), 0.25, dtype=F64))
     assert part(1, 1.0, None, None).plus(part(1, 1.0, None, None), torch.Size([2])).carried is None
     three = part(1, 1.0, None, 0.125).plus(part(1, 1.0, None, 0.25), torch.Size([2])).plus(
         part(1, 1.0, None, 0.5), torch.Size([2]))
-    assert three.length == 3 and torch.equal(three.carried(F32, 0.0), torch.full((2,), 0.875))
+    assert three.length == 3 and identical(three.carried(F64, 0.0), torch.full((2,), 0.875, dtype=F64))
 
 
 @pytest.mark.parametrize(("count", "length"), [(4, 5), (1, 2), (0, 2)])
@@ -631,7 +657,7 @@ def test_a_reduction_over_k_elements_makes_n_larger_by_k_minus_one(count: int, l
     assert summed.length == length and summed.degree == 1.0
     assert torch.equal(summed.magnitude(), torch.tensor([3.0, 7.0]))
     assert torch.equal(summed.cheap(), torch.tensor([3.0, 7.0]))  # no cheaper bound: the magnitude
-    assert torch.equal(summed.carried(F32, 0.25), torch.tensor([1.5, 1.5]))
+    assert identical(summed.carried(F64, 0.25), torch.tensor([1.5, 1.5], dtype=F64))
     assert summed.index is None and summed.partials is None and not summed.exact and summed.factor == 1.0
     cheaper = Rounding(1.0, lambda: magnitude, 2, cheap=lambda: 2 * magnitude).summed(lambda m: m.sum(0), 2)
     assert torch.equal(cheaper.cheap(), torch.tensor([8.0, 12.0])) and cheaper.carried is None
@@ -647,7 +673,7 @@ def test_a_moved_bound_keeps_its_exact_values_and_positions_follow_the_move() ->
     assert moved.length == 4 and moved.degree == 1.0 and moved.exact and moved.factor == 0.25
     assert torch.equal(moved.magnitude(), coef.abs().T)
     assert torch.equal(moved.cheap(), 2 * coef.abs().T)
-    assert torch.equal(moved.carried(F64, 1.0), torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=F64))
+    assert identical(moved.carried(F64, 1.0), torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=F64))
     assert torch.equal(moved.index(), torch.tensor([[0, 3], [1, 4], [2, 5]]))
     assert moved.partials is base.partials
     assert exact_values(moved, (3, 2)) == [Fraction(v) for v in coef.T.flatten().tolist()]
@@ -687,6 +713,8 @@ def test_an_inexact_bound_keeps_the_bound_and_drops_the_exact_values() -> None:
     ("ij,jk->iz", None),  # an output letter of neither operand
     ("ij,k->i", None),  # j summed but only in the first operand
     ("i,jk->k", None),  # j summed but only in the second
+    ("ij,ij->ii", None),  # a repeated output letter, every summed letter in both
+    ("ij,j->iz", None),  # an output letter of neither, every summed letter in both
 ])
 def test_einsum_equations_whose_outputs_are_single_dot_products(equation: str, letters: tuple | None) -> None:
     from saturated.rounding import _einsum_letters
@@ -742,8 +770,12 @@ def test_exact_maximum_among_candidates_float64_cannot_tell_apart() -> None:
     narrowed = exact_maximal(candidates, -1, rounding)
     assert narrowed.tolist() == [[True, False, True, False], [False, True, False, False],
                                  [False, True, False, False], [False] * 4]
-    # The same rows laid along the first dimension.
-    assert torch.equal(exact_maximal(candidates.T.contiguous(), 0, rounding.map(lambda t: t.T)), narrowed.T)
+    # The same rows laid along the first, the middle or the last of three dimensions.
+    layouts = {0: lambda t: t.T.reshape(4, 2, 2), 1: lambda t: t.reshape(2, 2, 4).transpose(1, 2),
+               2: lambda t: t.reshape(2, 2, 4)}
+    for dim, layout in layouts.items():
+        assert torch.equal(exact_maximal(layout(candidates).contiguous(), dim, rounding.map(layout)),
+                           layout(narrowed)), dim
     # A candidate the exact step did not offer is not added back, and the first candidate is not
     # favoured: b first, then a and c.
     assert exact_maximal(torch.tensor([[False, True, True, True]] * 4), -1, rounding)[1].tolist() == \

@@ -473,6 +473,9 @@ EQUIVALENT: dict[str, str] = {
     "saturated.rounding.x_exact_maximal__mutmut_87":
         "torch.cat(dim=-1) → dim=+1: the members' partials and the best's are 2-D, so dimension 1 is the "
         "last",
+    "empirical.models.experts.x_check_expert_memory__mutmut_5":
+        "available_memory() read also for a model without experts: 0 bytes per token then fit in any "
+        "memory reported, and None returns as before",
 }
 
 

@@ -113,6 +113,10 @@ def test_expert_layers_are_told_apart_by_the_last_experts_in_their_name() -> Non
         "blocks.experts.1.experts.w": torch.zeros(2, 5, 5, dtype=torch.float16),
     })
     assert expert_bytes_per_token(nested) == 9 * 2
+    # One expert (a layer routed to itself): its one slice.
+    single = module_with(SimpleNamespace(num_experts_per_tok=1, num_experts=1),
+                         {"mlp.experts.w": torch.zeros(1, 3, 5, dtype=torch.float64)})
+    assert expert_bytes_per_token(single) == 15 * 8
 
 
 def test_available_memory_is_memavailable_in_bytes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -129,6 +133,8 @@ def test_available_memory_is_memavailable_in_bytes(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(("size", "text"), [(1.41e9, "1.41 GB"), (123456789.0, "0.123 GB"),
                                             (9.99e11, "999 GB"), (1e12, "1000 GB"), (1.894e12, "1894 GB"),
-                                            (2.5e13, "25000 GB")])
-def test_sizes_are_given_in_gb_to_three_digits_or_whole(size: float, text: str) -> None:
+                                            (2.5e13, "25000 GB"),
+                                            (1_235_000_001, "1.24 GB"),  # just past half: up
+                                            (1_000_500_000_001, "1001 GB")])
+def test_sizes_are_given_in_gb_of_a_billion_bytes_to_three_digits_or_whole(size: float, text: str) -> None:
     assert experts._gb(size) == text

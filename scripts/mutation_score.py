@@ -476,6 +476,64 @@ EQUIVALENT: dict[str, str] = {
     "empirical.models.experts.x_check_expert_memory__mutmut_5":
         "available_memory() read also for a model without experts: 0 bytes per token then fit in any "
         "memory reported, and None returns as before",
+    "saturated.rules.routing.x__rank__mutmut_37":
+        "`count` made of shape (1,) instead of (rows, 1): zeros broadcast the same against every (rows, "
+        "·) tensor, and the first update makes it (rows, 1)",
+    "saturated.rules.routing.x__rank__mutmut_57":
+        "maximal over dim +1 instead of -1: the key's parts are (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_67":
+        "`count < k` → `count <= k` masking the group: a full row (count = k) then keeps its group, but "
+        "`count + rank <= k` takes none of it, so nothing is written and nothing changes",
+    "saturated.rules.routing.x__rank__mutmut_70":
+        "`count < k` → `count <= k` in `emptied`: a full row is then marked emptied and given what is "
+        "left, of which `count + rank <= k` takes none; its marks are read only at positions taken",
+    "saturated.rules.routing.x__rank__mutmut_72":
+        "`emptied` tested over every row (any(None)) instead of per row: a row emptied by a NaN then "
+        "waits, taking nothing, until every other row is full, and takes what is left as before (same "
+        "positions, open and live marks); only the number of passes changes",
+    "saturated.rules.routing.x__rank__mutmut_74":
+        "`emptied` tested over every row (any() of all) instead of per row: a row emptied by a NaN then "
+        "waits, taking nothing, until every other row is full, and takes what is left as before; only the"
+        " number of passes changes",
+    "saturated.rules.routing.x__rank__mutmut_76":
+        "group.any(+1) instead of any(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_86":
+        "`all_settled &= settled` → `all_settled = settled`: maximal's `settled` depends only on the "
+        "key's roundings and the settings, the same in every pass",
+    "saturated.rules.routing.x__rank__mutmut_93":
+        "group.sum(+1) instead of sum(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_98":
+        "group.cumsum(+1) instead of cumsum(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_130":
+        "`size > 1` → `size >= 1` in `over`: a group of one in an unfinished row (count < k) never "
+        "overflows (count + 1 <= k), and a full row takes nothing",
+    "saturated.rules.routing.x__rank__mutmut_140":
+        "(…).any(+1) instead of any(-1) for `live`: the tensor is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_153":
+        "take.sum(+1) instead of sum(-1): `take` is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__zero_at_every_order__mutmut_3":
+        "the 0-dim start of `zero` made on the default device instead of the term's: a 0-dim CPU tensor "
+        "combines with a tensor on any device, and `zero & (a == 0)` is on a's",
+    "saturated.rules.routing.x__zero_at_every_order__mutmut_5":
+        "the 0-dim start of `zero` made on the default device instead of the term's: a 0-dim CPU tensor "
+        "combines with a tensor on any device, and `zero & (a == 0)` is on a's",
+    "saturated.rules.routing.x__unknown_weights__mutmut_14":
+        "the precondition assert's `and` → `or`: TiedWeights are built by the softmax rule with both "
+        "candidates and count",
+    "saturated.rules.routing.x__ranked__mutmut_7":
+        "`dim % max(ndim, 1)` → `max(ndim, 2)`: every caller passes a dimension already reduced to [0, "
+        "ndim) (0 for a 0-dim or 1-D term), which either leaves as it is",
+    "saturated.rules.routing.x__positions_only__mutmut_53":
+        "`dim % max(ndim, 1)` → `max(ndim, 2)`: every caller passes a dimension already reduced to [0, "
+        "ndim) (0 for a 0-dim or 1-D term), which either leaves as it is",
+    "saturated.rules.routing.x__indices__mutmut_12":
+        "positions.shape[+1] instead of shape[-1]: the positions are (rows, k), so dimension 1 is the "
+        "last",
+    "saturated.rules.routing.x__refused__mutmut_5":
+        "undetermined.any(+1) instead of any(-1): the mask is (rows, k), so dimension 1 is the last",
+    "saturated.rules.routing.x__positions_only__mutmut_21":
+        "gather(+1, …) instead of gather(-1, …): the unknown-weights mask is (rows, n), so dimension 1 is"
+        " the last",
 }
 
 

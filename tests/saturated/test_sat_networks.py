@@ -186,8 +186,9 @@ def test_model_is_not_modified() -> None:
 
 
 class Mixed(nn.Module):
-    """Parameters (a linear map and an embedding table), float and integer buffers, a constant
-    made in forward, a non-tensor input the export bakes in, and dtype arguments."""
+    """Parameters (a linear map and an embedding table), float and integer buffers (one of them
+    positions, one a table of codes), a constant made in forward, a non-tensor input the export
+    bakes in, and dtype arguments (positional and keyword)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -195,10 +196,13 @@ class Mixed(nn.Module):
         self.table = nn.Embedding(3, 2)
         self.register_buffer("shift", torch.tensor([1.0, -1.0]))
         self.register_buffer("steps", torch.tensor([2, 3]))
+        self.register_buffer("position", torch.tensor([1]))
+        self.register_buffer("codes", torch.tensor([[0.5, 1.5], [2.5, 3.5], [4.5, 5.5]]))
 
-    def forward(self, x: torch.Tensor, scale: float, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, scale: float, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         h = self.linear(x).to(torch.float32) * scale + self.table(ids) + self.shift + self.steps
-        return h, self.shift * x + torch.tensor([0.5, 0.25]) + torch.ones(2, dtype=torch.float32)
+        fixed = self.shift * x + torch.tensor([0.5, 0.25]) + torch.full((2,), 0.1, dtype=torch.float32)
+        return h, fixed + nn.functional.embedding(ids, self.codes), self.table(self.position)
 
 
 def mixed_program() -> tuple[Mixed, torch.export.ExportedProgram, torch.Tensor, torch.Tensor]:
@@ -216,31 +220,58 @@ def test_parameters_become_degree_one_terms_and_everything_else_stays_exact(
     model, program, x, ids = mixed_program()
     wide = dtype[1] if dtype else torch.float32
     state = dict(model.state_dict())
-    grown, fixed = run_terms(program, state, [x.to(wide), ids], Settings(), dtype)
-    w, table, shift = (state[n].to(wide) for n in ("linear.weight", "table.weight", "shift"))
+    grown, fixed, looked = run_terms(program, state, [x.to(wide), ids], Settings(), dtype)
+    w, table, shift, codes = (state[n].to(wide) for n in ("linear.weight", "table.weight", "shift", "codes"))
     # c·W·x·3 + c·table[ids] at degree 1 (each parameter times c), shift + steps at degree 0.
     assert isinstance(grown, Term) and [d for _, d in grown.parts] == [1.0, 0.0]
     assert all(a.dtype == wide for a, _ in grown.parts)
     assert torch.equal(grown.parts[0][0], x.to(wide) @ w.T * 3.0 + table[2])
     assert torch.equal(grown.parts[1][0], (shift + torch.tensor([2, 3])).expand(1, 2))
-    # Buffers, constants and inputs alone: an exact tensor, in the dtype the graph runs in.
+    # Each parameter is exact: the degree-1 part's bound is that of 3·W·x plus a table row.
+    bound = grown.rounding(1.0)
+    assert bound is not None and not bound.exact
+    magnitude = x.abs().to(wide) @ w.abs().T * 3.0 + table[2].abs()
+    assert torch.allclose(bound.magnitude(), magnitude, rtol=1e-6, atol=0)
+    # Buffers, constants and inputs alone: an exact tensor, in the dtype the graph runs in (0.1
+    # made in float32 by the model is made in float64 in a float64 run).
     assert not isinstance(fixed, Term) and fixed.dtype == wide
-    assert torch.equal(fixed, shift * x.to(wide) + torch.tensor([0.5, 0.25], dtype=wide) + 1)
+    expected = shift * x.to(wide) + torch.tensor([0.5, 0.25], dtype=wide) + torch.full((2,), 0.1, dtype=wide)
+    assert torch.equal(fixed, expected + codes[2])
+    # A lookup in a parameter table is a degree-1 term in the dtype of the run.
+    assert isinstance(looked, Term) and looked.lead.dtype == wide and torch.equal(looked.lead, table[1:2])
 
 
 def test_the_tensors_given_replace_the_programs_own() -> None:
     from saturated.interpreter import run_terms
     model, program, x, ids = mixed_program()
     state = {**model.state_dict(), "linear.weight": torch.tensor([[1.0, 0.0], [0.0, -1.0]])}
-    grown, _ = run_terms(program, state, [x, ids], Settings())
+    grown, _, _ = run_terms(program, state, [x, ids], Settings())
     assert torch.equal(grown.parts[0][0], torch.tensor([[3.0, -6.0]]) + state["table.weight"][2])
 
 
 def test_only_tables_read_by_embedding_lookups_alone_are_left_uncast() -> None:
     from homogeneity.tracing import export_model
-    from saturated.interpreter import _looked_up
-    _, program, _, _ = mixed_program()
-    assert _looked_up(program.graph) == {"p_table_weight"}
+    from saturated.interpreter import _looked_up, _placeholder_values
+    from saturated.terms import Term
+    model, program, x, ids = mixed_program()
+    assert _looked_up(program.graph) == {"p_table_weight", "b_codes"}
+    # The values made for a float64 run, from the program's own tensors: parameters as degree-1
+    # terms, floating tensors cast but the two tables (their lookups are cast instead), integers
+    # and inputs as they are.
+    names = [node.name for node in program.graph.nodes if node.op == "placeholder"]
+    made = dict(zip(names, (make() for make in _placeholder_values(program, {}, [x, ids], torch.float64)),
+                    strict=True))
+    assert list(made) == ["p_linear_weight", "p_table_weight", "b_shift", "b_steps", "b_position", "b_codes",
+                          "c_lifted_tensor_0", "x", "scale", "ids"]
+    weight, table = made["p_linear_weight"], made["p_table_weight"]
+    assert isinstance(weight, Term) and weight.degree == 1.0 and weight.lead.dtype == torch.float64
+    assert torch.equal(weight.lead, model.linear.weight.detach().double())
+    assert weight.rounding(1.0) is not None and weight.rounding(1.0).exact
+    assert isinstance(table, Term) and table.lead.dtype == torch.float32
+    assert made["b_codes"].dtype == torch.float32 and made["b_shift"].dtype == torch.float64
+    assert made["b_steps"].dtype == torch.int64 and made["b_position"].dtype == torch.int64
+    assert made["c_lifted_tensor_0"].dtype == torch.float64
+    assert made["x"] is x and made["ids"] is ids and made["scale"] == 3.0
 
     class TiedHead(nn.Module):  # the table also read as the output projection
         def __init__(self) -> None:
@@ -342,6 +373,9 @@ def test_tied_weights_are_resolved_where_an_op_reads_them_and_say_where_they_aro
     with pytest.raises(NeedsOrders) as unplaced:
         interpreter_of(rules, tie_aware=(aten.linear.default, aten.relu.default))
     assert str(unplaced.value).startswith("keys 0 and 1 tie, and the model's output reads")
+    # With ties="nan" the output holds them as NaN instead.
+    out = interpreter_of(rules, tie_aware=(aten.relu.default,), settings=Settings(ties="nan"))[0]
+    assert torch.isnan(out.lead).all()
 
 
 def test_a_graph_node_other_than_a_function_call_is_refused() -> None:
@@ -350,3 +384,52 @@ def test_a_graph_node_other_than_a_function_call_is_refused() -> None:
     with pytest.raises(SaturationError, match=r"unexpected graph node kind 'call_module' at node '_0' "
                                               r"\(op 0, module 0\)"):
         LimitInterpreter(traced, Settings()).run(lambda: torch.ones(1, 2), enable_io_processing=False)
+
+
+def test_a_run_keeps_no_value_past_its_last_use() -> None:
+    # A cast copy of a parameter (or any value) lives only while the graph needs it: after the
+    # run the interpreter holds only values no node read (unused inputs, checks) and the outputs.
+    from saturated.interpreter import LimitInterpreter, _placeholder_values
+    model, program, x, ids = mixed_program()
+    makers = _placeholder_values(program, dict(model.state_dict()), [x.double(), ids], torch.float64)
+    interpreter = LimitInterpreter(program.graph_module, Settings(), (torch.float32, torch.float64))
+    interpreter.run(*makers, enable_io_processing=False)
+    assert {node.name for node in interpreter.env if node.users} == set()
+    assert "output" in {node.name for node in interpreter.env}
+
+
+class Shared(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.linear(x)
+        return h, torch.relu(h)
+
+
+def test_an_output_not_kept_is_none_even_when_a_kept_one_needs_its_node() -> None:
+    from homogeneity.tracing import export_model
+    from saturated.interpreter import run_terms
+    model, x = Shared(), torch.randn(2, 3)
+    program = export_model(model, (x,))
+    first, second = run_terms(program, dict(model.state_dict()), [x], Settings(), keep=[False, True])
+    assert first is None and torch.equal(second.lead, torch.relu(model.linear(x).detach()))
+
+
+class SortedDescending(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sort(self.linear(x), dim=-1, descending=True, stable=True).values
+
+
+def test_keyword_arguments_reach_the_limit_rule() -> None:
+    # aten.sort.stable takes dim and descending by keyword only.
+    torch.manual_seed(0)
+    model, x = SortedDescending().double(), torch.randn(2, 3, dtype=torch.float64)
+    out = saturate(model, x)(x)
+    assert torch.equal(out.value, torch.sort(model.linear(x).detach(), dim=-1, descending=True).values)
+    assert (out.value[:, :-1] >= out.value[:, 1:]).all()

@@ -202,7 +202,8 @@ class Mixed(nn.Module):
     def forward(self, x: torch.Tensor, scale: float, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         h = self.linear(x).to(torch.float32) * scale + self.table(ids) + self.shift + self.steps
         fixed = self.shift * x + torch.tensor([0.5, 0.25]) + torch.full((2,), 0.1, dtype=torch.float32)
-        return h, fixed + nn.functional.embedding(ids, self.codes), self.table(self.position)
+        code = nn.functional.embedding(ids, self.codes)
+        return h, fixed + code, self.table(self.position), code
 
 
 def mixed_program() -> tuple[Mixed, torch.export.ExportedProgram, torch.Tensor, torch.Tensor]:
@@ -220,7 +221,7 @@ def test_parameters_become_degree_one_terms_and_everything_else_stays_exact(
     model, program, x, ids = mixed_program()
     wide = dtype[1] if dtype else torch.float32
     state = dict(model.state_dict())
-    grown, fixed, looked = run_terms(program, state, [x.to(wide), ids], Settings(), dtype)
+    grown, fixed, looked, code = run_terms(program, state, [x.to(wide), ids], Settings(), dtype)
     w, table, shift, codes = (state[n].to(wide) for n in ("linear.weight", "table.weight", "shift", "codes"))
     # c·W·x·3 + c·table[ids] at degree 1 (each parameter times c), shift + steps at degree 0.
     assert isinstance(grown, Term) and [d for _, d in grown.parts] == [1.0, 0.0]
@@ -239,13 +240,15 @@ def test_parameters_become_degree_one_terms_and_everything_else_stays_exact(
     assert torch.equal(fixed, expected + codes[2])
     # A lookup in a parameter table is a degree-1 term in the dtype of the run.
     assert isinstance(looked, Term) and looked.lead.dtype == wide and torch.equal(looked.lead, table[1:2])
+    # A lookup in a buffer is exact, cast after the lookup.
+    assert not isinstance(code, Term) and code.dtype == wide and torch.equal(code, codes[2:])
 
 
 def test_the_tensors_given_replace_the_programs_own() -> None:
     from saturated.interpreter import run_terms
     model, program, x, ids = mixed_program()
     state = {**model.state_dict(), "linear.weight": torch.tensor([[1.0, 0.0], [0.0, -1.0]])}
-    grown, _, _ = run_terms(program, state, [x, ids], Settings())
+    grown, *_ = run_terms(program, state, [x, ids], Settings())
     assert torch.equal(grown.parts[0][0], torch.tensor([[3.0, -6.0]]) + state["table.weight"][2])
 
 
@@ -433,3 +436,20 @@ def test_keyword_arguments_reach_the_limit_rule() -> None:
     out = saturate(model, x)(x)
     assert torch.equal(out.value, torch.sort(model.linear(x).detach(), dim=-1, descending=True).values)
     assert (out.value[:, :-1] >= out.value[:, 1:]).all()
+
+
+def test_a_graph_without_an_output_node_is_refused() -> None:
+    from types import SimpleNamespace
+
+    from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+    from saturated.interpreter import run_terms
+    graph = torch.fx.Graph()
+    graph.call_function(torch.ops.aten.relu.default, (graph.placeholder("x"),))
+    module = torch.fx.GraphModule(nn.Module(), graph)
+    program = SimpleNamespace(graph=module.graph, graph_module=module, constants={}, state_dict={},
+                              graph_signature=SimpleNamespace(input_specs=[
+                                  InputSpec(InputKind.USER_INPUT, TensorArgument("x"), None)]))
+    with pytest.raises(SaturationError) as refused:
+        run_terms(program, {}, [torch.ones(1)], Settings())  # type: ignore[arg-type]
+    assert str(refused.value) == "the exported graph has no output node"

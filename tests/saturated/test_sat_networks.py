@@ -202,7 +202,7 @@ class Mixed(nn.Module):
     def forward(self, x: torch.Tensor, scale: float, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         h = self.linear(x).to(torch.float32) * scale + self.table(ids) + self.shift + self.steps
         fixed = self.shift * x + torch.tensor([0.5, 0.25]) + torch.full((2,), 0.1, dtype=torch.float32)
-        code = nn.functional.embedding(ids, self.codes)
+        code = nn.functional.embedding(ids.to(torch.int32), self.codes)  # an integer dtype stays
         return h, fixed + code, self.table(self.position), code
 
 
@@ -399,6 +399,14 @@ def test_a_run_keeps_no_value_past_its_last_use() -> None:
     interpreter.run(*makers, enable_io_processing=False)
     assert {node.name for node in interpreter.env if node.users} == set()
     assert "output" in {node.name for node in interpreter.env}
+    # With only some outputs kept, the same among the nodes that run.
+    from homogeneity.tracing import export_model
+    half, x = HalfKnown(), torch.randn(2, 3)
+    program = export_model(half, (x,))
+    makers = _placeholder_values(program, dict(half.state_dict()), [x], None)
+    interpreter = LimitInterpreter(program.graph_module, Settings(), keep=[False, True])
+    assert interpreter.run(*makers, enable_io_processing=False)[0] is None
+    assert {node.name for node in interpreter.env if node.users and node in interpreter.needed} == set()
 
 
 class Shared(nn.Module):

@@ -534,6 +534,42 @@ EQUIVALENT: dict[str, str] = {
     "saturated.rules.routing.x__positions_only__mutmut_21":
         "gather(+1, …) instead of gather(-1, …): the unknown-weights mask is (rows, n), so dimension 1 is"
         " the last",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_4":
+        "garbage_collect_values=True dropped: True is torch.fx.Interpreter's default",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_6":
+        "extra_traceback = None instead of False: torch.fx reads it only as a truth value",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_29":
+        "self.node starts as \"\" instead of None: run_node sets it before call_function reads it",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_7":
+        "_set_current_node(None) instead of the node: it only sets the node meta torch.fx copies to nodes"
+        " a tracer creates while preserving node meta, and a limit run creates none",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_25":
+        "map_nodes_to_values(out, None): the override does not read its node argument",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_32":
+        "output(None, …) instead of the node's target: LimitInterpreter.output does not read its target",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_34":
+        "output(…, None) instead of {}: LimitInterpreter.output does not read its kwargs",
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_22":
+        "tree_map's is_leaf=_is_term → None: Term (and TiedWeights) is no registered pytree node, so "
+        "tree_map takes it as a leaf either way",
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_25":
+        "tree_map's is_leaf=_is_term dropped: Term (and TiedWeights) is no registered pytree node, so "
+        "tree_map takes it as a leaf either way",
+    "saturated.interpreter.x_run_terms__mutmut_3":
+        "swap set also when the model's dtype and the run's are the same: a cast to the same dtype and a "
+        "dtype swapped for itself change nothing",
+    "saturated.interpreter.x_run_terms__mutmut_23":
+        "enable_io_processing=None instead of False: an exported program's graph module uses the plain fx"
+        " CodeGen, whose process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x_run_terms__mutmut_25":
+        "enable_io_processing dropped (True): an exported program's graph module uses the plain fx "
+        "CodeGen, whose process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x_run_terms__mutmut_34":
+        "enable_io_processing=True: an exported program's graph module uses the plain fx CodeGen, whose "
+        "process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x__cast__mutmut_4":
+        "`isinstance(value, Tensor) and …` → `or`: only embedding outputs reach _cast, a Term (returned "
+        "above) or a tensor, for which both agree",
 }
 
 

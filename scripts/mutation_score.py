@@ -423,6 +423,180 @@ EQUIVALENT: dict[str, str] = {
         "two pairs of a matmul multiplied one by one and summed instead of one matmul over the "
         "concatenated parts: the same sum in another order of float additions, and the part's "
         "rounding bound (n·pairs + pairs − 1 products) covers both orders",
+    "saturated.rounding.xǁRoundingǁof_exact__mutmut_20":
+        "unsqueeze(-1) → unsqueeze(+1): the partials are asked for 1-D flat positions, so the looked-up "
+        "values are 1-D and both add the last dimension",
+    "saturated.rounding.xǁRoundingǁscaled__mutmut_11":
+        "`factor > 0` → `factor >= 0` choosing the unflipped partials: at factor 0 the partials are "
+        "replaced by None anyway (`flipped if factor != 0 else None`)",
+    "saturated.rounding.x__summed_exact_values__mutmut_19":
+        "torch.cat(dim=-1) → dim=+1: partials are always (N, P), so dimension 1 is the last",
+    "saturated.rounding.x__split__mutmut_2":
+        "Veltkamp's constant 2²⁷ + 1 → 2²⁷ − 1: for a in [1, 2) (scaled by any power of two short of "
+        "overflow) hi = fl(a·C) − fl(a·C − a) is a multiple of 2⁻²⁵, or of 2⁻²⁶ only as 1 + 2⁻²⁶, and "
+        "|lo| ≤ 2⁻²⁶, so every product of two halves has at most 53 bits and is exact (checked on 2·10⁶ "
+        "random and edge mantissas); the results differ only where a·C overflows, above 1.3·10³⁰⁰, where "
+        "the split fails with either constant",
+    "saturated.rounding.x__split__mutmut_6":
+        "Veltkamp's constant 2²⁷ + 1 → 2²⁷ + 2: a·(C − 1) ≥ 2²⁷ for a in [1, 2), so hi is a multiple of "
+        "2⁻²⁵ (26 bits) and lo = a − hi a multiple of 2⁻⁵² with |lo| ≤ 2⁻²⁶ (26 bits), as with 2²⁷ + 1: "
+        "every partial product is exact (checked on 2·10⁶ random and edge mantissas); they differ only "
+        "where a·C overflows, above 1.3·10³⁰⁰",
+    "saturated.rounding.x__exact_products__mutmut_13":
+        "torch.cat(dim=-1) → dim=+1: the operand rows are always (N, k), so dimension 1 is the last",
+    "saturated.rounding.x__einsum_letters__mutmut_9":
+        "the ellipsis test looks for \"XX...XX\" instead of \"...\": an ellipsis repeats '.' in the operand "
+        "or output that holds it, which the repeated-letter test refuses the same way",
+    "saturated.rounding.x__einsum_rows__mutmut_20":
+        "index → rindex of a kept letter: _einsum_letters admits no repeated letter, so each letter "
+        "occurs once",
+    "saturated.rounding.x__einsum_rows__mutmut_22":
+        "index → rindex of a summed letter: _einsum_letters admits no repeated letter, so each letter "
+        "occurs once",
+    "saturated.rounding.x__einsum_rows__mutmut_29":
+        "index → rindex of an output letter: _einsum_letters admits no repeated output letter, so each "
+        "occurs once",
+    "saturated.rounding.x__operand_rows__mutmut_9":
+        "out_shape → None passed to _einsum_rows, which does not read that argument",
+    "saturated.rounding.x__operand_rows__mutmut_19":
+        "unsqueeze(-1) → unsqueeze(+1) of the elementwise product's first operand: indexed by a full "
+        "tuple of positions it is 1-D, so both add the last dimension",
+    "saturated.rounding.x__operand_rows__mutmut_23":
+        "unsqueeze(-1) → unsqueeze(+1) of the elementwise product's second operand: indexed by a full "
+        "tuple of positions it is 1-D, so both add the last dimension",
+    "saturated.rounding.x__operand_rows__mutmut_61":
+        "`fn is linear and y.dim() == 2` → `or`: only ops _supports accepted get here, and matmul (both "
+        "operands of 2+ dimensions), mul and einsum returned above, so fn is linear",
+    "saturated.rounding.x__cheap_magnitude__mutmut_45":
+        "norm of linear's weight over dim=-1 → dim=+1: the branch requires a 2-D weight, whose dimension "
+        "1 is the last",
+    "saturated.rounding.x_product_rounding__mutmut_114":
+        "torch.cat(dim=-1) → dim=+1 of the pairs' partial products: each is (N, 4k), so dimension 1 is "
+        "the last",
+    "saturated.rounding.x_exact_maximal__mutmut_1":
+        "the precondition assert's `and` → `or`: its only caller (rules.common.maximal) calls it after "
+        "settles_exactly, which requires both index and partials",
+    "saturated.rounding.x_exact_maximal__mutmut_23":
+        "rows.sum(-1) → sum(+1): rows is 2-D, so dimension 1 is the last",
+    "saturated.rounding.x_exact_maximal__mutmut_25":
+        "`> 1` → `>= 1` candidates for the exact step: a row with one candidate has one member, equal to "
+        "itself (`same`), so it is never narrowed",
+    "saturated.rounding.x_exact_maximal__mutmut_53":
+        "the shortcut `same` reduced over every member (.all(None)): either every member equals its row's"
+        " first (nothing to narrow, none compared) or every tied row is compared exactly, which keeps the"
+        " same members; only the work changes",
+    "saturated.rounding.x_exact_maximal__mutmut_54":
+        "the shortcut `same` as `!=`: the first member of each row never differs from itself, so every "
+        "tied row is compared exactly, which keeps the same members; only the work changes",
+    "saturated.rounding.x_exact_maximal__mutmut_55":
+        "(…).all(-1) → all(+1): partials are 2-D, so dimension 1 is the last",
+    "saturated.rounding.x_exact_maximal__mutmut_59":
+        "rows with a member unlike the first → rows with a member like it: the first is always like "
+        "itself, so every tied row is compared exactly, which keeps the same members; only the work "
+        "changes",
+    "saturated.rounding.x_exact_maximal__mutmut_72":
+        "`> 0` → `>= 0` in the search for the best member: it may move to a later member exactly equal to"
+        " it, and the exact differences to either have the same zeros",
+    "saturated.rounding.x_exact_maximal__mutmut_87":
+        "torch.cat(dim=-1) → dim=+1: the members' partials and the best's are 2-D, so dimension 1 is the "
+        "last",
+    "empirical.models.experts.x_check_expert_memory__mutmut_5":
+        "available_memory() read also for a model without experts: 0 bytes per token then fit in any "
+        "memory reported, and None returns as before",
+    "saturated.rules.routing.x__rank__mutmut_37":
+        "`count` made of shape (1,) instead of (rows, 1): zeros broadcast the same against every (rows, "
+        "·) tensor, and the first update makes it (rows, 1)",
+    "saturated.rules.routing.x__rank__mutmut_57":
+        "maximal over dim +1 instead of -1: the key's parts are (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_67":
+        "`count < k` → `count <= k` masking the group: a full row (count = k) then keeps its group, but "
+        "`count + rank <= k` takes none of it, so nothing is written and nothing changes",
+    "saturated.rules.routing.x__rank__mutmut_70":
+        "`count < k` → `count <= k` in `emptied`: a full row is then marked emptied and given what is "
+        "left, of which `count + rank <= k` takes none; its marks are read only at positions taken",
+    "saturated.rules.routing.x__rank__mutmut_72":
+        "`emptied` tested over every row (any(None)) instead of per row: a row emptied by a NaN then "
+        "waits, taking nothing, until every other row is full, and takes what is left as before (same "
+        "positions, open and live marks); only the number of passes changes",
+    "saturated.rules.routing.x__rank__mutmut_74":
+        "`emptied` tested over every row (any() of all) instead of per row: a row emptied by a NaN then "
+        "waits, taking nothing, until every other row is full, and takes what is left as before; only the"
+        " number of passes changes",
+    "saturated.rules.routing.x__rank__mutmut_76":
+        "group.any(+1) instead of any(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_86":
+        "`all_settled &= settled` → `all_settled = settled`: maximal's `settled` depends only on the "
+        "key's roundings and the settings, the same in every pass",
+    "saturated.rules.routing.x__rank__mutmut_93":
+        "group.sum(+1) instead of sum(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_98":
+        "group.cumsum(+1) instead of cumsum(-1): the group is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_130":
+        "`size > 1` → `size >= 1` in `over`: a group of one in an unfinished row (count < k) never "
+        "overflows (count + 1 <= k), and a full row takes nothing",
+    "saturated.rules.routing.x__rank__mutmut_140":
+        "(…).any(+1) instead of any(-1) for `live`: the tensor is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__rank__mutmut_153":
+        "take.sum(+1) instead of sum(-1): `take` is (rows, n), so dimension 1 is the last",
+    "saturated.rules.routing.x__zero_at_every_order__mutmut_3":
+        "the 0-dim start of `zero` made on the default device instead of the term's: a 0-dim CPU tensor "
+        "combines with a tensor on any device, and `zero & (a == 0)` is on a's",
+    "saturated.rules.routing.x__zero_at_every_order__mutmut_5":
+        "the 0-dim start of `zero` made on the default device instead of the term's: a 0-dim CPU tensor "
+        "combines with a tensor on any device, and `zero & (a == 0)` is on a's",
+    "saturated.rules.routing.x__unknown_weights__mutmut_14":
+        "the precondition assert's `and` → `or`: TiedWeights are built by the softmax rule with both "
+        "candidates and count",
+    "saturated.rules.routing.x__ranked__mutmut_7":
+        "`dim % max(ndim, 1)` → `max(ndim, 2)`: every caller passes a dimension already reduced to [0, "
+        "ndim) (0 for a 0-dim or 1-D term), which either leaves as it is",
+    "saturated.rules.routing.x__positions_only__mutmut_53":
+        "`dim % max(ndim, 1)` → `max(ndim, 2)`: every caller passes a dimension already reduced to [0, "
+        "ndim) (0 for a 0-dim or 1-D term), which either leaves as it is",
+    "saturated.rules.routing.x__indices__mutmut_12":
+        "positions.shape[+1] instead of shape[-1]: the positions are (rows, k), so dimension 1 is the "
+        "last",
+    "saturated.rules.routing.x__refused__mutmut_5":
+        "undetermined.any(+1) instead of any(-1): the mask is (rows, k), so dimension 1 is the last",
+    "saturated.rules.routing.x__positions_only__mutmut_21":
+        "gather(+1, …) instead of gather(-1, …): the unknown-weights mask is (rows, n), so dimension 1 is"
+        " the last",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_4":
+        "garbage_collect_values=True dropped: True is torch.fx.Interpreter's default",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_6":
+        "extra_traceback = None instead of False: torch.fx reads it only as a truth value",
+    "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_29":
+        "self.node starts as \"\" instead of None: run_node sets it before call_function reads it",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_7":
+        "_set_current_node(None) instead of the node: it only sets the node meta torch.fx copies to nodes"
+        " a tracer creates while preserving node meta, and a limit run creates none",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_25":
+        "map_nodes_to_values(out, None): the override does not read its node argument",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_32":
+        "output(None, …) instead of the node's target: LimitInterpreter.output does not read its target",
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_34":
+        "output(…, None) instead of {}: LimitInterpreter.output does not read its kwargs",
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_22":
+        "tree_map's is_leaf=_is_term → None: Term (and TiedWeights) is no registered pytree node, so "
+        "tree_map takes it as a leaf either way",
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_25":
+        "tree_map's is_leaf=_is_term dropped: Term (and TiedWeights) is no registered pytree node, so "
+        "tree_map takes it as a leaf either way",
+    "saturated.interpreter.x_run_terms__mutmut_3":
+        "swap set also when the model's dtype and the run's are the same: a cast to the same dtype and a "
+        "dtype swapped for itself change nothing",
+    "saturated.interpreter.x_run_terms__mutmut_23":
+        "enable_io_processing=None instead of False: an exported program's graph module uses the plain fx"
+        " CodeGen, whose process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x_run_terms__mutmut_25":
+        "enable_io_processing dropped (True): an exported program's graph module uses the plain fx "
+        "CodeGen, whose process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x_run_terms__mutmut_34":
+        "enable_io_processing=True: an exported program's graph module uses the plain fx CodeGen, whose "
+        "process_inputs and process_outputs return what they are given",
+    "saturated.interpreter.x__cast__mutmut_4":
+        "`isinstance(value, Tensor) and …` → `or`: only embedding outputs reach _cast, a Term (returned "
+        "above) or a tensor, for which both agree",
 }
 
 

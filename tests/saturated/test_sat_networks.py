@@ -179,3 +179,285 @@ def test_model_is_not_modified() -> None:
     before = {k: v.clone() for k, v in net.state_dict().items()}
     saturate(net, torch.randn(3, 4))
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+# The interpreter itself: which placeholders become terms, which nodes run, what a run in another
+# dtype changes, and the errors it names a node in.
+
+
+class Mixed(nn.Module):
+    """Parameters (a linear map and an embedding table), float and integer buffers (one of them
+    positions, one a table of codes), a constant made in forward, a non-tensor input the export
+    bakes in, and dtype arguments (positional and keyword)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2, bias=False)
+        self.table = nn.Embedding(3, 2)
+        self.register_buffer("shift", torch.tensor([1.0, -1.0]))
+        self.register_buffer("steps", torch.tensor([2, 3]))
+        self.register_buffer("position", torch.tensor([1]))
+        self.register_buffer("codes", torch.tensor([[0.5, 1.5], [2.5, 3.5], [4.5, 5.5]]))
+
+    def forward(self, x: torch.Tensor, scale: float, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.linear(x).to(torch.float32) * scale + self.table(ids) + self.shift + self.steps
+        fixed = self.shift * x + torch.tensor([0.5, 0.25]) + torch.full((2,), 0.1, dtype=torch.float32)
+        code = nn.functional.embedding(ids.to(torch.int32), self.codes)  # an integer dtype stays
+        return h, fixed + code, self.table(self.position), code
+
+
+def mixed_program() -> tuple[Mixed, torch.export.ExportedProgram, torch.Tensor, torch.Tensor]:
+    from homogeneity.tracing import export_model
+    torch.manual_seed(0)
+    model, x, ids = Mixed(), torch.tensor([[1.0, 2.0]]), torch.tensor([2])
+    return model, export_model(model, (x, 3.0, ids)), x, ids
+
+
+@pytest.mark.parametrize("dtype", [None, (torch.float32, torch.float32), (torch.float32, torch.float64)])
+def test_parameters_become_degree_one_terms_and_everything_else_stays_exact(
+        dtype: tuple[torch.dtype, torch.dtype] | None) -> None:
+    from saturated.interpreter import run_terms
+    from saturated.terms import Term
+    model, program, x, ids = mixed_program()
+    wide = dtype[1] if dtype else torch.float32
+    state = dict(model.state_dict())
+    grown, fixed, looked, code = run_terms(program, state, [x.to(wide), ids], Settings(), dtype)
+    w, table, shift, codes = (state[n].to(wide) for n in ("linear.weight", "table.weight", "shift", "codes"))
+    # c·W·x·3 + c·table[ids] at degree 1 (each parameter times c), shift + steps at degree 0.
+    assert isinstance(grown, Term) and [d for _, d in grown.parts] == [1.0, 0.0]
+    assert all(a.dtype == wide for a, _ in grown.parts)
+    assert torch.equal(grown.parts[0][0], x.to(wide) @ w.T * 3.0 + table[2])
+    assert torch.equal(grown.parts[1][0], (shift + torch.tensor([2, 3])).expand(1, 2))
+    # Each parameter is exact: the degree-1 part's bound is that of 3·W·x plus a table row.
+    bound = grown.rounding(1.0)
+    assert bound is not None and not bound.exact
+    magnitude = x.abs().to(wide) @ w.abs().T * 3.0 + table[2].abs()
+    assert torch.allclose(bound.magnitude(), magnitude, rtol=1e-6, atol=0)
+    # Buffers, constants and inputs alone: an exact tensor, in the dtype the graph runs in (0.1
+    # made in float32 by the model is made in float64 in a float64 run).
+    assert not isinstance(fixed, Term) and fixed.dtype == wide
+    expected = shift * x.to(wide) + torch.tensor([0.5, 0.25], dtype=wide) + torch.full((2,), 0.1, dtype=wide)
+    assert torch.equal(fixed, expected + codes[2])
+    # A lookup in a parameter table is a degree-1 term in the dtype of the run.
+    assert isinstance(looked, Term) and looked.lead.dtype == wide and torch.equal(looked.lead, table[1:2])
+    # A lookup in a buffer is exact, cast after the lookup.
+    assert not isinstance(code, Term) and code.dtype == wide and torch.equal(code, codes[2:])
+
+
+def test_the_tensors_given_replace_the_programs_own() -> None:
+    from saturated.interpreter import run_terms
+    model, program, x, ids = mixed_program()
+    state = {**model.state_dict(), "linear.weight": torch.tensor([[1.0, 0.0], [0.0, -1.0]])}
+    grown, *_ = run_terms(program, state, [x, ids], Settings())
+    assert torch.equal(grown.parts[0][0], torch.tensor([[3.0, -6.0]]) + state["table.weight"][2])
+
+
+def test_only_tables_read_by_embedding_lookups_alone_are_left_uncast() -> None:
+    from homogeneity.tracing import export_model
+    from saturated.interpreter import _looked_up, _placeholder_values
+    from saturated.terms import Term
+    model, program, x, ids = mixed_program()
+    assert _looked_up(program.graph) == {"p_table_weight", "b_codes"}
+    # The values made for a float64 run, from the program's own tensors: parameters as degree-1
+    # terms, floating tensors cast but the two tables (their lookups are cast instead), integers
+    # and inputs as they are.
+    names = [node.name for node in program.graph.nodes if node.op == "placeholder"]
+    made = dict(zip(names, (make() for make in _placeholder_values(program, {}, [x, ids], torch.float64)),
+                    strict=True))
+    assert list(made) == ["p_linear_weight", "p_table_weight", "b_shift", "b_steps", "b_position", "b_codes",
+                          "c_lifted_tensor_0", "x", "scale", "ids"]
+    weight, table = made["p_linear_weight"], made["p_table_weight"]
+    assert isinstance(weight, Term) and weight.degree == 1.0 and weight.lead.dtype == torch.float64
+    assert torch.equal(weight.lead, model.linear.weight.detach().double())
+    assert weight.rounding(1.0) is not None and weight.rounding(1.0).exact
+    assert isinstance(table, Term) and table.lead.dtype == torch.float32
+    assert made["b_codes"].dtype == torch.float32 and made["b_shift"].dtype == torch.float64
+    assert made["b_steps"].dtype == torch.int64 and made["b_position"].dtype == torch.int64
+    assert made["c_lifted_tensor_0"].dtype == torch.float64
+    assert made["x"] is x and made["ids"] is ids and made["scale"] == 3.0
+
+    class TiedHead(nn.Module):  # the table also read as the output projection
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = nn.Embedding(3, 2)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.table(ids) @ self.table.weight.T
+
+    assert _looked_up(export_model(TiedHead(), (torch.tensor([1]),)).graph) == set()
+
+
+class HalfKnown(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cummax(self.linear(x), dim=-1).values, torch.relu(self.linear(x))
+
+
+def test_only_the_nodes_the_kept_outputs_need_run() -> None:
+    from homogeneity.tracing import export_model
+    from saturated.interpreter import run_terms
+    torch.manual_seed(0)
+    model, x = HalfKnown(), torch.randn(2, 3)
+    program = export_model(model, (x,))
+    state = dict(model.state_dict())
+    kept = run_terms(program, state, [x], Settings(), keep=[False, True])
+    assert kept[0] is None and torch.equal(kept[1].lead, torch.relu(model.linear(x).detach()))
+    with pytest.raises(SaturationError) as missing:
+        run_terms(program, state, [x], Settings(), keep=[True, False])
+    assert str(missing.value) == ("no limit rule for op aten.cummax.default at node 'cummax' (op "
+                                  "aten.cummax.default, module <root>); register one with "
+                                  "saturated.register_rule")
+
+
+def interpreter_of(rules: dict, tie_aware: tuple = (), settings: Settings | None = None) -> list:
+    """Run ReLU(linear(x)) (module 'lin', then 'act') with the rule table ``rules``."""
+    from homogeneity.tracing import export_model
+    from saturated.interpreter import LimitInterpreter, _placeholder_values
+    model = nn.Sequential()
+    model.add_module("lin", nn.Linear(2, 2))
+    model.add_module("act", nn.ReLU())
+    x = torch.ones(1, 2)
+    program = export_model(model, (x,))
+    makers = _placeholder_values(program, dict(model.state_dict()), [x], None)
+    interpreter = LimitInterpreter(program.graph_module, settings or Settings(), rules=rules,
+                                   tie_aware=tie_aware)
+    return interpreter.run(*makers, enable_io_processing=False)
+
+
+def test_rule_errors_name_the_node_its_op_and_module() -> None:
+    from saturated.rules import RULES
+    from saturated.terms import NeedsOrders
+    aten = torch.ops.aten
+    where = "node 'linear' (op aten.linear.default, module lin)"
+
+    def needs(*_: object, **__: object) -> None:
+        raise NeedsOrders("a tie")
+
+    def fails(*_: object, **__: object) -> None:
+        raise ValueError("shapes disagree")
+
+    with pytest.raises(NeedsOrders) as refused:
+        interpreter_of({aten.linear.default: needs})
+    assert str(refused.value) == f"a tie [at {where}]"
+    with pytest.raises(SaturationError) as failed:
+        interpreter_of({aten.linear.default: fails})
+    assert str(failed.value) == f"the limit rule failed at {where}: shapes disagree"
+    assert type(failed.value) is SaturationError
+    with pytest.raises(SaturationError) as missing:
+        interpreter_of({aten.linear.default: RULES[aten.linear.default]})
+    assert str(missing.value) == ("no limit rule for op aten.relu.default at node 'relu' (op "
+                                  "aten.relu.default, module act); register one with saturated.register_rule")
+
+
+def test_tied_weights_are_resolved_where_an_op_reads_them_and_say_where_they_arose() -> None:
+    from saturated.terms import NeedsOrders
+    from saturated.ties import TiedWeights
+    aten = torch.ops.aten
+    tied = TiedWeights(((torch.tensor([[0.5, 0.5]]), 0.0),), candidates=torch.tensor([[True, True]]),
+                       count=torch.tensor([[2]]), dim=1, reason="keys 0 and 1 tie")
+    arose = "keys 0 and 1 tie [at node 'linear' (op aten.linear.default, module lin)]"
+    rules = {aten.linear.default: lambda *_, **__: tied, aten.relu.default: lambda s, x: x}
+    # ReLU is not registered tie-aware (here its rule is the identity): it may not read the
+    # arbitrary split, which ties="nan" makes NaN before the rule sees it.
+    with pytest.raises(NeedsOrders) as refused:
+        interpreter_of(rules)
+    assert str(refused.value).startswith(f"{arose}, and op aten.relu.default reads the weights themselves.")
+    out = interpreter_of(rules, settings=Settings(ties="nan"))[0]
+    assert torch.isnan(out.lead).all()
+    # Registered as tie-aware it takes them as they are, and the output then refuses them,
+    # naming where they arose.
+    with pytest.raises(NeedsOrders) as at_output:
+        interpreter_of(rules, tie_aware=(aten.relu.default,))
+    assert str(at_output.value).startswith(f"{arose}, and the model's output reads the weights themselves.")
+    # Tie-aware where they arise: no place is added.
+    with pytest.raises(NeedsOrders) as unplaced:
+        interpreter_of(rules, tie_aware=(aten.linear.default, aten.relu.default))
+    assert str(unplaced.value).startswith("keys 0 and 1 tie, and the model's output reads")
+    # With ties="nan" the output holds them as NaN instead.
+    out = interpreter_of(rules, tie_aware=(aten.relu.default,), settings=Settings(ties="nan"))[0]
+    assert torch.isnan(out.lead).all()
+
+
+def test_a_graph_node_other_than_a_function_call_is_refused() -> None:
+    from saturated.interpreter import LimitInterpreter
+    traced = torch.fx.symbolic_trace(nn.Sequential(nn.Linear(2, 2)))
+    with pytest.raises(SaturationError, match=r"unexpected graph node kind 'call_module' at node '_0' "
+                                              r"\(op 0, module 0\)"):
+        LimitInterpreter(traced, Settings()).run(lambda: torch.ones(1, 2), enable_io_processing=False)
+
+
+def test_a_run_keeps_no_value_past_its_last_use() -> None:
+    # A cast copy of a parameter (or any value) lives only while the graph needs it: after the
+    # run the interpreter holds only values no node read (unused inputs, checks) and the outputs.
+    from saturated.interpreter import LimitInterpreter, _placeholder_values
+    model, program, x, ids = mixed_program()
+    makers = _placeholder_values(program, dict(model.state_dict()), [x.double(), ids], torch.float64)
+    interpreter = LimitInterpreter(program.graph_module, Settings(), (torch.float32, torch.float64))
+    interpreter.run(*makers, enable_io_processing=False)
+    assert {node.name for node in interpreter.env if node.users} == set()
+    assert "output" in {node.name for node in interpreter.env}
+    # With only some outputs kept, the same among the nodes that run.
+    from homogeneity.tracing import export_model
+    half, x = HalfKnown(), torch.randn(2, 3)
+    program = export_model(half, (x,))
+    makers = _placeholder_values(program, dict(half.state_dict()), [x], None)
+    interpreter = LimitInterpreter(program.graph_module, Settings(), keep=[False, True])
+    assert interpreter.run(*makers, enable_io_processing=False)[0] is None
+    assert {node.name for node in interpreter.env if node.users and node in interpreter.needed} == set()
+
+
+class Shared(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.linear(x)
+        return h, torch.relu(h)
+
+
+def test_an_output_not_kept_is_none_even_when_a_kept_one_needs_its_node() -> None:
+    from homogeneity.tracing import export_model
+    from saturated.interpreter import run_terms
+    model, x = Shared(), torch.randn(2, 3)
+    program = export_model(model, (x,))
+    first, second = run_terms(program, dict(model.state_dict()), [x], Settings(), keep=[False, True])
+    assert first is None and torch.equal(second.lead, torch.relu(model.linear(x).detach()))
+
+
+class SortedDescending(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sort(self.linear(x), dim=-1, descending=True, stable=True).values
+
+
+def test_keyword_arguments_reach_the_limit_rule() -> None:
+    # aten.sort.stable takes dim and descending by keyword only.
+    torch.manual_seed(0)
+    model, x = SortedDescending().double(), torch.randn(2, 3, dtype=torch.float64)
+    out = saturate(model, x)(x)
+    assert torch.equal(out.value, torch.sort(model.linear(x).detach(), dim=-1, descending=True).values)
+    assert (out.value[:, :-1] >= out.value[:, 1:]).all()
+
+
+def test_a_graph_without_an_output_node_is_refused() -> None:
+    from types import SimpleNamespace
+
+    from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+    from saturated.interpreter import run_terms
+    graph = torch.fx.Graph()
+    graph.call_function(torch.ops.aten.relu.default, (graph.placeholder("x"),))
+    module = torch.fx.GraphModule(nn.Module(), graph)
+    program = SimpleNamespace(graph=module.graph, graph_module=module, constants={}, state_dict={},
+                              graph_signature=SimpleNamespace(input_specs=[
+                                  InputSpec(InputKind.USER_INPUT, TensorArgument("x"), None)]))
+    with pytest.raises(SaturationError) as refused:
+        run_terms(program, {}, [torch.ones(1)], Settings())  # type: ignore[arg-type]
+    assert str(refused.value) == "the exported graph has no output node"

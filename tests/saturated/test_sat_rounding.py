@@ -6,15 +6,18 @@ Each case is built so that the computed value's error is far above 64 eps of the
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
-from saturated.rounding import Rounding, exact_sign, gamma, product_rounding, smallest_subnormal
+from saturated.rounding import Einsum, Rounding, exact_sign, gamma, product_rounding, smallest_subnormal
 from saturated.rules import Settings
 from saturated.saturate import saturate
 
@@ -276,3 +279,508 @@ def test_a_carried_bound_read_by_several_ops_is_computed_once() -> None:
     assert carried.tolist() == pytest.approx([expected] * 3, rel=1e-12)
     rounding.carried(f64, 0.0)
     assert calls == [f64]  # asked again: the same tensor
+
+
+# The bounds themselves, each against its hand derivation or an independent computation: the
+# constants of every precision, the exact values a product's partials stand for (in Fraction
+# arithmetic), and the true error of float32 products (against the exact value) within the bound.
+
+F32, F64 = torch.float32, torch.float64
+Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@pytest.mark.parametrize(("dtype", "u", "tiny"), [(F32, 2.0**-24, 2.0**-149), (F64, 2.0**-53, 2.0**-1074),
+                                                  (torch.float16, 2.0**-11, 2.0**-24),
+                                                  (torch.bfloat16, 2.0**-8, 2.0**-133)])
+def test_unit_roundoff_and_smallest_subnormal_of_each_precision(dtype: torch.dtype, u: float,
+                                                                tiny: float) -> None:
+    from saturated.rounding import unit_roundoff
+    assert unit_roundoff(dtype) == u
+    assert smallest_subnormal(dtype) == tiny
+    assert torch.tensor(tiny, dtype=dtype) > 0 and torch.tensor(tiny / 2, dtype=dtype) == 0  # spacing at 0
+    assert torch.tensor(1.0 + 2 * u, dtype=dtype) > 1
+    assert torch.tensor(1.0 + u, dtype=dtype) == 1  # half the spacing: rounded to even
+
+
+def test_gamma_is_n_u_over_one_minus_n_u_until_n_u_reaches_one() -> None:
+    from saturated.rounding import relative_bound
+    for n in (1, 2, 7, 1000):
+        u = Fraction(2) ** -24
+        assert Fraction(gamma(n, F32)) == pytest.approx(n * u / (1 - n * u), rel=1e-15)
+    assert gamma(0, F32) == 0.0
+    assert gamma(2**24 - 1, F32) == 2.0**24 - 1  # n·u = 1 − u: (1 − u)/u
+    assert gamma(2**24, F32) == math.inf and gamma(2**25, F32) == math.inf
+    # An operand error η adds 2η + η² (|q̂ₖk̂ₖ − qₖkₖ| ≤ (2η + η²)|qₖ||kₖ|).
+    assert relative_bound(3, F32, 0.0) == gamma(3, F32)
+    assert relative_bound(3, F32, 0.5) == gamma(3, F32) + 1.0 + 0.25
+    assert relative_bound(0, F64, 2.0**-10) == 2.0**-9 + 2.0**-20
+
+
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same values in the same dtype (a bound asked for in float64 is computed in float64)."""
+    return a.dtype == b.dtype and torch.equal(a, b)
+
+
+def full_mantissas(*shape: int, seed: int) -> torch.Tensor:
+    """float64 values with all 53 bits used and exponents spread over 2⁻²⁰..2²⁰, so that a product
+    is exact only through Dekker's splitting."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=g, dtype=F64) + 0.5) * 2.0 ** torch.randint(
+        -20, 21, shape, generator=g).double() * torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0)
+
+
+def fractions(t: torch.Tensor) -> np.ndarray:
+    return np.array([Fraction(v) for v in t.flatten().tolist()], dtype=object).reshape(tuple(t.shape))
+
+
+def row_sums(rows: torch.Tensor) -> list[Fraction]:
+    return [sum(map(Fraction, row), Fraction(0)) for row in rows.tolist()]
+
+
+# (op, shapes of x and y, the same contraction as a numpy einsum for the exact reference, n)
+PRODUCTS = {
+    "matmul": (torch.matmul, (2, 3), (3, 4), "ik,kj->ij", 3),
+    "matmul batch broadcast": (torch.matmul, (2, 5), (3, 5, 4), "ik,bkj->bij", 5),
+    "matmul both batched": (torch.matmul, (2, 1, 2, 3), (1, 3, 3, 2), "abik,cbkj->acij", 3),
+    "linear": (torch.nn.functional.linear, (2, 3, 5), (4, 5), "abk,nk->abn", 5),
+    "mul broadcast": (torch.mul, (2, 1), (1, 3), "ia,aj->ij", 1),
+    "einsum attention": (Einsum("bnid,bnjd->bnij"), (2, 1, 3, 4), (2, 2, 3, 4), "bmid,bnjd->bnij", 4),
+    "einsum summed order": (Einsum("ijk,ikj->i"), (2, 3, 4), (2, 4, 3), "ijk,ikj->i", 12),
+    "einsum output order": (Einsum("i j, kj -> ki"), (3, 2), (4, 2), "ij,kj->ki", 2),
+}
+
+
+def reference(case: str, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    equation = PRODUCTS[case][3]
+    a, b = fractions(x), fractions(y)
+    if case == "einsum attention":  # n broadcasts from 1: numpy's einsum wants the sizes equal
+        a = np.broadcast_to(a, (2, 2, 3, 4))
+        equation = "bnid,bnjd->bnij"
+    if case == "matmul both batched":
+        a, b = np.broadcast_to(a, (2, 3, 2, 3)), np.broadcast_to(b, (2, 3, 3, 2))
+        equation = "abik,abkj->abij"
+    return np.einsum(equation, a, b)
+
+
+@pytest.mark.parametrize("case", list(PRODUCTS))
+def test_product_partials_sum_exactly_to_the_exact_products(case: str) -> None:
+    fn, x_shape, y_shape, _, n = PRODUCTS[case]
+    x, y = full_mantissas(*x_shape, seed=1), full_mantissas(*y_shape, seed=2)
+    out = fn(x, y)
+    exact = reference(case, x, y)
+    assert exact.shape == out.shape
+    rounding = product_rounding(fn, [((x, None), (y, None))], 1.0, n, out.shape)
+    assert rounding.length == n and rounding.carried is None and rounding.factor == 1.0
+    assert rounding.index is not None and rounding.partials is not None
+    assert torch.equal(rounding.index(), torch.arange(out.numel()).reshape(out.shape))
+    at = torch.randperm(out.numel(), generator=torch.Generator().manual_seed(0))[: max(out.numel() - 2, 1)]
+    rows = rounding.partials(at)
+    assert rows.dtype == F64 and rows.shape == (len(at), 4 * n)
+    assert row_sums(rows) == [exact.flatten()[i] for i in at.tolist()]
+    # The magnitude Σ|xᵢ||yᵢ| (computed in float64) against the exact one.
+    magnitude = np.vectorize(float)(reference(case, x.abs(), y.abs()))
+    assert np.allclose(rounding.magnitude().numpy(), magnitude, rtol=1e-14, atol=0)
+
+
+def test_product_partials_of_several_pairs_and_their_n() -> None:
+    # Σ over two pairs of a matmul of length 3: one sum of 2·3 products and one addition, n = 7.
+    xs = [full_mantissas(2, 3, seed=s) for s in (3, 4)]
+    ys = [full_mantissas(3, 2, seed=s) for s in (5, 6)]
+    rounding = product_rounding(torch.matmul, [((x, None), (y, None)) for x, y in zip(xs, ys)], 2.0, 3,
+                                torch.Size([2, 2]))
+    assert rounding.length == 2 * 3 + 1 and rounding.degree == 2.0
+    exact = sum(np.einsum("ik,kj->ij", fractions(x), fractions(y)) for x, y in zip(xs, ys))
+    assert rounding.partials is not None
+    assert row_sums(rounding.partials(torch.arange(4))) == list(exact.flatten())
+    magnitude = sum(np.einsum("ik,kj->ij", fractions(x.abs()), fractions(y.abs())) for x, y in zip(xs, ys))
+    assert np.allclose(rounding.magnitude().numpy(), np.vectorize(float)(magnitude), rtol=1e-14, atol=0)
+    # Cauchy–Schwarz per pair: ‖row i of x‖·‖column j of y‖, summed over the pairs.
+    assert rounding.cheap is not None
+    norms = sum(x.norm(dim=1)[:, None] * y.norm(dim=0)[None, :] for x, y in zip(xs, ys))
+    assert torch.allclose(rounding.cheap(), norms, rtol=1e-15, atol=0)
+    assert (rounding.cheap() >= rounding.magnitude()).all()
+
+
+@pytest.mark.parametrize(("fn", "x_shape", "y_shape"), [
+    (torch.nn.functional.linear, (2, 3, 4), (5, 4)),
+    (torch.matmul, (3, 4), (2, 4, 5)),
+    (torch.matmul, (2, 3, 4), (4, 5)),
+    (torch.mul, (3, 1), (1, 2)),
+    (Einsum("ij,kj->ik"), (3, 4), (2, 4)),
+])
+def test_cheap_magnitude_is_a_product_of_norms_for_matrix_products(fn: Product, x_shape: tuple[int, ...],
+                                                                   y_shape: tuple[int, ...]) -> None:
+    x, y = full_mantissas(*x_shape, seed=7), full_mantissas(*y_shape, seed=8)
+    rounding = product_rounding(fn, [((x, None), (y, None))], 1.0, 1, fn(x, y).shape)
+    assert rounding.cheap is not None
+    cheap, magnitude = rounding.cheap(), rounding.magnitude()
+    if fn is torch.nn.functional.linear:  # rows of x against rows of the weight
+        expected = x.norm(dim=-1)[..., None] * y.norm(dim=-1)
+    elif fn is torch.matmul:  # rows of x against columns of y
+        expected = x.norm(dim=-1)[..., None] * y.norm(dim=-2)[..., None, :]
+    else:  # no cheaper bound: the magnitude itself
+        expected = fn(x.abs(), y.abs())
+    assert cheap.shape == magnitude.shape and torch.allclose(cheap, expected, rtol=1e-15, atol=0)
+    assert (cheap >= magnitude * (1 - 1e-15)).all()
+
+
+@pytest.mark.parametrize(("fn", "x", "y"), [
+    (torch.matmul, torch.ones(2, 3, dtype=F32), torch.ones(3, 2, dtype=F32)),  # not float64
+    (torch.mul, torch.ones(2, 3, dtype=F32), torch.ones(2, 3, dtype=F64)),  # one side not float64
+    (torch.mul, torch.ones(2, 3, dtype=F64), torch.ones(2, 3, dtype=F32)),
+    (torch.matmul, torch.ones(2, 3, dtype=F64), torch.ones(3, dtype=F64)),  # matrix times vector
+    (torch.nn.functional.linear, torch.ones(2, 3, dtype=F64), torch.ones(3, dtype=F64)),  # vector weight
+    (Einsum("...i,...i->..."), torch.ones(2, 3, dtype=F64), torch.ones(2, 3, dtype=F64)),
+    (torch.add, torch.ones(2, dtype=F64), torch.ones(2, dtype=F64)),
+])
+def test_products_whose_dot_products_are_not_read_have_no_exact_values(fn: Product, x: torch.Tensor,
+                                                                       y: torch.Tensor) -> None:
+    rounding = product_rounding(fn, [((x, None), (y, None))], 1.0, 1, fn(x, y).shape)
+    assert rounding.index is None and rounding.partials is None
+    # Some other pair of the sum being unreadable is enough.
+    a = torch.ones(2, 3, dtype=F64)
+    both = product_rounding(torch.mul, [((a, None), (a, None)), ((a.float(), None), (a.float(), None))],
+                            1.0, 1, a.shape)
+    assert both.index is None and both.partials is None
+
+
+def test_float32_products_lie_within_their_bound_and_the_bound_is_its_formula() -> None:
+    # Rows of x against columns of y built to cancel (the exact sums are about 10⁻⁶ of Σ|x||y|):
+    # the float32 result's true error, against the exact value of its float32 operands, stays
+    # within γ₁₆·Σ|xᵢ||yᵢ| + 16·2⁻¹⁴⁹, which is the bound read back.
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(4, 16, generator=g)
+    y = torch.randn(16, 3, generator=g)
+    y[-1] = -(x[:, :-1] @ y[:-1]).mean(0) / x[:, -1].mean()  # near cancellation in every row
+    computed = x @ y
+    exact = np.einsum("ik,kj->ij", fractions(x), fractions(y))
+    error = np.vectorize(float)(np.abs(fractions(computed) - exact))
+    rounding = product_rounding(torch.matmul, [((x, None), (y, None))], 2.0, 16, computed.shape)
+    bound = rounding.bound(F32, 0.0)
+    magnitude = np.vectorize(float)(np.einsum("ik,kj->ij", fractions(x.abs()), fractions(y.abs())))
+    assert np.allclose(bound.numpy(), gamma(16, F32) * magnitude + 16 * 2.0**-149, rtol=1e-6, atol=0)
+    assert (error <= bound.numpy()).all() and error.max() > 0
+    # With an operand error η the bound grows by (2η + η²)·Σ|xᵢ||yᵢ|.
+    assert np.allclose(rounding.bound(F32, 0.25).numpy(),
+                       (gamma(16, F32) + 0.5625) * magnitude + 16 * 2.0**-149, rtol=1e-6, atol=0)
+
+
+def test_one_product_rounds_by_nearly_its_whole_bound() -> None:
+    # (1 + 2⁻¹²)² = 1 + 2⁻¹¹ + 2⁻²⁴: the last term is half a float32 spacing at 1, rounded off (to
+    # even), so the error 2⁻²⁴ is γ₁·|x||y| + 2⁻¹⁴⁹ up to a factor 1 + 2⁻¹¹: no smaller n would do.
+    x = torch.tensor([1.0 + 2.0**-12])
+    computed = x * x
+    assert computed.item() == 1.0 + 2.0**-11
+    error = Fraction(x.item()) ** 2 - Fraction(computed.item())
+    assert error == Fraction(2) ** -24
+    bound = product_rounding(torch.mul, [((x, None), (x, None))], 2.0, 1, x.shape).bound(F32, 0.0)
+    assert error <= Fraction(bound.item()) < error * (1 + Fraction(2) ** -10)
+
+
+def test_bound_is_the_relative_bound_times_the_magnitude_plus_underflow_and_what_is_carried() -> None:
+    magnitude, cheap = torch.tensor([1.0, 2.0, 0.0]), torch.tensor([4.0, 4.0, 4.0])
+    calls = []
+
+    def carried(dtype: torch.dtype, rtol: float) -> torch.Tensor:
+        calls.append((dtype, rtol))
+        return torch.tensor([0.5, 0.25, 0.125])
+
+    rounding = Rounding(1.0, lambda: magnitude, 3, cheap=lambda: cheap, carried=carried)
+    own = gamma(3, F32) * magnitude + 3 * 2.0**-149
+    assert torch.equal(rounding.bound(F32, 0.0), own)
+    assert torch.equal(rounding.bound(F32, 0.0, cheap=True), gamma(3, F32) * cheap + 3 * 2.0**-149)
+    assert torch.equal(rounding.bound(F32, 0.0, carried=True), own + torch.tensor([0.5, 0.25, 0.125]))
+    assert torch.equal(rounding.bound(F64, 0.5, carried=True, cheap=True),
+                       (gamma(3, F64) + 1.25) * cheap + 3 * 2.0**-1074 + torch.tensor([0.5, 0.25, 0.125]))
+    assert calls == [(F32, 0.0), (F64, 0.5)]
+    # Without a cheaper bound the magnitude serves; an exact value (n = 0) has no underflow term.
+    plain = Rounding(1.0, lambda: magnitude, 0)
+    assert torch.equal(plain.bound(F32, 0.0, carried=True, cheap=True), torch.zeros(3))
+    assert torch.equal(plain.bound(F32, 0.5), 1.25 * magnitude)
+
+
+def test_carried_error_of_a_product_from_its_operands_bounds() -> None:
+    """x·y with bounds b_x, b_y on the operands carries |x|·b_y + b_x·(|y| + b_y) (each bound with
+    its own carried part, from its cheap magnitude); an exact operand or none brings nothing in."""
+    x, y = torch.tensor([[1.0, -2.0]], dtype=F64), torch.tensor([[3.0], [-0.5]], dtype=F64)
+
+    def operand(cheap: float, carried: float, shape: tuple[int, ...]) -> Rounding:
+        return Rounding(1.0, lambda: torch.full(shape, 1e3, dtype=F64), 2,
+                        cheap=lambda: torch.full(shape, cheap, dtype=F64),
+                        carried=lambda t, e: torch.full(shape, carried, dtype=t))
+
+    rx, ry = operand(1.0, 2.0**-20, (1, 2)), operand(4.0, 2.0**-18, (2, 1))
+    b_x = (gamma(2, F64) + 2 * 0.125 + 0.125**2) * 1.0 + 2 * 2.0**-1074 + 2.0**-20
+    b_y = (gamma(2, F64) + 2 * 0.125 + 0.125**2) * 4.0 + 2 * 2.0**-1074 + 2.0**-18
+    both = product_rounding(torch.matmul, [((x, rx), (y, ry))], 2.0, 2, torch.Size([1, 1]))
+    assert both.carried is not None
+    expected = (1 + 2) * b_y + b_x * (3 + b_y + 0.5 + b_y)
+    assert both.carried(F64, 0.125).item() == pytest.approx(expected, rel=1e-15)
+    one = torch.Size([1, 1])
+    only_x = product_rounding(torch.matmul, [((x, rx), (y, Rounding.of_exact(y, 0.0)))], 2.0, 2, one)
+    assert only_x.carried is not None
+    assert only_x.carried(F64, 0.125).item() == pytest.approx(b_x * 3.5, rel=1e-15)
+    only_y = product_rounding(torch.matmul, [((x, None), (y, ry))], 2.0, 2, one)
+    assert only_y.carried is not None
+    assert only_y.carried(F64, 0.125).item() == pytest.approx(3 * b_y, rel=1e-15)
+    assert product_rounding(torch.matmul, [((x, Rounding.of_exact(x, 1.0)), (y, None))], 2.0, 2,
+                            one).carried is None
+    # A sum of two pairs carries the sum of their errors.
+    two = product_rounding(torch.matmul, [((x, rx), (y, None)), ((x, None), (y, ry))], 2.0, 2, one)
+    assert two.carried is not None
+    assert two.carried(F64, 0.125).item() == pytest.approx(b_x * 3.5 + 3 * b_y, rel=1e-15)
+
+
+def test_carried_errors_of_scalars_add_up_in_the_precision_asked_for() -> None:
+    # Two scalar products 1·y, the second operand's bound 1 in one and 2⁻³⁰ in the other (float32
+    # values): their sum 1 + 2⁻³⁰ would round down to 1 in float32, a bound smaller than the error.
+    one = torch.tensor(1.0)
+
+    def bounded(size: float) -> Rounding:
+        return Rounding(1.0, lambda: one, 0, carried=lambda t, e: torch.tensor(size))
+
+    pairs = [((one, None), (one, bounded(1.0))), ((one, None), (one, bounded(2.0**-30)))]
+    rounding = product_rounding(torch.mul, pairs, 2.0, 1, torch.Size([]))
+    assert rounding.carried is not None
+    assert identical(rounding.carried(F64, 0.0), torch.tensor(1.0 + 2.0**-30, dtype=F64))
+
+
+def exact_values(rounding: Rounding, shape: tuple[int, ...]) -> list[Fraction]:
+    """The exact sums of a bound's partials, element by element of ``shape``: the exact values
+    times the bound's positive factor."""
+    assert rounding.index is not None and rounding.partials is not None
+    return row_sums(rounding.partials(rounding.index().expand(shape).flatten()))
+
+
+def test_an_exact_value_has_no_error_and_itself_as_exact_values() -> None:
+    coef = torch.tensor([[2.5, -1.0, 0.0], [3.0, -2.0**-30, 1e20]])
+    rounding = Rounding.of_exact(coef, 2.0)
+    assert rounding.degree == 2.0 and rounding.length == 0 and rounding.exact and rounding.factor == 1.0
+    assert torch.equal(rounding.magnitude(), coef.abs())
+    assert torch.equal(rounding.index(), torch.arange(6).reshape(2, 3))
+    assert exact_values(rounding, (2, 3)) == [Fraction(v) for v in coef.flatten().tolist()]
+    assert rounding.partials(torch.tensor([4, 0])).dtype == F64
+    assert torch.equal(rounding.bound(F32, 0.0, carried=True), torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("factor", [3.0, -4.0, 0.5, -0.1])
+def test_a_scaling_keeps_exact_values_up_to_a_positive_factor(factor: float) -> None:
+    coef = full_mantissas(2, 3, seed=9)
+    base = Rounding(1.0, lambda: coef.abs(), 2, lambda: torch.arange(6).reshape(2, 3),
+                    lambda at: coef.flatten()[at].unsqueeze(-1),
+                    cheap=lambda: torch.full((2, 3), 1e3, dtype=F64),
+                    carried=lambda t, e: torch.full((2, 3), 2.0 + e, dtype=t))
+    scaled = base.scaled(factor)
+    # |fl(f·ŝ) − f·s| ≤ |f|·γ₂·m + u·|f|·|ŝ| ≤ γ₃·|f|·m: n one larger, magnitude times |f|.
+    assert scaled.length == 3 and scaled.degree == 1.0
+    assert torch.equal(scaled.magnitude(), abs(factor) * coef.abs())
+    assert scaled.cheap is not None and scaled.carried is not None
+    assert torch.equal(scaled.cheap(), torch.full((2, 3), abs(factor) * 1e3, dtype=F64))
+    assert identical(scaled.carried(F64, 0.5), torch.full((2, 3), abs(factor) * 2.5, dtype=F64))
+    # The partials of f·s sum to s·sign(f), that is f·s times the factor 1/|f|.
+    sign = 1 if factor > 0 else -1
+    assert scaled.factor == 1 / abs(factor)
+    assert exact_values(scaled, (2, 3)) == [sign * Fraction(v) for v in coef.flatten().tolist()]
+    # Twice: the factors compose (by −2: the sign flips back).
+    twice = scaled.scaled(-2.0)
+    assert twice.length == 4 and twice.factor == 1 / abs(factor) / 2
+    assert exact_values(twice, (2, 3)) == [-sign * Fraction(v) for v in coef.flatten().tolist()]
+
+
+def test_a_scaling_by_zero_leaves_nothing_to_round_exactly() -> None:
+    coef = torch.tensor([1.0, -2.0], dtype=F64)
+    zero = Rounding.of_exact(coef, 1.0).scaled(0.0)
+    assert zero.partials is None and zero.factor == 1.0
+    assert torch.equal(zero.magnitude(), torch.zeros(2, dtype=F64))
+    assert torch.equal(zero.bound(F64, 0.0), torch.full((2,), 2.0**-1074, dtype=F64))
+    # Its sum with an exact value has a bound but no exact values; nor has a flipped bound that
+    # had none.
+    total = zero.plus(Rounding.of_exact(coef, 1.0), torch.Size([2]))
+    assert total.index is None and total.partials is None
+    assert Rounding(1.0, lambda: coef.abs(), 1, lambda: torch.arange(2)).scaled(-2.0).partials is None
+
+
+def test_a_sum_of_two_parts_adds_their_bounds_and_keeps_both_exact_values() -> None:
+    a, b = full_mantissas(1, 3, seed=12), full_mantissas(2, 3, seed=13)
+    first, second = Rounding.of_exact(a, 1.0), Rounding.of_exact(b, 1.0).scaled(1.0)
+    total = first.plus(second, torch.Size([2, 3]))
+    # |fl(ŝ₁ + ŝ₂) − (s₁ + s₂)| ≤ γ_{n₁}m₁ + γ_{n₂}m₂ + u(m₁ + m₂)(1 + γ) ≤ γ_{max n + 1}·(m₁ + m₂)
+    assert total.length == 2 and total.degree == 1.0 and total.factor == 1.0
+    assert torch.equal(total.magnitude(), a.abs() + b.abs())
+    assert total.cheap is not None and torch.equal(total.cheap(), a.abs() + b.abs())
+    assert total.carried is None
+    assert torch.equal(total.index(), torch.arange(6).reshape(2, 3))
+    assert exact_values(total, (2, 3)) == [Fraction(x) + Fraction(y) for x, y in
+                                           zip(a.expand(2, 3).flatten().tolist(), b.flatten().tolist())]
+    assert total.partials(torch.tensor([5, 1])).shape == (2, 2)  # each summand's partials, side by side
+    # The same factor on both sides keeps them: 2a − 2b, its partials summing to a − b.
+    halves = Rounding.of_exact(a, 1.0).scaled(2.0).plus(Rounding.of_exact(b, 1.0).scaled(-2.0),
+                                                        torch.Size([2, 3]))
+    assert halves.factor == 0.5 and halves.length == 2
+    assert exact_values(halves, (2, 3)) == [Fraction(x) - Fraction(y) for x, y in
+                                            zip(a.expand(2, 3).flatten().tolist(), b.flatten().tolist())]
+    # Scaled differently (s + 3·s), or a side without exact values: a bound but no exact values.
+    for other in (Rounding.of_exact(b, 1.0).scaled(3.0), Rounding.of_exact(b, 1.0).inexact(),
+                  Rounding(1.0, lambda: b.abs(), 1, partials=lambda at: b.flatten()[at].unsqueeze(-1))):
+        for left, right in ((first, other), (other, first)):
+            mixed = left.plus(right, torch.Size([2, 3]))
+            assert mixed.index is None and mixed.partials is None
+
+
+def test_a_sum_of_parts_with_carried_errors_carries_both_and_uses_cheap_magnitudes() -> None:
+    def part(length: int, size: float, cheap: float | None, carried: float | None) -> Rounding:
+        return Rounding(1.0, lambda: torch.full((2,), size), length,
+                        cheap=None if cheap is None else (lambda: torch.full((2,), cheap)),
+                        carried=None if carried is None else (
+                            lambda t, e: torch.full((2,), carried + e, dtype=t)))
+
+    total = part(3, 1.0, 5.0, 0.25).plus(part(7, 2.0, None, 2.0**-30), torch.Size([2]))
+    assert total.length == 8
+    assert torch.equal(total.magnitude(), torch.full((2,), 3.0))
+    assert torch.equal(total.cheap(), torch.full((2,), 7.0))  # 5 + 2: its own magnitude where none is cheaper
+    assert identical(total.carried(F64, 1.0), torch.full((2,), 2.25 + 2.0**-30, dtype=F64))  # not in float32
+    one_side = part(7, 2.0, None, None).plus(part(3, 1.0, 5.0, 0.25), torch.Size([2]))
+    assert identical(one_side.carried(F64, 0.0), torch.full((2,), 0.25, dtype=F64))
+    assert part(1, 1.0, None, None).plus(part(1, 1.0, None, None), torch.Size([2])).carried is None
+    three = part(1, 1.0, None, 0.125).plus(part(1, 1.0, None, 0.25), torch.Size([2])).plus(
+        part(1, 1.0, None, 0.5), torch.Size([2]))
+    assert three.length == 3 and identical(three.carried(F64, 0.0), torch.full((2,), 0.875, dtype=F64))
+
+
+@pytest.mark.parametrize(("count", "length"), [(4, 5), (1, 2), (0, 2)])
+def test_a_reduction_over_k_elements_makes_n_larger_by_k_minus_one(count: int, length: int) -> None:
+    magnitude = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    base = Rounding(1.0, lambda: magnitude, 2, lambda: torch.arange(4).reshape(2, 2),
+                    lambda at: magnitude.flatten()[at].double().unsqueeze(-1),
+                    carried=lambda t, e: torch.full((2, 2), 0.5 + e, dtype=t), exact=True, factor=0.5)
+    summed = base.summed(lambda m: m.sum(-1), count)
+    assert summed.length == length and summed.degree == 1.0
+    assert torch.equal(summed.magnitude(), torch.tensor([3.0, 7.0]))
+    assert torch.equal(summed.cheap(), torch.tensor([3.0, 7.0]))  # no cheaper bound: the magnitude
+    assert identical(summed.carried(F64, 0.25), torch.tensor([1.5, 1.5], dtype=F64))
+    assert summed.index is None and summed.partials is None and not summed.exact and summed.factor == 1.0
+    cheaper = Rounding(1.0, lambda: magnitude, 2, cheap=lambda: 2 * magnitude).summed(lambda m: m.sum(0), 2)
+    assert torch.equal(cheaper.cheap(), torch.tensor([8.0, 12.0])) and cheaper.carried is None
+
+
+def test_a_moved_bound_keeps_its_exact_values_and_positions_follow_the_move() -> None:
+    coef = torch.tensor([[2.0, -3.0, 5.0], [7.0, 11.0, -13.0]], dtype=F64)
+    base = Rounding(1.0, lambda: coef.abs(), 4, lambda: torch.arange(6).reshape(2, 3),
+                    lambda at: coef.flatten()[at].unsqueeze(-1), cheap=lambda: 2 * coef.abs(),
+                    carried=lambda t, e: torch.full((2, 3), 1.0 + e, dtype=t).cumsum(-1), exact=True,
+                    factor=0.25)
+    moved = base.map(lambda a: a.transpose(0, 1))
+    assert moved.length == 4 and moved.degree == 1.0 and moved.exact and moved.factor == 0.25
+    assert torch.equal(moved.magnitude(), coef.abs().T)
+    assert torch.equal(moved.cheap(), 2 * coef.abs().T)
+    assert identical(moved.carried(F64, 1.0), torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=F64))
+    assert torch.equal(moved.index(), torch.tensor([[0, 3], [1, 4], [2, 5]]))
+    assert moved.partials is base.partials
+    assert exact_values(moved, (3, 2)) == [Fraction(v) for v in coef.T.flatten().tolist()]
+    bare = Rounding(1.0, lambda: coef.abs(), 1).map(lambda a: a[:, 0])
+    assert bare.index is None and bare.cheap is None and bare.carried is None and not bare.exact
+    assert torch.equal(bare.magnitude(), torch.tensor([2.0, 7.0], dtype=F64))
+
+
+def test_an_inexact_bound_keeps_the_bound_and_drops_the_exact_values() -> None:
+    coef = torch.tensor([1.0, -2.0], dtype=F64)
+    base = Rounding(3.0, lambda: coef.abs(), 5, lambda: torch.arange(2), lambda at: coef[at].unsqueeze(-1),
+                    cheap=lambda: torch.full((2,), 9.0, dtype=F64),
+                    carried=lambda t, e: torch.ones(2, dtype=t), exact=True, factor=0.5)
+    inexact = base.inexact()
+    assert inexact.index is None and inexact.partials is None and inexact.factor == 1.0
+    assert inexact.degree == 3.0 and inexact.length == 5 and inexact.exact
+    assert torch.equal(inexact.bound(F64, 0.0, carried=True, cheap=True),
+                       base.bound(F64, 0.0, carried=True, cheap=True))
+    assert torch.equal(inexact.bound(F64, 0.0), base.bound(F64, 0.0))
+
+
+@pytest.mark.parametrize(("equation", "letters"), [
+    ("bnid,bnjd->bnij", ("bnid", "bnjd", "bnij", "d")),
+    ("ibnd,jbnd->bnij", ("ibnd", "jbnd", "bnij", "d")),
+    (" ij , jk -> ik ", ("ij", "jk", "ik", "j")),
+    ("ijk,ikj->i", ("ijk", "ikj", "i", "jk")),
+    ("kij,jik->", ("kij", "jik", "", "kij")),
+    ("i,j->ij", ("i", "j", "ij", "")),
+    ("...i,...i->...", None),  # an ellipsis
+    ("ij,jk", None),  # no output
+    ("ij,jk->ik->i", None),
+    ("ij->ji", None),  # one operand
+    ("ij,jk,kl->il", None),  # three
+    ("ii,i->i", None),  # a repeated letter: a diagonal
+    ("i,ii->i", None),
+    ("ij,jk->ii", None),
+    ("ij,jk->iz", None),  # an output letter of neither operand
+    ("ij,k->i", None),  # j summed but only in the first operand
+    ("i,jk->k", None),  # j summed but only in the second
+    ("ij,ij->ii", None),  # a repeated output letter, every summed letter in both
+    ("ij,j->iz", None),  # an output letter of neither, every summed letter in both
+])
+def test_einsum_equations_whose_outputs_are_single_dot_products(equation: str, letters: tuple | None) -> None:
+    from saturated.rounding import _einsum_letters
+    assert _einsum_letters(equation) == letters
+
+
+def test_exact_sign_of_each_row_sum() -> None:
+    rows = torch.tensor([[2.0**60, 1.0, -(2.0**60), 0.0], [2.0**60, -1.0, -(2.0**60), 0.0],
+                         [1e-300, -1e-300, 0.0, 0.0], [-(2.0**-1074), 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]],
+                        dtype=F64)
+    assert exact_sign(rows) == [1, -1, 0, -1, 0]
+    assert exact_sign(torch.zeros(0, 3, dtype=F64)) == []
+
+
+def test_a_carried_bound_is_cached_per_precision_and_operand_error() -> None:
+    calls = []
+
+    def carried(dtype: torch.dtype, rtol: float) -> torch.Tensor:
+        calls.append((dtype, rtol))
+        return torch.full((1,), rtol, dtype=dtype)
+
+    rounding = Rounding(1.0, lambda: torch.ones(1), 1, carried=carried)
+    assert rounding.carried is not None
+    for dtype, rtol in ((F32, 0.0), (F64, 0.0), (F32, 0.5), (F32, 0.0), (F64, 0.0)):
+        value = rounding.carried(dtype, rtol)
+        assert value.dtype == dtype and value.item() == rtol
+    assert calls == [(F32, 0.0), (F64, 0.0), (F32, 0.5)]
+    # Wrapping an already cached bound again keeps its cache.
+    again = Rounding(1.0, lambda: torch.ones(1), 1, carried=rounding.carried)
+    assert again.carried is rounding.carried
+
+
+def scores_of_keys(query: list[float], keys: torch.Tensor) -> tuple[torch.Tensor, Rounding]:
+    """q·kⱼ for every key (keys (..., n, 2)), with its float64 bound."""
+    q = torch.tensor([query], dtype=F64)
+    keys_t = keys.transpose(-1, -2)
+    scores = q @ keys_t
+    return scores, product_rounding(torch.matmul, [((q, None), (keys_t, None))], 1.0, 2, scores.shape)
+
+
+def test_exact_maximum_among_candidates_float64_cannot_tell_apart() -> None:
+    from saturated.rounding import exact_maximal
+    query, (a, b) = FLOAT64_CASE
+    c = [a[0] * 2.0, a[1] * 2.0]  # 2·k_a: twice a's exact score, exactly
+    exact = exact_scores(query, [a, b, c])
+    assert exact[1] < exact[0] < exact[2]
+    # Row 0 holds keys (a, b, a, b): a's two copies are its exact maximum, an exact tie. Row 1
+    # holds (b, c, a, b): c alone. Row 2 has a single candidate, row 3 none.
+    keys = torch.tensor([[a, b, a, b], [b, c, a, b], [a, b, a, b], [a, b, a, b]], dtype=F64)
+    scores, rounding = scores_of_keys(query, keys)
+    scores, rounding = scores.squeeze(1), rounding.map(lambda t: t.squeeze(1))
+    candidates = torch.tensor([[True] * 4, [True] * 4, [False, True, False, False], [False] * 4])
+    narrowed = exact_maximal(candidates, -1, rounding)
+    assert narrowed.tolist() == [[True, False, True, False], [False, True, False, False],
+                                 [False, True, False, False], [False] * 4]
+    # The same rows laid along the first, the middle or the last of three dimensions.
+    layouts = {0: lambda t: t.T.reshape(4, 2, 2), 1: lambda t: t.reshape(2, 2, 4).transpose(1, 2),
+               2: lambda t: t.reshape(2, 2, 4)}
+    for dim, layout in layouts.items():
+        assert torch.equal(exact_maximal(layout(candidates).contiguous(), dim, rounding.map(layout)),
+                           layout(narrowed)), dim
+    # A candidate the exact step did not offer is not added back, and the first candidate is not
+    # favoured: b first, then a and c.
+    assert exact_maximal(torch.tensor([[False, True, True, True]] * 4), -1, rounding)[1].tolist() == \
+        [False, True, False, False]
+    assert exact_maximal(torch.tensor([[True, True, False, False]] * 4), -1, rounding)[1].tolist() == \
+        [False, True, False, False]
+    assert exact_maximal(torch.tensor([[True, False, True, True]] * 4), -1, rounding)[1].tolist() == \
+        [False, False, True, False]

@@ -7,6 +7,7 @@ it is reported at."""
 from __future__ import annotations
 
 import math
+import signal
 
 import pytest
 import torch
@@ -295,3 +296,140 @@ def test_scatter_rules_keep_each_elements_expansion_and_agree_with_growing_c() -
     # A selection keeps each element's rounding bound: x's (0) where x is kept.
     kept = RULES[aten.scatter.src](Settings(), x, 0, index, source).rounding(1.0)
     assert kept is not None and kept.magnitude().tolist() == [[1, 0], [0, 4]]
+
+
+# Ties in routers of more than two dimensions, ties only rounding leaves open, ties among zeros,
+# and the expansions the chosen values keep.
+
+
+def tied_topk_message(shape: tuple[int, ...], tied_row: int) -> str:
+    """The refusal of top-1 over the last dimension of raw scores (values that are not zero) of
+    ``shape``, every row distinct but row ``tied_row`` (flat), whose experts 0 and 1 tie exactly."""
+    rows = math.prod(shape[:-1])
+    scores = torch.arange(rows * shape[-1], dtype=F64).reshape(rows, shape[-1]) % 5 + 1
+    scores[:, 0] = 10.0 + torch.arange(rows)
+    scores[tied_row, :2] = 20.0
+    with pytest.raises(NeedsOrders) as refused:
+        RULES[aten.topk.default](Settings(), term((scores.reshape(shape).tolist(), 1.0)), 1)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(("shape", "tied_row", "place"), [
+    ((4, 3), 2, "router row 2 of 4"),
+    ((2, 3, 3), 4, "batch entry 1, token 1"),
+    ((2, 2, 2, 3), 5, "batch entry 1, token 0 (row [1, 0, 1])"),
+])
+def test_a_router_tie_names_its_row_by_batch_entry_and_token(shape: tuple[int, ...], tied_row: int,
+                                                             place: str) -> None:
+    assert tied_topk_message(shape, tied_row) == (
+        f"router tie at {place}: tied experts at the k-th place carry weight (slot 0, position 0), "
+        "exactly, at every order")
+
+
+def test_a_tie_only_rounding_leaves_open_is_undetermined_and_a_clear_maximum_is_not() -> None:
+    # Scores with a float64 bound (γ₂·100 ≈ 2·10⁻¹⁴) but no exact values behind it: 1 and 1 + 10⁻¹⁵
+    # may be either way round.
+    near = torch.tensor([[1.0, 1.0 + 1e-15, 0.0]], dtype=F64)
+    magnitude = torch.full((1, 3), 100.0, dtype=F64)
+    bounded = Term(((near, 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 2),))
+    reason = "within the rounding bound of torch.float64, which cannot tell a near-tie from a tie"
+    with pytest.raises(NeedsOrders) as refused:
+        RULES[aten.topk.default](Settings(), bounded, 1)
+    assert str(refused.value) == ("router tie at router row 0 of 1: tied experts at the k-th place carry "
+                                  f"weight (slot 0, position 0), {reason}")
+    with pytest.raises(NeedsOrders, match=r"tied positions \(slot 0, position 0\), " + reason):
+        RULES[aten.argmax.default](Settings(), bounded, 1)
+    # Top-2 takes both; the bound separates 2 from them, so its argmax is decided.
+    assert RULES[aten.topk.default](Settings(), bounded, 2)[1].tolist() == [[0, 1]]
+    clear = Term(((near + torch.tensor([0.0, 0.0, 2.0], dtype=F64), 1.0),), roundings=bounded.roundings)
+    assert RULES[aten.argmax.default](Settings(), clear, 1).tolist() == [2]
+
+
+@pytest.mark.parametrize("rows", [[[5.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0]],
+                                  [[0.0, 0.0, 0.0, -1.0], [5.0, 0.0, 0.0, 0.0]]])
+def test_a_tie_among_exact_zeros_at_the_kth_place_is_judged_in_its_own_row(rows: list[list[float]]) -> None:
+    # In each row three experts tie at 0 for the last slot(s): exact zeros at every order, so
+    # whichever a router takes adds nothing, whatever the other row holds in the same pass.
+    x = term((rows, 1.0))
+    values, indices = RULES[aten.topk.default](Settings(), x, 2)
+    assert indices.tolist() == [[0, 1], [0, 1]]
+    assert values.lead.tolist() == [[r[0], 0.0] for r in rows]
+    for c in SCALES:
+        assert torch.equal(torch.topk(at(x, c), 2).values, at(values, c))
+
+
+def test_unknown_softmax_splits_are_nan_only_at_the_tied_experts_of_tied_rows() -> None:
+    # Row 0 ties experts 0 and 1 beyond the tracked order; row 1 has one winner. Top-3 takes every
+    # expert: only row 0's two tied weights are unknown.
+    scores = Term(term(([[1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], 2.0)).parts, floor=0.0)
+    values, indices = RULES[aten.topk.default](Settings(ties="nan"), softmax_of(scores), 3)
+    assert indices.tolist() == [[0, 1, 2], [0, 2, 1]]
+    assert torch.isnan(values.lead).tolist() == [[True, True, False], [False, False, False]]
+    assert values.lead[0, 2] == 0.0 and values.lead[1].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_a_row_emptied_by_a_nan_score_takes_what_is_left_undetermined() -> None:
+    # Each pass takes at least one position from every unfinished row, so the ranking ends; the
+    # alarm turns a pass that takes nothing (an endless loop) into a failure.
+    x = term(([[math.nan, 1.0, 0.0], [3.0, 1.0, 2.0]], 1.0))
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the ranking did not end"))
+    signal.alarm(30)
+    try:
+        values, indices = RULES[aten.topk.default](Settings(ties="nan"), x, 2)
+        with pytest.raises(NeedsOrders, match="router tie at router row 0 of 2: tied positions"):
+            RULES[aten.argmax.default](Settings(ties="nan"), x, 1)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert indices[1].tolist() == [0, 2] and values.lead[1].tolist() == [3.0, 2.0]
+    assert torch.isnan(values.lead[0]).all()
+
+
+def test_an_open_tie_in_a_sort_names_the_slot_and_position_it_fills() -> None:
+    opened = Term(term(([[1.0, 2.0, 2.0]], 1.0)).parts, floor=0.0)
+    with pytest.raises(NeedsOrders) as refused:
+        RULES[aten.sort.default](Settings(), opened, -1, True)
+    assert str(refused.value) == ("router tie at router row 0 of 1: tied positions (slot 0, position 1), at "
+                                  "every tracked order; the untracked part of order c^0 decides between them")
+
+
+def test_extrema_of_a_vector_along_its_last_dimension() -> None:
+    x = term(([2.0, 5.0, -1.0, 3.0], 1.0))
+    assert RULES[aten.argmax.default](Settings(), x, -1).tolist() == 1
+    assert RULES[aten.argmax.default](Settings(), x, -1, True).tolist() == [1]
+    assert RULES[aten.argmin.default](Settings(), x, -1).tolist() == 2
+    assert RULES[aten.sort.default](Settings(), x, -1)[1].tolist() == [2, 0, 3, 1]
+    assert torch.argmax(at(x, 10.0), -1).tolist() == 1
+
+
+def test_chosen_values_keep_their_floor_and_rounding_bounds() -> None:
+    x = Term(term(([[3.0, 1.0, 2.0]], 2.0), ([[0.5, 0.25, 0.125]], 1.0)).parts, floor=0.0,
+             roundings=(Rounding(2.0, lambda: torch.tensor([[30.0, 10.0, 20.0]], dtype=F64), 4),))
+    values, indices = RULES[aten.topk.default](Settings(), x, 2)
+    assert indices.tolist() == [[0, 2]] and values.floor == 0.0
+    assert values.parts[1][0].tolist() == [[0.5, 0.125]]
+    bound = values.rounding(2.0)
+    assert bound is not None and bound.length == 4 and bound.magnitude().tolist() == [[30.0, 20.0]]
+    assert values.rounding(1.0) is None
+    assert RULES[aten.sort.default](Settings(), x, -1)[0].floor == 0.0
+
+
+@pytest.mark.parametrize("op", ["scatter_add", "index_add"])
+def test_a_scattered_sum_of_computed_values_that_cancels_keeps_its_zero_part(op: str) -> None:
+    # x + source at degree 2 cancels to 0 where both come without a bound (computed values a rule
+    # kept no bound for): that 0 may be rounding's, so it stays, for a decision to read, rather
+    # than letting the degree-0 part lead. Exact summands added as they are cancel to a known
+    # zero, dropped (index_add scales its source by alpha first: no longer exact).
+    def added(x: Term, source: Term) -> Term:
+        if op == "scatter_add":
+            return RULES[aten.scatter_add.default](Settings(orders=2), x, 1, torch.tensor([[0, 1]]), source)
+        return RULES[aten.index_add.default](Settings(orders=2), x, 0, torch.tensor([0]), source)
+
+    lead, rest = torch.tensor([[1.0, 2.0]], dtype=F64), torch.tensor([[3.0, 4.0]], dtype=F64)
+    computed = added(Term(((lead, 2.0), (rest, 0.0))), Term(((-lead, 2.0),)))
+    assert [d for _, d in computed.parts] == [2.0, 0.0] and computed.lead.tolist() == [[0.0, 0.0]]
+    exact = added(term((lead.tolist(), 2.0), (rest.tolist(), 0.0)), term(((-lead).tolist(), 2.0)))
+    if op == "scatter_add":
+        assert [d for _, d in exact.parts] == [0.0] and exact.lead.tolist() == [[3.0, 4.0]]
+    else:
+        assert [d for _, d in exact.parts] == [2.0, 0.0] and exact.lead.tolist() == [[0.0, 0.0]]

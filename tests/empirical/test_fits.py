@@ -246,3 +246,12 @@ def test_the_curve_of_a_growth_document_is_its_best_law(r2, label):
     assert drawn == label
     assert steps == pytest.approx(np.linspace(0.0, 100.0, 200))  # 200 points unless told
     assert norms == pytest.approx(2.0 * np.sqrt(steps) + 1.0)
+
+
+def test_only_the_laws_asked_for_are_scored_and_chosen():
+    """√t data fitted with the line alone: the square root, though it would extrapolate best, was
+    not asked for and is neither scored nor chosen."""
+    t = np.arange(0.0, 401.0, 10.0)
+    result = fit_growth(t, 1.0 + 2.0 * np.sqrt(t), laws=("linear",))
+    assert [f["law"] for f in result["fits"]] == ["linear"]
+    assert result["best"] == result["best_by_extrapolation"] == result["best_by_aic"] == "linear"

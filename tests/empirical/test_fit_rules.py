@@ -356,3 +356,26 @@ def test_every_law_after_one_without_a_score_is_still_scored() -> None:
     scores = extrapolation_scores(t, 1.0 + 2.0 * t, ["power", "linear"], head=0.5)
     assert scores["power"] is None
     assert scores["linear"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize(("linear", "power", "best"), [
+    (2.2, 2.0, "linear"),      # exactly 1.1 × the best, away from 1: the tolerance is relative
+    (2.3, 2.0, "power"),
+    (1e-12, 0.0, "linear"),    # a perfect extrapolation: 10⁻¹² of absolute slack
+    (0.0, 0.0, "linear"),
+])
+def test_the_extrapolation_tolerance_is_relative_with_a_tiny_absolute_slack(linear, power, best) -> None:
+    """The AIC rule picks the equilibrium (bounded); the extrapolation's choice, the fewest
+    parameters within 1.1 × the best error + 10⁻¹², is unbounded and extrapolates better: it wins."""
+    fits = {"linear": _fit("linear", 3.0, a=(1, 0.1), b=(0, 0.1)),
+            "power": _fit("power", 2.0, a=(1, 0.1), p=(3.0, 0.01), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 1.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+    assert choose_law(fits, {"linear": linear, "power": power, "equilibrium": 5.0}) == best
+
+
+@pytest.mark.parametrize(("sqrt", "best"), [(2.2, "sqrt"), (2.3, "equilibrium"), (1e-12, "sqrt")])
+def test_the_information_choice_stands_within_the_extrapolation_tolerance(sqrt, best) -> None:
+    fits = {"sqrt": _fit("sqrt", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 2.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+    floor = 2.0 if sqrt > 1 else 0.0
+    assert choose_law(fits, {"sqrt": sqrt, "equilibrium": floor}) == best

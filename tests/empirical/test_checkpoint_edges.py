@@ -181,6 +181,10 @@ def test_a_path_that_is_no_checkpoint_is_named_before_anything_is_read(tmp_path)
     with pytest.raises(EmpiricalError) as caught:
         scan_checkpoints([3])
     assert str(caught.value) == "expected checkpoint paths, got 3 (int)"
+    with pytest.raises(EmpiricalError) as caught:
+        scan_checkpoints(str(missing))  # a bare string would be read character by character
+    assert str(caught.value) == (f"expected paths to be a list of checkpoint files or folders, got the "
+                                 f"bare string {str(missing)!r} (wrap it in a list: [{str(missing)!r}])")
 
 
 @pytest.mark.parametrize(("files", "folders", "shown"), [

@@ -449,3 +449,15 @@ def test_the_grid_edges_are_allowed():
     expected = _chain_rule_curves(module, x, [1.0], [0.0, 1.0], classes=2, seed=0)
     for a in (0.0, 1.0):
         assert curves.projections["one"][a] == pytest.approx(expected[a], rel=1e-9, abs=1e-12)
+
+
+def test_the_progress_bar_over_components_is_shown_only_when_asked(capsys, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    x = random_inputs(1, 2, 1)
+    projection_curves({"one": _OneFeature()}, x, scales=[1.0], accuracies=[1.0])
+    assert capsys.readouterr().err == ""
+    projection_curves({"one": _OneFeature(), "two": _OneFeature()}, x, scales=[1.0], accuracies=[1.0],
+                      progress=True)
+    shown = capsys.readouterr().err
+    assert "gradient projection: 100%" in shown and "2/2" in shown
+    assert "variant/s" in shown or "s/variant" in shown  # the rate, in components

@@ -395,6 +395,7 @@ def test_the_figure_draws_both_panels_and_the_equilibrium_norms(tmp_path, monkey
     top_left, top_right, below = (ax.get_position() for ax in (left, right, bottom))
     assert top_left.y0 == top_right.y0 > below.y1 and top_left.x1 < top_right.x0
     assert (below.x0, below.x1) == (top_left.x0, top_right.x1)
+    assert below.y0 < 0.2 and top_left.y1 > 0.8  # two rows fill the figure, with margins only
     medium = FontProperties(size="medium").get_size_in_points()
     for ax, a, title in ((left, 1.0, "accuracy 100%"), (right, 0.8, "accuracy 80%")):
         assert (ax.get_title(), ax.title.get_fontsize()) == (title, medium)

@@ -19,6 +19,7 @@ from empirical.training.fits import (
     NESTED_TOLERANCE,
     Fit,
     _choose,
+    _equilibrium_starts,
     _fixed_power,
     _lag1_autocorrelation,
     _power_starts,
@@ -223,12 +224,21 @@ def test_the_power_law_starts_from_each_named_exponent() -> None:
     u = np.linspace(0.0, 1.0, 11)
     for p in (0.25, 0.5, 1.0):
         assert (3.0, p, 1.0) in [pytest.approx(s) for s in _power_starts(u, 3.0 * u**p + 1.0)]
+    assert [p for _, p, _ in _power_starts(u, u)] == [0.25, 0.5, 1.0, 2.0]  # and a faster growth
     rng = np.random.default_rng(3)
     t = np.arange(0.0, 200.0, 10.0)
     y = 1.0 + np.sqrt(t) + 0.3 * rng.standard_normal(t.size)
     power = fit_law(t, y, "power").rss
     for law in ("linear", "sqrt", "quarter"):
         assert power <= fit_law(t, y, law).rss * (1 + 1e-9)
+
+
+def test_the_equilibrium_starts_at_the_curves_ends_over_two_decades_of_tau() -> None:
+    """ρ∞ from the last norm, ρ0 from the first, and τ from 3% of the (rescaled) run to three runs,
+    half a decade apart: a fast and a slow approach each have a start near them."""
+    u = np.linspace(0.0, 1.0, 6)
+    v = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    assert _equilibrium_starts(u, v) == [(1.0, 0.5, tau) for tau in (0.03, 0.1, 0.3, 1.0, 3.0)]
 
 
 @pytest.mark.parametrize(("residuals", "rho"), [

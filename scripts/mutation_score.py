@@ -387,13 +387,13 @@ EQUIVALENT: dict[str, str] = {
         "`or` → `and`: a condition in symbols other than n (or in none) then reaches as_set, "
         "which raises for several symbols (caught: False) and gives the empty set for false; both "
         "answer False",
-    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_30":
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_45":
         "the architecture reference is kept on the CPU instead of the meta device: only its names and "
         "shapes are read, so the scan gives the same records and errors, with more memory held",
-    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_32":
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_47":
         "the architecture reference is kept on the CPU instead of the meta device: only its names and "
         "shapes are read, so the scan gives the same records and errors, with more memory held",
-    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_7":
+    "empirical.training.checkpoints.x_scan_checkpoints__mutmut_22":
         "the tracker starts as \"\" instead of None: the first checkpoint always replaces it "
         "(first is None there) before anything reads it",
     "saturated.terms.x_bilinear__mutmut_17":
@@ -597,6 +597,44 @@ EQUIVALENT: dict[str, str] = {
     "saturated.interpreter.x__cast__mutmut_4":
         "`isinstance(value, Tensor) and …` → `or`: only embedding outputs reach _cast, a Term (returned "
         "above) or a tensor, for which both agree",
+    "empirical.training.fits.x__lag1_autocorrelation__mutmut_9":
+        "`size < 3` → `size <= 3`: with 3 residuals the centred ones sum to 0, so "
+        "Σcᵢcᵢ₊₁ = c₂(c₁ + c₃) = −c₂² ≤ 0, which the clip turns into the same 0",
+    "empirical.training.fits.x__lag1_autocorrelation__mutmut_10":
+        "`size < 3` → `size < 4`: with 3 residuals the centred ones sum to 0, so "
+        "Σcᵢcᵢ₊₁ = c₂(c₁ + c₃) = −c₂² ≤ 0, which the clip turns into the same 0",
+    "empirical.training.fits.x_fit_law__mutmut_24":
+        "tests t[1] > 0 instead of t[-1] > 0: fit_law has at least 3 strictly increasing steps ≥ 0, "
+        "so both hold",
+    "empirical.training.fits.x_fit_law__mutmut_25":
+        "tests t[-2] > 0 instead of t[-1] > 0: fit_law has at least 3 strictly increasing steps ≥ 0, "
+        "so t[-2] ≥ t[1] > 0 and both hold",
+    "empirical.training.fits.x_fit_law__mutmut_26":
+        "`t[-1] > 0` → `t[-1] >= 0`: at least 3 strictly increasing steps ≥ 0 make t[-1] > 0 anyway",
+    "empirical.training.fits.x_fit_law__mutmut_28":
+        "the step scale for t[-1] ≤ 0 becomes 2.0: unreachable, at least 3 strictly increasing steps "
+        "≥ 0 make t[-1] > 0",
+    "empirical.training.fits.x_extrapolation_scores__mutmut_14":
+        "the head-size check `cut < k + 1` → `cut < k - 1`: for k - 1 ≤ cut < k + 1 fit_law refuses "
+        "the head (k + 1 points needed) and the EmpiricalError is scored None, as the check would",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_28":
+        "every line's colour left to matplotlib: each axes gets exactly one plot call per variant, in "
+        "order, so its colour cycle gives variant i the same C{i} (the zero line does not draw from "
+        "the cycle)",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_37":
+        "the top panels' colour left to matplotlib: each axes gets one plot call per variant, in "
+        "order, so its colour cycle gives variant i the same C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_41":
+        "the top panels' colour left to matplotlib: each axes gets one plot call per variant, in "
+        "order, so its colour cycle gives variant i the same C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_52":
+        "the bottom panel's colour left to matplotlib: it gets one plot call per variant (also an "
+        "empty one when ρ* is never reached), in order, so its colour cycle gives variant i C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_57":
+        "the bottom panel's colour left to matplotlib: it gets one plot call per variant (also an "
+        "empty one when ρ* is never reached), in order, so its colour cycle gives variant i C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_68":
+        "axhline(0.0, …) → axhline(…): matplotlib's default y is 0",
 }
 
 

@@ -5,17 +5,24 @@ boundaries of their tolerances on hand-made fits."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import t as student
 
+from empirical.errors import EmpiricalError
 from empirical.training.fits import (
     CURVATURE_MARGIN,
     EXPONENT_MARGIN,
+    LAWS,
     NESTED_TOLERANCE,
     Fit,
     _choose,
+    _equilibrium_starts,
+    _fixed_power,
+    _lag1_autocorrelation,
+    _power_starts,
     choose_law,
     extrapolation_scores,
     fit_law,
@@ -189,3 +196,199 @@ def test_a_law_with_too_few_fitted_points_is_not_scored() -> None:
     scores = extrapolation_scores(t, 1.0 + 2.0 * t, ["linear", "power"], head=0.5)
     assert scores["linear"] == pytest.approx(0.0, abs=1e-9)
     assert scores["power"] is None
+
+
+# --- the laws' building blocks, on data whose least-squares answer is exact --------------------
+
+
+@pytest.mark.parametrize("exponent", [1.0, 0.5, 0.25, 0.75])
+def test_a_named_power_law_evaluates_starts_and_rescales_at_its_exponent(exponent: float) -> None:
+    """a·t^e + b; its start is the exact line through (t^e, y); fitted on t/T and y/Y, its
+    parameters in the original units are (a·Y/T^e, b·Y), since Y·(a(t/T)^e + b) = (aY/T^e)t^e + bY."""
+    law = _fixed_power("law", exponent, "a·t^e + b")  # built here: LAWS builds its laws at import
+    assert (law.name, law.formula, law.parameters) == ("law", "a·t^e + b", ("a", "b"))
+    assert law.exponent == exponent and law.bounds is None
+    t = np.array([0.0, 0.25, 1.0, 4.0, 9.0])
+    assert law.fn(t, 3.0, 2.0) == pytest.approx(3.0 * t**exponent + 2.0)
+    (start,) = law.starts(t, 3.0 * t**exponent + 2.0)
+    assert start == pytest.approx((3.0, 2.0))
+    T, Y = 9.0, 5.0
+    a, b = law.unscale([3.0, 2.0], T, Y)
+    assert (a, b) == pytest.approx((3.0 * Y / T**exponent, 2.0 * Y))
+    assert law.fn(t, a, b) == pytest.approx(Y * law.fn(t / T, 3.0, 2.0))
+
+
+def test_the_power_law_starts_from_each_named_exponent() -> None:
+    """Every nested law's own least-squares line is a start, so the free power law fits at least
+    as well as linear, sqrt and quarter (the premise of the nested-law rule)."""
+    u = np.linspace(0.0, 1.0, 11)
+    for p in (0.25, 0.5, 1.0):
+        assert (3.0, p, 1.0) in [pytest.approx(s) for s in _power_starts(u, 3.0 * u**p + 1.0)]
+    assert [p for _, p, _ in _power_starts(u, u)] == [0.25, 0.5, 1.0, 2.0]  # and a faster growth
+    rng = np.random.default_rng(3)
+    t = np.arange(0.0, 200.0, 10.0)
+    y = 1.0 + np.sqrt(t) + 0.3 * rng.standard_normal(t.size)
+    power = fit_law(t, y, "power").rss
+    for law in ("linear", "sqrt", "quarter"):
+        assert power <= fit_law(t, y, law).rss * (1 + 1e-9)
+
+
+def test_the_equilibrium_starts_at_the_curves_ends_over_two_decades_of_tau() -> None:
+    """ρ∞ from the last norm, ρ0 from the first, and τ from 3% of the (rescaled) run to three runs,
+    half a decade apart: a fast and a slow approach each have a start near them."""
+    u = np.linspace(0.0, 1.0, 6)
+    v = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    assert _equilibrium_starts(u, v) == [(1.0, 0.5, tau) for tau in (0.03, 0.1, 0.3, 1.0, 3.0)]
+
+
+@pytest.mark.parametrize(("residuals", "rho"), [
+    (np.arange(10.0), 1 - 3 / 10),           # a ramp: Σcᵢcᵢ₊₁/Σcᵢ² = 1 − 3/n
+    (np.arange(100.0), 1 - 3 / 100),
+    (np.arange(400.0), 0.99),                # 1 − 3/400 = 0.9925, clipped to 0.99
+    (np.array([2.0, 2.0, 0.0, 0.0]), 0.25),  # centred ±1: (1 − 1 + 1)/4
+    (np.array([0.5, 0.5, -0.5, -0.5]), 0.25),  # Σcᵢ² = 1 exactly
+    (np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0]), 0.0),  # negative, clipped to 0
+    (np.full(5, 3.0), 0.0),                  # no variation: no correlation
+])
+def test_lag1_autocorrelation_from_its_definition(residuals: np.ndarray, rho: float) -> None:
+    assert _lag1_autocorrelation(residuals) == pytest.approx(rho, abs=1e-12)
+
+
+def test_a_perfect_fit_floors_its_aic_at_the_rounding_of_the_data() -> None:
+    """RSS below n·(ε·max|y|)² counts as that floor: AIC = n·ln((ε·max|y|)²) + 2(k + 1), finite.
+    All-zero data has no scale: ε·1."""
+    eps = np.finfo(float).eps
+    t = np.arange(10.0)
+    for law in ("linear", "sqrt", "quarter", "power", "equilibrium"):
+        k = len(LAWS[law].parameters)
+        fit = fit_law(t, np.zeros(10), law)
+        assert (fit.rss, fit.r2) == (0.0, None)
+        assert all(v == 0.0 for name, v in fit.params.items() if name not in ("p", "tau"))
+        assert fit.aic == pytest.approx(10 * math.log(eps**2) + 2 * (k + 1), rel=1e-12)
+        assert all(se == 0.0 for se in fit.stderr.values())  # a zero covariance is defined
+        fit = fit_law(t, np.full(10, 3.0), law)
+        assert fit.rss <= 10 * (eps * 3.0) ** 2
+        assert fit.aic == pytest.approx(10 * math.log((eps * 3.0) ** 2) + 2 * (k + 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("law", ["linear", "sqrt", "quarter"])
+def test_an_undetermined_covariance_is_no_standard_error_and_no_warning(law: str) -> None:
+    """Constant data: curve_fit cannot estimate the covariance (it warns); the fit says so with
+    stderr None, and the warning is not passed on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_law(np.arange(10.0), np.full(10, 3.0), law)
+    assert fit.params["b"] == pytest.approx(3.0) and fit.r2 is None
+    assert fit.stderr == {"a": None, "b": None}
+
+
+def test_the_power_exponent_stays_within_its_bounds() -> None:
+    """p is searched in [10⁻³, 10]: 2·t¹² is fitted at the upper bound, not at p = 12."""
+    t = np.arange(10.0)
+    assert fit_law(t, 2.0 * t**12, "power").params["p"] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(("law", "params"), [
+    ("equilibrium", {"rho_inf": 9.0, "rho_0": 5.0, "tau": 2000.0}),
+    ("power", {"a": 0.5, "p": 2.5, "b": 2.0}),
+])
+def test_a_law_over_ten_thousand_steps_is_recovered_exactly(law: str, params: dict[str, float]) -> None:
+    """The search runs on steps and norms rescaled to order one (the starts, e.g. τ/T = 0.03…3, are
+    in those units); the refit in the original units gives τ in steps and a in norm per step^p."""
+    t = np.linspace(0.0, 10000.0, 41)
+    fit = fit_law(t, LAWS[law].fn(t, *params.values()), law)
+    assert fit.params == pytest.approx(params, rel=1e-6)
+    assert fit.span == 10000.0
+
+
+def test_the_span_is_the_last_step_minus_the_first() -> None:
+    t = np.array([100.0, 150.0, 250.0, 400.0])
+    fit = fit_law(t, 1.0 + 0.5 * t, "linear")
+    assert (fit.span, fit.n) == (300.0, 4)
+
+
+def test_a_fit_document_holds_every_statistic_under_its_name() -> None:
+    t, r = ALTERNATING
+    fit = fit_law(t, 2 * t + 1 + r, "linear")
+    assert fit.to_dict() == {"law": "linear", "formula": "a·t + b", "params": fit.params,
+                             "stderr": fit.stderr, "r2": fit.r2, "aic": fit.aic, "rss": fit.rss,
+                             "n": 4}
+    assert fit.predict([0, 2, 10]) == pytest.approx([1.0, 5.0, 21.0])
+
+
+FINITE = "expected finite steps and values, got NaN or infinity"
+
+
+@pytest.mark.parametrize(("steps", "values", "message"), [
+    ([0, 1, 2, 3], [1.0, 2.0, 3.0], "expected as many steps as values, got (4,) steps and (3,) values"),
+    ([[0, 1], [2, 3]], [[1.0, 1.0], [1.0, 1.0]],
+     "expected as many steps as values, got (2, 2) steps and (2, 2) values"),
+    ([0, 1, 2, 3], [1.0, None, 3.0, 4.0], FINITE),   # a missing value is not a number
+    ([0, None, 2, 3], [1.0, 2.0, 3.0, 4.0], FINITE),
+    ([0, 1, math.inf, 3], [1.0, 2.0, 3.0, 4.0], FINITE),
+    ([0, 1, 2, 3], [1.0, 2.0, -math.inf, 4.0], FINITE),
+    ([-1, 0, 1, 2, 3], [1.0] * 5, "expected non-negative, strictly increasing steps, got "
+                                  "[-1.0, 0.0, 1.0, 2.0, 3.0]"),
+    ([-1, 0, 1, 2, 3, 4], [1.0] * 6, "expected non-negative, strictly increasing steps, got "
+                                     "[-1.0, 0.0, 1.0, 2.0, 3.0]…"),
+    ([0, 1, 2, 3, 4, 5, 5], [1.0] * 7, "expected non-negative, strictly increasing steps, got "
+                                       "[0.0, 1.0, 2.0, 3.0, 4.0]…"),
+    ([], [], "the linear law (a·t + b) has 2 parameters and needs at least 3 points (one degree "
+             "of freedom for the noise), got 0"),
+])
+def test_bad_data_is_refused_with_the_data_in_the_message(steps, values, message) -> None:
+    with pytest.raises(EmpiricalError) as caught:
+        fit_law(steps, values, "linear")
+    assert str(caught.value) == message
+
+
+def test_an_unknown_law_is_named_among_the_known_ones() -> None:
+    with pytest.raises(EmpiricalError) as caught:
+        fit_law([0, 1, 2, 3], [1.0, 2.0, 3.0, 4.0], "cubic")
+    assert str(caught.value) == ("expected a law among linear, sqrt, quarter, power, equilibrium, "
+                                 "got 'cubic'")
+
+
+def test_intervals_are_none_where_the_standard_error_is() -> None:
+    t, r = ALTERNATING
+    y = 2 * t + 1 + r
+    fit = Fit("linear", {"a": 2.0, "b": 1.0}, {"a": None, "b": 0.5}, r2=0.9, aic=0.0, rss=4.0,
+              n=4, span=3.0)
+    intervals = parameter_intervals(fit, t, y)
+    quantile = student.ppf(0.975, 2)  # ρ = 0 (clipped from −¼): n − k = 2 degrees of freedom
+    assert intervals["a"] is None
+    assert intervals["b"] == pytest.approx((1.0 - 0.5 * quantile, 1.0 + 0.5 * quantile))
+
+
+def test_every_law_after_one_without_a_score_is_still_scored() -> None:
+    """power (3 parameters) cannot be fitted on 3 head points; linear, listed after it, can."""
+    t = np.arange(6.0)
+    scores = extrapolation_scores(t, 1.0 + 2.0 * t, ["power", "linear"], head=0.5)
+    assert scores["power"] is None
+    assert scores["linear"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize(("linear", "power", "best"), [
+    (2.2, 2.0, "linear"),      # exactly 1.1 × the best, away from 1: the tolerance is relative
+    (2.3, 2.0, "power"),
+    (1e-12, 0.0, "linear"),    # a perfect extrapolation: 10⁻¹² of absolute slack
+    (0.0, 0.0, "linear"),
+])
+def test_the_extrapolation_tolerance_is_relative_with_a_tiny_absolute_slack(linear, power, best) -> None:
+    """The AIC rule picks the equilibrium (bounded); the extrapolation's choice, the fewest
+    parameters within 1.1 × the best error + 10⁻¹², is unbounded and extrapolates better: it wins."""
+    fits = {"linear": _fit("linear", 3.0, a=(1, 0.1), b=(0, 0.1)),
+            "power": _fit("power", 2.0, a=(1, 0.1), p=(3.0, 0.01), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 1.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+    assert choose_law(fits, {"linear": linear, "power": power, "equilibrium": 5.0}) == best
+
+
+@pytest.mark.parametrize(("power", "best"), [(2.2, "power"), (2.3, "equilibrium"), (1e-12, "power")])
+def test_the_information_choice_stands_within_the_extrapolation_tolerance(power, best) -> None:
+    """The AIC rule keeps the power law (p = 3 is no named law); the equilibrium, with as many
+    parameters, extrapolates best. The power law stands while its error is within 1.1 × the best
+    + 10⁻¹², the equilibrium replaces it beyond."""
+    fits = {"power": _fit("power", 1.0, a=(1, 0.1), p=(3.0, 0.01), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 2.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+    floor = 2.0 if power > 1 else 0.0
+    assert choose_law(fits, {"power": power, "equilibrium": floor}) == best

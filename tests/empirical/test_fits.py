@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 from empirical.errors import EmpiricalError
-from empirical.training.fits import LAWS, fit_growth, fit_law, fit_norm_growth, growth_curve, layer_growth
+from empirical.training.fits import (
+    LAWS,
+    extrapolation_scores,
+    fit_growth,
+    fit_law,
+    fit_norm_growth,
+    growth_curve,
+    layer_growth,
+    parameter_intervals,
+    skipped_lines,
+)
 
 STEPS = 400
 EVERY = 10
@@ -171,3 +181,77 @@ def test_growth_curve_draws_the_best_law_between_the_given_steps():
     best = next(f for f in growth["fits"] if f["law"] == growth["best"])
     assert label.startswith(f"{growth['best']}: ") and steps == pytest.approx(np.linspace(0, 200, 11))
     assert norms == pytest.approx(LAWS[growth["best"]].fn(np.asarray(steps), *best["params"].values()))
+
+
+def test_layer_rows_are_measured_growth_and_the_fit_of_each_layer():
+    """Relative growth from the first and last measured norms; a layer starting at 0 has none and
+    ranks last, below a shrinking one; each row carries that layer's own fit under the given law."""
+    t = np.arange(0.0, 101.0, 10.0)
+    layers = {"zero": 0.3 * np.sqrt(t), "shrink": 4.0 - 0.1 * np.sqrt(t),
+              "half": 0.5 + 0.25 * np.sqrt(t) + 0.01 * np.cos(t)}
+    rows = layer_growth(t, layers, "sqrt")
+    assert [row["layer"] for row in rows] == ["half", "shrink", "zero"]
+    for row in rows:
+        norms = layers[row["layer"]]
+        fit = fit_law(t, norms, "sqrt")
+        assert row == {"layer": row["layer"], "start": norms[0], "end": norms[-1],
+                       "relative_growth": row["relative_growth"], "law": "sqrt",
+                       "params": fit.params, "stderr": fit.stderr, "r2": fit.r2}
+    half, shrink, zero = rows
+    assert half["relative_growth"] == pytest.approx(layers["half"][-1] / layers["half"][0] - 1)
+    assert shrink["relative_growth"] == pytest.approx((4.0 - 1.0) / 4.0 - 1)
+    assert zero["relative_growth"] is None
+
+
+def test_the_growth_document_gathers_each_laws_fit_score_and_interval():
+    t = np.arange(0.0, 401.0, 10.0)
+    y = 1.0 + 2.0 * t**0.53 + 0.05 * np.cos(t)
+    laws = ("linear", "sqrt", "power")
+    result = fit_growth(t, y, laws)
+    scores = extrapolation_scores(t, y, laws)
+    fits = {law: fit_law(t, y, law) for law in laws}
+    for document, law in zip(result["fits"], laws, strict=True):
+        intervals = parameter_intervals(fits[law], t, y)
+        assert document == fits[law].to_dict() | {
+            "extrapolation": scores[law],
+            "interval": {name: list(interval) for name, interval in intervals.items()}}
+    assert result["best_by_aic"] == min(laws, key=lambda law: fits[law].aic) == "power"
+    assert result["best_by_information"] == result["best"] == "sqrt"  # p within the margin of ½
+    assert result["best_by_extrapolation"] in laws and result["n"] == t.size
+
+
+def test_fitting_no_law_is_an_error():
+    with pytest.raises(EmpiricalError) as caught:
+        fit_growth([0, 1, 2, 3], [1.0, 2.0, 3.0, 4.0], laws=())
+    assert str(caught.value) == "fit_growth expected at least one law, got none"
+
+
+def test_a_document_without_fits_still_counts_its_points():
+    growth = fit_norm_growth([0.0, 1.0], [1.0, 2.0])
+    assert (growth["fits"], growth["best"], growth["best_by_aic"], growth["n"]) == ([], None, None, 2)
+    assert skipped_lines(growth)[0] == "linear law not fitted: 2 parameters need at least 3 points, got 2"
+    assert len(skipped_lines(growth)) == len(LAWS)
+    assert skipped_lines({"fits": [], "best": None}) == []  # a document from fit_growth skips none
+
+
+@pytest.mark.parametrize(("r2", "label"), [(0.987654, "sqrt: a·√t + b (R² 0.9877)"),
+                                           (None, "sqrt: a·√t + b")])
+def test_the_curve_of_a_growth_document_is_its_best_law(r2, label):
+    growth = {"best": "sqrt", "fits": [
+        {"law": "linear", "formula": "a·t + b", "params": {"a": 1.0, "b": 0.0}, "r2": 0.5},
+        {"law": "sqrt", "formula": "a·√t + b", "params": {"a": 2.0, "b": 1.0}, "r2": r2}]}
+    curve = growth_curve(growth, 0.0, 100.0)
+    assert curve is not None
+    drawn, steps, norms = curve
+    assert drawn == label
+    assert steps == pytest.approx(np.linspace(0.0, 100.0, 200))  # 200 points unless told
+    assert norms == pytest.approx(2.0 * np.sqrt(steps) + 1.0)
+
+
+def test_only_the_laws_asked_for_are_scored_and_chosen():
+    """√t data fitted with the line alone: the square root, though it would extrapolate best, was
+    not asked for and is neither scored nor chosen."""
+    t = np.arange(0.0, 401.0, 10.0)
+    result = fit_growth(t, 1.0 + 2.0 * np.sqrt(t), laws=("linear",))
+    assert [f["law"] for f in result["fits"]] == ["linear"]
+    assert result["best"] == result["best_by_extrapolation"] == result["best_by_aic"] == "linear"

@@ -353,3 +353,93 @@ def test_a_reference_that_is_not_callable_is_named() -> None:
     with pytest.raises(EmpiricalError) as err:
         claims.assert_matches(3, Same().eval(), ROWS)  # type: ignore[arg-type]
     assert str(err.value) == "expected the reference to be callable (a network), got 3 (int)"
+
+
+class Exp(Tiny):
+    """exp(W·e): a transcendental function of a degree-2 input, of no degree."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.exp(self.linear(self.embed(input_ids)))
+
+
+class Argmax(Tiny):
+    """argmax(W·e): an integer output, nothing to scale."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.linear(self.embed(input_ids)).argmax(-1)
+
+
+UNREAD = ("expected degree as a number or an expression in k and grade as one of "
+          "['exact', 'approximate', 'asymptotic', 'none'], got ")
+
+
+@pytest.mark.parametrize(("model", "claim", "message"), [
+    (Tiny, {"output": 3}, "expected output to be the name of an output, got 3 (int)"),
+    (Tiny, {"output": "nope"}, "expected output among ['output'], got 'nope'"),
+    (Tiny, {"degree": "k+", "grade": "exact"},
+     f"{UNREAD}'k+' and 'exact'"),
+    (Tiny, {"degree": 1, "grade": "sometimes"},
+     f"{UNREAD}1 and 'sometimes'"),
+    (Exp, {}, "output 'output' has no degree to check: nan, grade none (a transcendental function of an "
+              "input of degree 2 is not homogeneous)"),
+    (Argmax, {"degree": 1, "grade": "exact", "output": "output"},
+     "the model returned no floating-point output 'output'"),
+])
+def test_a_homogeneity_claim_that_cannot_be_checked_says_why(model: type, claim: dict[str, Any],
+                                                             message: str) -> None:
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_homogeneous(model("linear").eval(), IDS, **claim)
+    assert str(err.value) == message
+
+
+def test_a_failed_homogeneity_claim_reports_every_change_per_doubling() -> None:
+    """f = W·E[x] is 2-homogeneous: f(cθ)/c¹ doubles with c, a relative change of 1 − 2⁻¹ at each
+    of the ten doublings from 1 to 1024."""
+    with pytest.raises(AssertionError) as err:
+        claims.assert_homogeneous(Tiny("linear").eval(), IDS, 1, "exact")
+    assert str(err.value) == (
+        "output: claimed degree 1 (exact: exact decay of f(cθ)/c^1), measured not homogeneous of the "
+        "claimed degree (measured degree ≈ 2); relative change per doubling of c from 1 to 1024: "
+        + ", ".join(["5.00e-01"] * 10)
+        + " (a steady change near |1 − 2^−Δk| means the degree is off by Δk)")
+
+
+def test_analyses_are_reused_per_model_state_input_shape_and_parameters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from empirical.claims import api
+
+    calls: list[tuple[int, ...]] = []
+    real = api.analyze
+
+    def counted(model: nn.Module, **kwargs: Any) -> Any:
+        calls.append(tuple(kwargs["input_ids"].shape))
+        return real(model, **kwargs)
+
+    monkeypatch.setattr(api, "analyze", counted)
+    model = Tiny("bias").eval()
+    claims.assert_homogeneous(model, IDS)
+    claims.assert_homogeneous(model, IDS)  # the same analysis
+    claims.assert_homogeneous(model, IDS, 2, "asymptotic")  # its output known: no analysis at all
+    assert calls == [(1, 3)]
+    claims.assert_homogeneous(model, {"input_ids": torch.tensor([[1, 2]])})  # another shape
+    assert calls == [(1, 3), (1, 2)]
+    claims.assert_homogeneous(model, IDS, params="linear.weight")  # other parameters scale
+    assert len(calls) == 3
+    with torch.no_grad():
+        model.linear.weight.mul_(2.0)  # changed in place: analysed afresh
+    claims.assert_homogeneous(model, IDS)
+    assert len(calls) == 4
+
+
+def test_the_caches_keep_the_most_recently_used_entries() -> None:
+    from collections import OrderedDict
+
+    from empirical.claims.api import _CACHE_SIZE, _remember
+
+    assert _CACHE_SIZE == 4
+    cache: OrderedDict[int, int] = OrderedDict()
+    for key in range(4):
+        assert _remember(cache, key, lambda key=key: 10 * key) == 10 * key
+    assert _remember(cache, 0, lambda: pytest.fail("recomputed")) == 0  # now the most recent
+    assert _remember(cache, 4, lambda: 40) == 40
+    assert list(cache) == [2, 3, 0, 4]  # 1, the least recently used, left

@@ -597,7 +597,8 @@ def test_undetermined_tokens_of_the_exact_limit_are_left_out_and_named(tmp_path:
 
 class BiasedMap(nn.Module):
     """Embeddings e (degree 1 in c) and W·e + b: at c·θ it is c²·W·e + c·b, whose direction tends
-    to W·e, so cos(h(x; c·θ), s-h(x; θ)) = cos(c·W·e + b, W·e) exactly."""
+    to W·e, so cos(h(x; c·θ), s-h(x; θ)) = cos(c·W·e + b, W·e) exactly; beside them logits exp(…)
+    that have no limit (a measurement of the hidden states must not ask for it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -608,7 +609,8 @@ class BiasedMap(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 output_hidden_states: bool, return_dict: bool) -> Any:
         e = self.embed(input_ids)
-        return {"hidden_states": (e, self.linear(e))}
+        h = self.linear(e)
+        return {"hidden_states": (e, h), "logits": torch.exp(h)}
 
 
 def _convergence_by_hand(model: BiasedMap, sentences: list[str], c: float) -> list[float]:
@@ -672,5 +674,17 @@ def test_convergence_progress_bar_counts_batches(capsys: pytest.CaptureFixture[s
 def test_convergence_refuses_infinite_and_small_scales(scales: tuple[float, ...], message: str) -> None:
     from empirical.measure.convergence import limit_convergence
 
-    with pytest.raises(EmpiricalError, match=re.escape(message)):
+    with pytest.raises(EmpiricalError) as err:
         limit_convergence(BiasedMap().eval(), WordTokenizer(), SENTENCES, scales=scales)
+    assert str(err.value).startswith(message)
+
+
+def test_each_rank_measures_only_its_share_of_the_convergence(rank_one_of_two: list[Any]) -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    model = BiasedMap().eval()
+    mine = limit_convergence(model, WordTokenizer(), SENTENCES, scales=(1.0, 10.0), batch_size=1)
+    assert mine.n_tokens == 4 + 7  # rank 0 adds nothing here: rank 1's batches, "jj k" and the longest
+    for c in (1.0, 10.0):
+        assert mine.to_limit[c] == pytest.approx(
+            _convergence_by_hand(model, [SENTENCES[3], SENTENCES[2]], c), abs=1e-12)

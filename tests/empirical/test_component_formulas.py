@@ -245,6 +245,13 @@ def test_component_saturation_dictionary_cells_and_table() -> None:
         "attention   0.7500 / 0.5000",
         "ff          0.5000 / 1.0000",
     ]
+    # a name shorter than the header's: the column is the header's width
+    short = ComponentSaturation((2.0,), 1000.0, {"ff": (0.5,)}, {"ff": (0.25,)}, {"ff": 1.0})
+    assert short.table().splitlines() == [
+        "variant              c=2",
+        "           1000θ / limit",
+        "ff        0.5000 / 0.2500",
+    ]
 
 
 def test_component_saturation_plot_shows_both_references_per_variant(tmp_path, monkeypatch) -> None:

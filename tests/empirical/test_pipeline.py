@@ -105,6 +105,9 @@ def test_convergence_dictionary_and_table_in_full() -> None:
         "embeddings   0.500000   0.900000   0.990000     1.000",
         "layer 1      0.250000   0.750000   0.975000     1.000",
     ]
+    # a label shorter than the header's, and one scale above 1: no rate to fit
+    short = Convergence(("x",), (10.0,), {10.0: (0.5,)}, 1)
+    assert short.table().splitlines() == ["layer       c=10      rate", "x       0.500000       nan"]
 
 
 @pytest.mark.parametrize(("scales", "gaps", "rate"), [

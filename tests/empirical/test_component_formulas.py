@@ -206,6 +206,24 @@ def test_component_saturation_refuses_bad_scales_and_names_an_overflowing_compon
         component_saturation(parts, x, [1.0], reference=1e20)
 
 
+class Sine(torch.nn.Module):
+    """sin(W·x + b): no limit rule exists for the sine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4, dtype=torch.float64)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.sin(self.linear(hidden_states))
+
+
+def test_a_component_without_an_exact_limit_is_named() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        component_saturation({"sine": Sine().eval()}, random_inputs(1, 2, hidden=4), [1.0])
+    assert str(err.value).startswith("the exact limit of component 'sine' is not available: no limit rule "
+                                     "for op aten.sin.default")
+
+
 def _saturation() -> ComponentSaturation:
     return ComponentSaturation(
         (1.0, 10.0, 1000.0), 1000.0,

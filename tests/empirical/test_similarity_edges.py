@@ -688,3 +688,36 @@ def test_each_rank_measures_only_its_share_of_the_convergence(rank_one_of_two: l
     for c in (1.0, 2.0):
         assert mine.to_limit[c] == pytest.approx(
             _convergence_by_hand(model, [SENTENCES[3], SENTENCES[2]], c), abs=1e-12)
+
+
+class TwoStacks(BiasedMap):
+    """An encoder–decoder in miniature: the encoder's one state e, the decoder's d and W·d + b for
+    the embeddings d of the decoder inputs (start token 0, then the sentence shifted right)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(is_encoder_decoder=True, decoder_start_token_id=0)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                decoder_input_ids: torch.Tensor, decoder_attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        d = self.embed(decoder_input_ids)
+        return {"encoder_hidden_states": (self.embed(input_ids),),
+                "decoder_hidden_states": (d, self.linear(d))}
+
+
+def test_convergence_of_an_encoder_decoder_labels_both_stacks() -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    model = TwoStacks().eval()
+    result = limit_convergence(model, WordTokenizer(), SENTENCES[:2], scales=(1.0, 10.0))
+    assert result.layers == ("encoder embeddings", "decoder embeddings", "decoder layer 1")
+    assert result.n_tokens == 5 + 3  # the encoder's real tokens, the decoder having as many
+    weight, bias = model.linear.weight.detach(), model.linear.bias.detach()
+    for c in (1.0, 10.0):
+        total = 0.0
+        for sentence in SENTENCES[:2]:
+            ids = WordTokenizer()([sentence])["input_ids"][0]
+            limit = model.embed.weight.detach()[[0, *ids[:-1]]] @ weight.T
+            total += float(nn.functional.cosine_similarity(c * limit + bias, limit, dim=-1).sum())
+        assert result.to_limit[c] == pytest.approx((1.0, 1.0, total / 8), abs=1e-12)

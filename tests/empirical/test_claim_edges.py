@@ -443,3 +443,28 @@ def test_the_caches_keep_the_most_recently_used_entries() -> None:
     assert _remember(cache, 0, lambda: pytest.fail("recomputed")) == 0  # now the most recent
     assert _remember(cache, 4, lambda: 40) == 40
     assert list(cache) == [2, 3, 0, 4]  # 1, the least recently used, left
+
+
+class Embeds(Tiny):
+    """Tiny with its embedding table exposed, as Hugging Face models expose theirs."""
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed
+
+
+def test_claims_name_the_bad_bound_layers_or_token_id() -> None:
+    model = Grows().eval()
+    for claim in (lambda eps: claims.assert_saturated(model, [[1]], scale=2.0, eps=eps),
+                  lambda eps: claims.assert_matches(reference, SecondLayerFlips().eval(), ROWS, eps=eps)):
+        with pytest.raises(EmpiricalError) as err:
+            claim(-0.5)
+        assert str(err.value).startswith("expected eps (a bound on 1 − cos) to be ")
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_saturated(model, [[1]], scale=2.0, eps=0.1, layers="layer 1")
+    assert str(err.value).startswith("expected layers to be a list of layer indices or labels, got the bare "
+                                     "string 'layer 1'")
+    with pytest.raises(EmpiricalError) as err:  # the ids are checked before either network runs
+        claims.assert_matches(_raises(ValueError("never called")), Embeds("linear").eval(),
+                              {"input_ids": torch.tensor([[1, 6]])})
+    assert str(err.value).startswith("expected token ids from 0 to 5 (the model's embedding table has 6 "
+                                     "rows), got id 6")

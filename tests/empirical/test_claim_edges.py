@@ -185,6 +185,17 @@ def test_a_saturation_claim_measures_the_mean_gap_over_real_tokens() -> None:
     claims.assert_saturated(model, [1, 2, 3], scale=1.0, eps=_gap_by_hand(model, [[1, 2, 3]], 1.0) * 1.01)
 
 
+def test_a_state_saturated_to_the_last_bit_holds_at_eps_zero() -> None:
+    """With embeddings (2ᵏ, 0, 0) … and M = I, c·e and e have cosine exactly 1 at c = 3."""
+    model = Grows().eval()
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.diag(torch.tensor([1.0, 2.0, 4.0])).repeat(3, 1)[:8])
+        model.mix.copy_(torch.eye(3))
+    claims.assert_saturated(model, ROWS_OF_IDS, scale=3.0, eps=0.0, layers=[0])
+    with pytest.raises(AssertionError, match=r"eps=0 at c=3: layer 1 1 − cos = "):
+        claims.assert_saturated(model, ROWS_OF_IDS, scale=3.0, eps=0.0, layers=[1])
+
+
 def test_a_saturation_claim_computes_in_float64_and_leaves_the_model_as_it_was() -> None:
     """At c = 1e25, c²·W·e (about 1e50) overflows float32; in float64 the gap is about 1e-25."""
     model = Grows().eval()

@@ -185,6 +185,33 @@ def test_a_saturation_claim_measures_the_mean_gap_over_real_tokens() -> None:
     claims.assert_saturated(model, [1, 2, 3], scale=1.0, eps=_gap_by_hand(model, [[1, 2, 3]], 1.0) * 1.01)
 
 
+def test_each_model_and_each_state_of_a_model_has_its_own_limit() -> None:
+    """W·e and −W·e point opposite ways: a limit kept from the other model (or from before the
+    change) would put the last state's gap near 2."""
+    model, flipped = Grows().eval(), Grows().eval()
+    with torch.no_grad():
+        flipped.linear.weight.neg_()
+    for claimed in (model, flipped, model):
+        claims.assert_saturated(claimed, ROWS_OF_IDS, scale=1e4, eps=1e-6)
+    with torch.no_grad():
+        model.linear.weight.neg_()  # in place: the same object, a new version of its weight
+    claims.assert_saturated(model, ROWS_OF_IDS, scale=1e4, eps=1e-6)
+    # the same tensors in another network that negates the last state
+    claims.assert_saturated(Negated(model).eval(), ROWS_OF_IDS, scale=1e4, eps=1e-6)
+
+
+class Negated(nn.Module):
+    """Another network on the very same weights and buffers: ``inner``'s states, the last negated."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, **inputs: Any) -> dict[str, Any]:
+        first, last = self.inner(**inputs)["hidden_states"]
+        return {"hidden_states": (first, -last)}
+
+
 def test_a_state_saturated_to_the_last_bit_holds_at_eps_zero() -> None:
     """With embeddings (2ᵏ, 0, 0) … and M = I, c·e and e have cosine exactly 1 at c = 3."""
     model = Grows().eval()

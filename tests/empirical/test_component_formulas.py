@@ -283,6 +283,9 @@ def test_component_saturation_plot_shows_both_references_per_variant(tmp_path, m
     assert tuple(fig.get_size_inches()) == (10.0, 4.0) and fig.dpi == 120
     left, right = fig.axes
     assert left.get_shared_y_axes().joined(left, right)
+    # side by side: one row, the reference on the left
+    assert left.get_subplotspec().get_geometry()[:2] == right.get_subplotspec().get_geometry()[:2] == (1, 2)
+    assert left.get_position().x1 < right.get_position().x0
     for ax, series, title in ((left, result.to_reference, "cos(f(x; cθ), f(x; 1000θ))"),
                               (right, result.to_limit, "cos(f(x; cθ), s-f(x; θ)) (exact limit)")):
         assert ax.get_title() == title and ax.title.get_fontsize() == FontProperties(size="medium").get_size()

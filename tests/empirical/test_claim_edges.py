@@ -387,6 +387,17 @@ def test_a_reference_that_refuses_the_inputs_is_bad_input(error: Exception, mess
     assert str(err.value) == message
 
 
+class Refuses(Same):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        raise ValueError(f"expected rows 3 wide, got {x.shape[-1]}")
+
+
+def test_a_model_that_refuses_the_inputs_is_bad_input() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_matches(reference, Refuses().eval(), ROWS, scale=2.0)
+    assert str(err.value) == "the model raised ValueError on the inputs given: expected rows 3 wide, got 2"
+
+
 def test_a_reference_that_is_not_callable_is_named() -> None:
     with pytest.raises(EmpiricalError) as err:
         claims.assert_matches(3, Same().eval(), ROWS)  # type: ignore[arg-type]

@@ -396,6 +396,36 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.checkpoints.x_scan_checkpoints__mutmut_7":
         "the tracker starts as \"\" instead of None: the first checkpoint always replaces it "
         "(first is None there) before anything reads it",
+    "empirical.measure.convergence.x_decay_rate__mutmut_19":
+        "zip(*points, strict=True) → strict=None: every point is a (log c, log gap) pair, so the "
+        "unzipped sequences never differ in length",
+    "empirical.measure.convergence.x_decay_rate__mutmut_21":
+        "zip(*points) without strict=True: every point is a (log c, log gap) pair, so the "
+        "unzipped sequences never differ in length",
+    "empirical.measure.convergence.x_decay_rate__mutmut_22":
+        "zip(*points, strict=False): every point is a (log c, log gap) pair, so the unzipped "
+        "sequences never differ in length",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_35":
+        "c = 1 also run through scaled_forward: functional_call with θ·1.0, bit for bit the "
+        "model's own parameters and forward",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_51":
+        "forward(None, …, limit): forward reads the model only to name it when the call raises "
+        "TypeError, and the limit (SaturatedModel) reports a forward that refuses the options as "
+        "SaturationError, raised as EmpiricalError",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_87":
+        "hidden_states(grown, stack, None): the model is read only to name it when a stack's "
+        "states are missing, and the first batch's labels read the same fields of the limit's "
+        "output with the model first; every pass is the same forward asked for the same fields",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_93":
+        "hidden_states(target, stack, None): the model is read only to name it when a stack's "
+        "states are missing, and the first batch's labels read the same target with the model "
+        "first; every batch's limit is asked for the same fields",
+    "empirical.claims.api.x__remember__mutmut_5":
+        "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
+        "value, so None also removes the oldest entry",
+    "empirical.measure.components.xǁComponentSaturationǁplot__mutmut_37":
+        "set_title(fontsize=None) instead of \"medium\": matplotlib sets a None size to "
+        "rcParams[\"font.size\"], and \"medium\" is that size scaled by 1.0",
 }
 
 

@@ -420,6 +420,10 @@ EQUIVALENT: dict[str, str] = {
         "hidden_states(target, stack, None): the model is read only to name it when a stack's "
         "states are missing, and the first batch's labels read the same target with the model "
         "first; every batch's limit is asked for the same fields",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_43":
+        "labels start as None instead of []: the first batch sets them (`None or [...]`), a single "
+        "process always has one (prepare refuses an empty text), and a rank without batches never "
+        "reaches tuple(labels): reduce_sums refuses its empty sums first",
     "empirical.claims.api.x__remember__mutmut_5":
         "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
         "value, so None also removes the oldest entry",

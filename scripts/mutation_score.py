@@ -424,6 +424,15 @@ EQUIVALENT: dict[str, str] = {
         "labels start as None instead of []: the first batch sets them (`None or [...]`), a single "
         "process always has one (prepare refuses an empty text), and a rank without batches never "
         "reaches tuple(labels): reduce_sums refuses its empty sums first",
+    "empirical.claims.api.x_model_batch__mutmut_13":
+        "next(model.parameters(), torch.empty(1)) instead of torch.empty(0): the fallback is read "
+        "only for its device, the CPU either way",
+    "empirical.claims.api.x_model_batch__mutmut_75":
+        "TokenizedCorpus(…, n_truncated=None, …): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x_model_batch__mutmut_76":
+        "TokenizedCorpus(…, max_length=None): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x_model_batch__mutmut_82":
+        "TokenizedCorpus(…, n_truncated=1, …): make_batches reads only the corpus's ids",
     "empirical.claims.api.x__remember__mutmut_5":
         "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
         "value, so None also removes the oldest entry",

@@ -291,8 +291,11 @@ def test_a_model_in_training_mode_is_refused_with_the_remedy() -> None:
     assert str(err.value) == ("expected SecondLayerFlips in eval() mode; in training mode dropout makes "
                               "every forward pass random, so no claim about it can be checked "
                               "(call model.eval())")
-    with pytest.raises(EmpiricalError, match=r"expected an nn.Module for a claim \(it runs the model\)"):
-        model_batch(reference, [[1]])  # type: ignore[arg-type]
+    for claim in (lambda: model_batch(reference, [[1]]), lambda: claims.assert_homogeneous(reference, IDS)):
+        with pytest.raises(EmpiricalError) as err:
+            claim()  # type: ignore[arg-type]
+        assert str(err.value).startswith(
+            "expected an nn.Module for a claim (it runs the model), got <function")
 
 
 @pytest.mark.parametrize(("layers", "message"), [

@@ -139,6 +139,11 @@ def test_components_are_float64_seeded_alone_and_leave_the_global_generator() ->
         == torch.float32
     with pytest.raises(EmpiricalError, match=r"expected variants among \['attention', .*got \['nope'\]"):
         build_components(["attention", "nope"])
+    # by default hidden size 10 and seed 0
+    default, explicit = (build_components(["attention"], **options)["attention"]
+                         for options in ({}, {"hidden": 10, "seed": 0}))
+    assert default.query.weight.shape == (10, 10)
+    assert all(torch.equal(a, b) for a, b in zip(default.parameters(), explicit.parameters()))
 
 
 def test_random_inputs_are_standard_normal_draws_from_their_own_seeded_generator() -> None:

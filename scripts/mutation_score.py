@@ -433,6 +433,10 @@ EQUIVALENT: dict[str, str] = {
         "TokenizedCorpus(…, max_length=None): make_batches reads only the corpus's ids",
     "empirical.claims.api.x_model_batch__mutmut_82":
         "TokenizedCorpus(…, n_truncated=1, …): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x__outputs_at__mutmut_26":
+        "functional_call(strict=False) → strict=None: torch only tests `if strict:`",
+    "empirical.claims.api.x__outputs_at__mutmut_31":
+        "strict=False dropped: functional_call's default is strict=False",
     "empirical.claims.api.x__remember__mutmut_5":
         "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
         "value, so None also removes the oldest entry",

@@ -635,6 +635,53 @@ EQUIVALENT: dict[str, str] = {
         "empty one when ρ* is never reached), in order, so its colour cycle gives variant i C{i}",
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_68":
         "axhline(0.0, …) → axhline(…): matplotlib's default y is 0",
+    "empirical.measure.convergence.x_decay_rate__mutmut_19":
+        "zip(*points, strict=True) → strict=None: every point is a (log c, log gap) pair, so the "
+        "unzipped sequences never differ in length",
+    "empirical.measure.convergence.x_decay_rate__mutmut_21":
+        "zip(*points) without strict=True: every point is a (log c, log gap) pair, so the "
+        "unzipped sequences never differ in length",
+    "empirical.measure.convergence.x_decay_rate__mutmut_22":
+        "zip(*points, strict=False): every point is a (log c, log gap) pair, so the unzipped "
+        "sequences never differ in length",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_35":
+        "c = 1 also run through scaled_forward: functional_call with θ·1.0, bit for bit the "
+        "model's own parameters and forward",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_51":
+        "forward(None, …, limit): forward reads the model only to name it when the call raises "
+        "TypeError, and the limit (SaturatedModel) reports a forward that refuses the options as "
+        "SaturationError, raised as EmpiricalError",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_87":
+        "hidden_states(grown, stack, None): the model is read only to name it when a stack's "
+        "states are missing, and the first batch's labels read the same fields of the limit's "
+        "output with the model first; every pass is the same forward asked for the same fields",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_93":
+        "hidden_states(target, stack, None): the model is read only to name it when a stack's "
+        "states are missing, and the first batch's labels read the same target with the model "
+        "first; every batch's limit is asked for the same fields",
+    "empirical.measure.convergence.x_limit_convergence__mutmut_43":
+        "labels start as None instead of []: the first batch sets them (`None or [...]`), a single "
+        "process always has one (prepare refuses an empty text), and a rank without batches never "
+        "reaches tuple(labels): reduce_sums refuses its empty sums first",
+    "empirical.claims.api.x_model_batch__mutmut_13":
+        "next(model.parameters(), torch.empty(1)) instead of torch.empty(0): the fallback is read "
+        "only for its device, the CPU either way",
+    "empirical.claims.api.x_model_batch__mutmut_75":
+        "TokenizedCorpus(…, n_truncated=None, …): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x_model_batch__mutmut_76":
+        "TokenizedCorpus(…, max_length=None): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x_model_batch__mutmut_82":
+        "TokenizedCorpus(…, n_truncated=1, …): make_batches reads only the corpus's ids",
+    "empirical.claims.api.x__outputs_at__mutmut_26":
+        "functional_call(strict=False) → strict=None: torch only tests `if strict:`",
+    "empirical.claims.api.x__outputs_at__mutmut_31":
+        "strict=False dropped: functional_call's default is strict=False",
+    "empirical.claims.api.x__remember__mutmut_5":
+        "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
+        "value, so None also removes the oldest entry",
+    "empirical.measure.components.xǁComponentSaturationǁplot__mutmut_37":
+        "set_title(fontsize=None) instead of \"medium\": matplotlib sets a None size to "
+        "rcParams[\"font.size\"], and \"medium\" is that size scaled by 1.0",
 }
 
 

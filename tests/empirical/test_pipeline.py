@@ -86,6 +86,54 @@ def test_convergence_dictionary_and_table() -> None:
     assert exact.to_dict()["layers"][0]["rate"] is None and math.isnan(exact.rate(0))
 
 
+def test_convergence_dictionary_and_table_in_full() -> None:
+    """Gaps 1 − cos of 0.5, 0.1, 0.01 and 0.75, 0.25, 0.025: both fall tenfold per tenfold c above
+    c = 1 (the only scales fitted), a rate of 1."""
+    convergence = _results()[1]
+    assert convergence.to_dict() == {
+        "schema": "normsat.convergence/1",
+        "scales": [1.0, 10.0, 100.0],
+        "layers": [
+            {"name": "embeddings", "cosine_to_limit": [0.5, 0.9, 0.99], "rate": pytest.approx(1.0)},
+            {"name": "layer 1", "cosine_to_limit": [0.25, 0.75, 0.975], "rate": pytest.approx(1.0)},
+        ],
+        "n_tokens": 7,
+        "distributed": {},
+    }
+    assert convergence.table().splitlines() == [
+        "layer             c=1       c=10      c=100      rate",
+        "embeddings   0.500000   0.900000   0.990000     1.000",
+        "layer 1      0.250000   0.750000   0.975000     1.000",
+    ]
+    # a label shorter than the header's, and one scale above 1: no rate to fit
+    short = Convergence(("x",), (10.0,), {10.0: (0.5,)}, 1)
+    assert short.table().splitlines() == ["layer       c=10      rate", "x       0.500000       nan"]
+
+
+@pytest.mark.parametrize(("scales", "gaps", "rate"), [
+    ([1, 10, 100], [0.5, 1e-2, 1e-4], 2.0),  # c = 1 is not fitted
+    ([10, 100, 1000], [1e-2, 1e-4, 1e-12], 2.0),  # a gap at the floor is not fitted
+    ([10, 100, 1000], [1e-2, 1e-4, 0.0], 2.0),
+    ([2, 4], [1.0, 0.125], 3.0),  # two points are enough
+    ([2, 4, 8], [1.0, 1.0, 1.0], 0.0),
+])
+def test_decay_rate_fits_the_scales_above_one_whose_gap_is_above_the_floor(scales, gaps, rate) -> None:
+    from empirical.measure.convergence import decay_rate
+
+    assert decay_rate(scales, gaps) == pytest.approx(rate, rel=1e-12, abs=1e-12)
+
+
+def test_decay_rate_least_squares_and_floor() -> None:
+    from empirical.measure.convergence import decay_rate
+
+    # log gap = −(1, 3, 2)·log 2 against log c = (1, 2, 3)·log 2: least-squares slope −1/2.
+    assert decay_rate([2, 4, 8], [0.5, 0.125, 0.25]) == pytest.approx(0.5, rel=1e-12)
+    assert math.isnan(decay_rate([1, 10, 100], [0.5, 0.1, 1e-13]))  # one point left
+    assert math.isnan(decay_rate([10, 100], [1e-6, 1e-8], floor=1e-7))
+    with pytest.raises(ValueError):
+        decay_rate([10, 100, 1000], [0.1, 0.01])
+
+
 def test_save_figure_is_atomic(tmp_path: Path) -> None:
     class Broken:
         def savefig(self, path: Any, **options: Any) -> None:

@@ -593,3 +593,131 @@ def test_undetermined_tokens_of_the_exact_limit_are_left_out_and_named(tmp_path:
     assert json.loads(written)["layers"][1]["similarity"] is None
     assert "layer 1     undetermined *" in nothing.table()
     assert SimilarityResult.from_dict(nothing.to_dict()).n_undetermined == (0, 3)
+
+
+class BiasedMap(nn.Module):
+    """Embeddings e (degree 1 in c) and W·e + b: at c·θ it is c²·W·e + c·b, whose direction tends
+    to W·e, so cos(h(x; c·θ), s-h(x; θ)) = cos(c·W·e + b, W·e) exactly; beside them logits exp(…)
+    that have no limit (a measurement of the hidden states must not ask for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.embed = nn.Embedding(1100, 3, dtype=torch.float64)
+        self.linear = nn.Linear(3, 3, dtype=torch.float64)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        e = self.embed(input_ids)
+        h = self.linear(e)
+        return {"hidden_states": (e, h), "logits": torch.exp(h)}
+
+
+def _convergence_by_hand(model: BiasedMap, sentences: list[str], c: float) -> list[float]:
+    """Mean over every real token of the cosine with the limit, per state, one sentence at a time."""
+    weight, bias = model.linear.weight.detach(), model.linear.bias.detach()
+    totals, count = [0.0, 0.0], 0
+    for sentence in sentences:
+        e = model.embed.weight.detach()[WordTokenizer()([sentence])["input_ids"][0]]
+        limit = e @ weight.T
+        for i, (ours, direction) in enumerate([(c * e, e), (c * limit + bias, limit)]):
+            totals[i] += float(nn.functional.cosine_similarity(ours, direction, dim=-1).sum())
+        count += len(e)
+    return [t / count for t in totals]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_convergence_is_the_token_mean_of_cosines_with_the_limit(batch_size: int) -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    model = BiasedMap().eval()
+    scales = (1.0, 10.0, 100.0)
+    result = limit_convergence(model, WordTokenizer(), SENTENCES, scales=scales, batch_size=batch_size)
+    assert result.layers == ("embeddings", "layer 1") and result.scales == scales
+    assert result.n_tokens == 5 + 3 + 7 + 4
+    for c in scales:
+        assert result.to_limit[c] == pytest.approx(_convergence_by_hand(model, SENTENCES, c), abs=1e-12)
+    gaps = [1 - _convergence_by_hand(model, SENTENCES, c)[1] for c in scales]
+    assert 0 < gaps[2] < gaps[1] < gaps[0]  # the bias's share shrinks like 1/c
+    # the rate over c > 1: two points, so the slope through them
+    assert result.rate(1) == pytest.approx(-math.log(gaps[2] / gaps[1]) / math.log(100 / 10), rel=1e-9)
+    assert result.distributed["tokens_per_rank"] == [5 + 3 + 7 + 4]
+
+
+def test_convergence_defaults(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from empirical.measure import convergence
+
+    prepared: list[dict[str, Any]] = []
+    real = convergence.prepare
+    monkeypatch.setattr(convergence, "prepare", lambda *a, **k: prepared.append(k) or real(*a, **k))
+    model = BiasedMap().eval()
+    result = convergence.limit_convergence(model, WordTokenizer(), "a bb ccc")
+    assert result.scales == (1.0, 10.0, 100.0, 1000.0, 10000.0) and result.n_tokens == 5
+    assert result.to_limit[1e4] == pytest.approx(_convergence_by_hand(model, ["a bb ccc"], 1e4), abs=1e-12)
+    assert (prepared[0]["batch_size"], prepared[0]["max_length"]) == (32, 512)
+    assert capsys.readouterr().err == ""
+
+
+def test_convergence_progress_bar_counts_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    limit_convergence(BiasedMap().eval(), WordTokenizer(), SENTENCES, scales=(2.0,), batch_size=2,
+                      progress=True)
+    err = capsys.readouterr().err
+    assert "convergence to the limit: 100%" in err and "2/2" in err
+
+
+@pytest.mark.parametrize(("scales", "message"), [
+    ((1.0, math.inf), "scales are compared with the limit; pass finite values c ≥ 1"),
+    ((0.5,), "expected the scale c"),
+])
+def test_convergence_refuses_infinite_and_small_scales(scales: tuple[float, ...], message: str) -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    with pytest.raises(EmpiricalError) as err:
+        limit_convergence(BiasedMap().eval(), WordTokenizer(), SENTENCES, scales=scales)
+    assert str(err.value).startswith(message)
+
+
+def test_each_rank_measures_only_its_share_of_the_convergence(rank_one_of_two: list[Any]) -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    model = BiasedMap().eval()
+    mine = limit_convergence(model, WordTokenizer(), SENTENCES, scales=(1.0, 2.0), batch_size=1)
+    assert mine.n_tokens == 4 + 7  # rank 0 adds nothing here: rank 1's batches, "jj k" and the longest
+    for c in (1.0, 2.0):
+        assert mine.to_limit[c] == pytest.approx(
+            _convergence_by_hand(model, [SENTENCES[3], SENTENCES[2]], c), abs=1e-12)
+
+
+class TwoStacks(BiasedMap):
+    """An encoder–decoder in miniature: the encoder's one state e, the decoder's d and W·d + b for
+    the embeddings d of the decoder inputs (start token 0, then the sentence shifted right)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(is_encoder_decoder=True, decoder_start_token_id=0)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                decoder_input_ids: torch.Tensor, decoder_attention_mask: torch.Tensor,
+                output_hidden_states: bool, return_dict: bool) -> Any:
+        d = self.embed(decoder_input_ids)
+        return {"encoder_hidden_states": (self.embed(input_ids),),
+                "decoder_hidden_states": (d, self.linear(d))}
+
+
+def test_convergence_of_an_encoder_decoder_labels_both_stacks() -> None:
+    from empirical.measure.convergence import limit_convergence
+
+    model = TwoStacks().eval()
+    result = limit_convergence(model, WordTokenizer(), SENTENCES[:2], scales=(1.0, 10.0))
+    assert result.layers == ("encoder embeddings", "decoder embeddings", "decoder layer 1")
+    assert result.n_tokens == 5 + 3  # the encoder's real tokens, the decoder having as many
+    weight, bias = model.linear.weight.detach(), model.linear.bias.detach()
+    for c in (1.0, 10.0):
+        total = 0.0
+        for sentence in SENTENCES[:2]:
+            ids = WordTokenizer()([sentence])["input_ids"][0]
+            limit = model.embed.weight.detach()[[0, *ids[:-1]]] @ weight.T
+            total += float(nn.functional.cosine_similarity(c * limit + bias, limit, dim=-1).sum())
+        assert result.to_limit[c] == pytest.approx((1.0, 1.0, total / 8), abs=1e-12)

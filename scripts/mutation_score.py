@@ -519,6 +519,10 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x_certify_bound__mutmut_77":
         "max over point intervals (r.b) without key=float: their comparison is exact, so the same "
         "largest one is picked and converted",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_11":
+        "np.where(finite, gaps, 0.0) → 1.0 at the +∞ padding: those positions enter only as "
+        "weight·gap with weight e^(−c·∞) = 0 for every c > 0 the bisections evaluate (they start from"
+        " lo = 0 and only evaluate midpoints), so 0·1 adds 0 like 0·0",
 }
 
 

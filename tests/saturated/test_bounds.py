@@ -1003,3 +1003,15 @@ def test_interval_enclosures_of_a_row_contain_the_exact_sums() -> None:
                 enclosure = boxes[name]
                 assert enclosure.a <= value <= enclosure.b, (c, name)
                 assert enclosure.delta <= 1e-12 * abs(value), (c, name)
+
+
+@pytest.mark.parametrize("scores", [[2, 0, 1], np.array([2, 0, 1], dtype=np.int32), torch.tensor([2, 0, 1])])
+def test_integer_scores_are_read_as_numbers(scores: object) -> None:
+    """Scores given as integers (a list, a numpy or a torch array) give what their float values
+    give: x = (2, 0, 1) at c = 1 has R = e^(−1) + e^(−2) and error R/(1 + R)."""
+    row = [2.0, 0.0, 1.0]
+    with mpmath.workdps(60):
+        r = mpmath.exp(-1) + mpmath.exp(-2)
+        assert mpmath.almosteq(softmax_error(scores, 1), r / (1 + r), rel_eps=1e-45)
+    assert softmax_bound(scores, 1) == softmax_bound(row, 1)
+    assert scale_to_saturate(scores, 0.01) == scale_to_saturate(row, 0.01)

@@ -97,6 +97,7 @@ def _adversarial_row(draw: st.DrawFn) -> list[float]:
 
 
 adversarial_rows = st.composite(_adversarial_row)()
+_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30  # tied winners whose top loser's error first rises
 
 
 @given(adversarial_rows, scales)
@@ -215,11 +216,30 @@ def test_scale_is_zero_when_the_error_never_exceeds_eps() -> None:
     assert scale_to_saturate([2.0, 2.0, -math.inf], eps=1e-9) == (0.0, 0.0)  # all allowed tied
 
 
-def test_interval_fallback_certifies_from_a_wrong_estimate() -> None:
-    row = bounds._row([0.5, 0.0, -0.7, -0.7])
-    good = scale_to_saturate([0.5, 0.0, -0.7, -0.7], 1e-5)
-    lo, hi = bounds._certify(row, 3 * good[1], 1e-5, 1e-3)
-    assert lo <= good[1] and good[0] <= hi and hi <= lo * (1 + 1e-3)
+@pytest.mark.parametrize(("row", "eps"), [([0.5, 0.0, -0.7, -0.7], 1e-5), (_RISING, 0.02),
+                                          ([0.0, -10.0], 0.01)])
+@pytest.mark.parametrize("factor", [0.0, 0.01, 3.0, 1e4])
+def test_interval_fallback_certifies_from_a_wrong_estimate(row: list[float], eps: float,
+                                                           factor: float) -> None:
+    """From an estimate that is 0, far too small or too large, the mpmath bisection still returns
+    an interval around the true scale within the relative width (one winner; tied winners whose
+    top loser rises first; a scale below 1)."""
+    true = float(_true_scale(row, eps))
+    lo, hi = bounds._certify(bounds._row(row), factor * true, eps, 1e-3)
+    assert lo <= true <= hi and hi <= lo * (1 + 1e-3)
+
+
+def test_interval_fallback_with_nothing_to_certify() -> None:
+    """Every allowed position tied, or an error never above eps: the scale is 0."""
+    assert bounds._certify(bounds._row([1.0, 1.0, -math.inf]), 5.0, 1e-3, 1e-3) == (0.0, 0.0)
+    assert bounds._certify(bounds._row([0.0, -1.0]), 5.0, 0.6, 1e-3) == (0.0, 0.0)
+
+
+def test_scores_too_close_to_certify_are_refused() -> None:
+    """A subnormal margin (10⁻³¹⁰) needs c ~ 10³¹⁰, beyond the float range: no float64 estimate,
+    and the interval search gives up at 10³⁰⁰."""
+    with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too close$"):
+        scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
 
 
 def test_float_enclosures_contain_the_exponential() -> None:
@@ -914,8 +934,6 @@ def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
             lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
         return r, loser, loser(lo)
 
-
-_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30
 
 
 @pytest.mark.parametrize("eps", [0.02, "just below the peak"])

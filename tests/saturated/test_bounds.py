@@ -1033,3 +1033,14 @@ def test_integer_scores_are_read_as_numbers(scores: object) -> None:
         assert mpmath.almosteq(softmax_error(scores, 1), r / (1 + r), rel_eps=1e-45)
     assert softmax_bound(scores, 1) == softmax_bound(row, 1)
     assert scale_to_saturate(scores, 0.01) == scale_to_saturate(row, 0.01)
+
+
+@pytest.mark.parametrize("start", [0.3, 1.5])
+def test_rising_loser_peak_is_compared_with_eps(start: float) -> None:
+    """From a scale where the top loser's error still rises, the certificate that it stays within
+    eps holds for eps 10⁻³ above its peak (computed from the definition) and not 10⁻³ below it."""
+    row, _, peak = _top_loser(_RISING)
+    assert float(bounds._Enclosure(row, mpmath.iv.mpf(start)).slope().a) > 0  # still rising at start
+    with bounds.interval_bits(80):
+        assert bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 + 1e-3)))
+        assert not bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 - 1e-3)))

@@ -1044,3 +1044,19 @@ def test_rising_loser_peak_is_compared_with_eps(start: float) -> None:
     with bounds.interval_bits(80):
         assert bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 + 1e-3)))
         assert not bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 - 1e-3)))
+
+
+def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> None:
+    """Weights given in float32 (as a model computes them) are certified from their exact values,
+    the same as the same numbers given in float64; masked and underflowed weights (0) raise no
+    warning."""
+    weights = np.array([[0.7, 0.2, 0.1, 0.0], [0.45, 0.45, 0.1, 0.0]], dtype=np.float32)
+    winners = np.array([[True, False, False, False], [True, True, False, False]])
+    allowed = np.array([[True, True, True, False], [True, True, True, True]])
+    unit = (2.0**-24, 1e-45)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = bounds.certified_row_scales(weights, winners, allowed, 1e-3, unit)
+    expected = bounds.certified_row_scales(weights.astype(np.float64), winners, allowed, 1e-3, unit)
+    assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
+    assert np.all(found[0] > 0) and np.all(found[0] <= found[1])

@@ -193,7 +193,7 @@ def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float)
     assert estimate == pytest.approx(float(true), rel=1e-9)
     h = 0.9e-3 / (2 + 0.9e-3)
     assert bounds._certify(bounds._row(row), estimate, eps, 1e-3) == pytest.approx(
-        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15)
+        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15, abs=0)
 
 
 def test_the_error_can_rise_before_it_falls() -> None:
@@ -800,7 +800,7 @@ def test_scaling_rate_defaults_to_an_exponential_fit_at_fifty_digits() -> None:
     assert seen == [50, 50, 50]
     assert fit.kind == "exponential" and fit.scales == (10.0, 20.0, 40.0)
     assert fit.rate == pytest.approx(0.5, rel=1e-12) and fit.constant == pytest.approx(3.0, rel=1e-10)
-    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12)
+    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12, abs=0)
     assert fit.r_squared == pytest.approx(1.0, abs=1e-12)
 
 
@@ -829,7 +829,7 @@ def test_scaling_rate_reports_constants_and_errors_up_to_the_float_range(log10_c
 def test_scaling_rate_accepts_integer_scales_of_any_size() -> None:
     """Scales are numbers: c = 10²⁰·k (beyond 64-bit integers) fit e^(−c/10²⁰) with rate 10⁻²⁰."""
     fit = bounds.scaling_rate(lambda c: mpmath.exp(-c / 10**20), [10**20, 2 * 10**20, 4 * 10**20])
-    assert fit.rate == pytest.approx(1e-20, rel=1e-9) and fit.scales == (1e20, 2e20, 4e20)
+    assert fit.rate == pytest.approx(1e-20, rel=1e-9, abs=0) and fit.scales == (1e20, 2e20, 4e20)
 
 
 @pytest.mark.parametrize(("scales", "kind", "error", "message"), [
@@ -983,7 +983,7 @@ def test_log_error_bound_of_a_rounded_softmax() -> None:
         warnings.simplefilter("error")
         found = bounds.softmax_log_error(p, gap, u, tiny)
     expected = [8 * u + 4e-45 + 1e-15 * (math.log(2) + 1), 98 * u + 2e-5 + 1e-15 * (40 * math.log(10) + 1)]
-    assert found[:2] == pytest.approx(expected, rel=1e-12) and found[2] == math.inf
+    assert found[:2] == pytest.approx(expected, rel=1e-12, abs=0) and found[2] == math.inf
 
 
 def test_scale_to_saturate_defaults_and_tie_tolerance() -> None:

@@ -523,6 +523,12 @@ EQUIVALENT: dict[str, str] = {
         "np.where(finite, gaps, 0.0) → 1.0 at the +∞ padding: those positions enter only as "
         "weight·gap with weight e^(−c·∞) = 0 for every c > 0 the bisections evaluate (they start from"
         " lo = 0 and only evaluate midpoints), so 0·1 adds 0 like 0·0",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_26":
+        "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
+        "the last axis",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_38":
+        "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
+        "the last axis",
 }
 
 

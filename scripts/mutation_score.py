@@ -682,6 +682,139 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.components.xǁComponentSaturationǁplot__mutmut_37":
         "set_title(fontsize=None) instead of \"medium\": matplotlib sets a None size to "
         "rcParams[\"font.size\"], and \"medium\" is that size scaled by 1.0",
+    "saturated.bounds.x__exact_thresholds__mutmut_5":
+        "200 → 201 bits: a narrower enclosure of the same threshold; _round_up of each of the 12 "
+        "thresholds of the four formats format_thresholds accepts (the only callers) is the same "
+        "number",
+    "saturated.bounds.x__exact_thresholds__mutmut_8":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__exact_thresholds__mutmut_12":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__exact_thresholds__mutmut_15":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__exact_thresholds__mutmut_18":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__exact_thresholds__mutmut_22":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__exact_thresholds__mutmut_26":
+        "2^k − 1 → 2^k + 1 or 2^k − 2 moves the log by ~2^(−k), far below one unit of the format at "
+        "the threshold: rounded up, all 12 thresholds of the four accepted formats are the same "
+        "numbers",
+    "saturated.bounds.x__round_up__mutmut_19":
+        "`shift >= 0` → `shift > 0` / `>= 1`: at shift = 0 both branches give the mantissa itself "
+        "(man << 0 == -((-man) >> 0))",
+    "saturated.bounds.x__round_up__mutmut_20":
+        "`shift >= 0` → `shift > 0` / `>= 1`: at shift = 0 both branches give the mantissa itself "
+        "(man << 0 == -((-man) >> 0))",
+    "saturated.bounds.x__torch_function__mutmut_26":
+        "stack/softmax dim −1 → +1: _measured always passes a 1-d tensor of numbers, so the pair's "
+        "dim 1 is its last",
+    "saturated.bounds.x__torch_function__mutmut_28":
+        "stack/softmax dim −1 → +1: _measured always passes a 1-d tensor of numbers, so the pair's "
+        "dim 1 is its last",
+    "saturated.bounds.x__measured__mutmut_19":
+        "torch.arange of Python ints without dtype is int64, the dtype the line names",
+    "saturated.bounds.x__measured__mutmut_22":
+        "torch.arange of Python ints without dtype is int64, the dtype the line names",
+    "saturated.bounds.x__measured__mutmut_12":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_14":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_15":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_36":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_37":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_39":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_69":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_71":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__measured__mutmut_72":
+        "window size (2^20 vs 2^21, < vs ≤), coarse sample size (2^16 vs 2^17) or the lower clamp "
+        "only choose which codes are evaluated; torch's sigmoid, tanh and softmax stay saturated from"
+        " their threshold on, so every choice finds the same first saturated number: all 12 rows of "
+        "format_thresholds() are identical with each of these mutants",
+    "saturated.bounds.x__certify_exceeds__mutmut_17":
+        "sum(...) without the start iv.mpf(0) starts from the int 0; 0 + an interval is the same "
+        "interval, and an empty sum is not possible for `near` (never empty here) and gives 0 for "
+        "`far`, which t + 0 treats like iv.mpf(0)",
+    "saturated.bounds.x__certify_exceeds__mutmut_28":
+        "sum(...) without the start iv.mpf(0) starts from the int 0; 0 + an interval is the same "
+        "interval, and an empty sum is not possible for `near` (never empty here) and gives 0 for "
+        "`far`, which t + 0 treats like iv.mpf(0)",
+    "saturated.bounds.x_certify_bound__mutmut_51":
+        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
+        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
+        "equal for n ≤ 11 and six scales, and only the upper end is read",
+    "saturated.bounds.x_certify_bound__mutmut_52":
+        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
+        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
+        "equal for n ≤ 11 and six scales, and only the upper end is read",
+    "saturated.bounds.x_certify_bound__mutmut_55":
+        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
+        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
+        "equal for n ≤ 11 and six scales, and only the upper end is read",
+    "saturated.bounds.x_certify_bound__mutmut_56":
+        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
+        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
+        "equal for n ≤ 11 and six scales, and only the upper end is read",
+    "saturated.bounds.x_certify_bound__mutmut_57":
+        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
+        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
+        "equal for n ≤ 11 and six scales, and only the upper end is read",
+    "saturated.bounds.x_certify_bound__mutmut_75":
+        "max over point intervals (r.b) without key=float: their comparison is exact, so the same "
+        "largest one is picked and converted",
+    "saturated.bounds.x_certify_bound__mutmut_77":
+        "max over point intervals (r.b) without key=float: their comparison is exact, so the same "
+        "largest one is picked and converted",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_11":
+        "np.where(finite, gaps, 0.0) → 1.0 at the +∞ padding: those positions enter only as "
+        "weight·gap with weight e^(−c·∞) = 0 for every c > 0 the bisections evaluate (they start from"
+        " lo = 0 and only evaluate midpoints), so 0·1 adds 0 like 0·0",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_26":
+        "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
+        "the last axis",
+    "saturated.bounds.x__float_scales_of_loser__mutmut_38":
+        "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
+        "the last axis",
 }
 
 

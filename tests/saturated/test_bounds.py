@@ -97,6 +97,7 @@ def _adversarial_row(draw: st.DrawFn) -> list[float]:
 
 
 adversarial_rows = st.composite(_adversarial_row)()
+_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30  # tied winners whose top loser's error first rises
 
 
 @given(adversarial_rows, scales)
@@ -192,7 +193,7 @@ def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float)
     assert estimate == pytest.approx(float(true), rel=1e-9)
     h = 0.9e-3 / (2 + 0.9e-3)
     assert bounds._certify(bounds._row(row), estimate, eps, 1e-3) == pytest.approx(
-        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15)
+        (estimate * (1 - h), estimate * (1 + h)), rel=1e-15, abs=0)
 
 
 def test_the_error_can_rise_before_it_falls() -> None:
@@ -215,11 +216,30 @@ def test_scale_is_zero_when_the_error_never_exceeds_eps() -> None:
     assert scale_to_saturate([2.0, 2.0, -math.inf], eps=1e-9) == (0.0, 0.0)  # all allowed tied
 
 
-def test_interval_fallback_certifies_from_a_wrong_estimate() -> None:
-    row = bounds._row([0.5, 0.0, -0.7, -0.7])
-    good = scale_to_saturate([0.5, 0.0, -0.7, -0.7], 1e-5)
-    lo, hi = bounds._certify(row, 3 * good[1], 1e-5, 1e-3)
-    assert lo <= good[1] and good[0] <= hi and hi <= lo * (1 + 1e-3)
+@pytest.mark.parametrize(("row", "eps"), [([0.5, 0.0, -0.7, -0.7], 1e-5), (_RISING, 0.02),
+                                          ([0.0, -10.0], 0.01)])
+@pytest.mark.parametrize("factor", [0.0, 0.01, 3.0, 1e4])
+def test_interval_fallback_certifies_from_a_wrong_estimate(row: list[float], eps: float,
+                                                           factor: float) -> None:
+    """From an estimate that is 0, far too small or too large, the mpmath bisection still returns
+    an interval around the true scale within the relative width (one winner; tied winners whose
+    top loser rises first; a scale below 1)."""
+    true = float(_true_scale(row, eps))
+    lo, hi = bounds._certify(bounds._row(row), factor * true, eps, 1e-3)
+    assert lo <= true <= hi and hi <= lo * (1 + 1e-3)
+
+
+def test_interval_fallback_with_nothing_to_certify() -> None:
+    """Every allowed position tied, or an error never above eps: the scale is 0."""
+    assert bounds._certify(bounds._row([1.0, 1.0, -math.inf]), 5.0, 1e-3, 1e-3) == (0.0, 0.0)
+    assert bounds._certify(bounds._row([0.0, -1.0]), 5.0, 0.6, 1e-3) == (0.0, 0.0)
+
+
+def test_scores_too_close_to_certify_are_refused() -> None:
+    """A subnormal margin (10⁻³¹⁰) needs c ~ 10³¹⁰, beyond the float range: no float64 estimate,
+    and the interval search gives up at 10³⁰⁰."""
+    with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too close$"):
+        scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
 
 
 def test_float_enclosures_contain_the_exponential() -> None:
@@ -780,7 +800,7 @@ def test_scaling_rate_defaults_to_an_exponential_fit_at_fifty_digits() -> None:
     assert seen == [50, 50, 50]
     assert fit.kind == "exponential" and fit.scales == (10.0, 20.0, 40.0)
     assert fit.rate == pytest.approx(0.5, rel=1e-12) and fit.constant == pytest.approx(3.0, rel=1e-10)
-    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12)
+    assert fit.errors == pytest.approx([3 * math.exp(-c / 2) for c in (10, 20, 40)], rel=1e-12, abs=0)
     assert fit.r_squared == pytest.approx(1.0, abs=1e-12)
 
 
@@ -809,7 +829,7 @@ def test_scaling_rate_reports_constants_and_errors_up_to_the_float_range(log10_c
 def test_scaling_rate_accepts_integer_scales_of_any_size() -> None:
     """Scales are numbers: c = 10²⁰·k (beyond 64-bit integers) fit e^(−c/10²⁰) with rate 10⁻²⁰."""
     fit = bounds.scaling_rate(lambda c: mpmath.exp(-c / 10**20), [10**20, 2 * 10**20, 4 * 10**20])
-    assert fit.rate == pytest.approx(1e-20, rel=1e-9) and fit.scales == (1e20, 2e20, 4e20)
+    assert fit.rate == pytest.approx(1e-20, rel=1e-9, abs=0) and fit.scales == (1e20, 2e20, 4e20)
 
 
 @pytest.mark.parametrize(("scales", "kind", "error", "message"), [
@@ -915,8 +935,6 @@ def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
         return r, loser, loser(lo)
 
 
-_RISING = [0.0, 0.0, -0.05] + [-3.0] * 30
-
 
 @pytest.mark.parametrize("eps", [0.02, "just below the peak"])
 def test_float_scale_of_the_top_loser_is_its_last_crossing(eps: float | str) -> None:
@@ -965,7 +983,7 @@ def test_log_error_bound_of_a_rounded_softmax() -> None:
         warnings.simplefilter("error")
         found = bounds.softmax_log_error(p, gap, u, tiny)
     expected = [8 * u + 4e-45 + 1e-15 * (math.log(2) + 1), 98 * u + 2e-5 + 1e-15 * (40 * math.log(10) + 1)]
-    assert found[:2] == pytest.approx(expected, rel=1e-12) and found[2] == math.inf
+    assert found[:2] == pytest.approx(expected, rel=1e-12, abs=0) and found[2] == math.inf
 
 
 def test_scale_to_saturate_defaults_and_tie_tolerance() -> None:
@@ -1003,3 +1021,42 @@ def test_interval_enclosures_of_a_row_contain_the_exact_sums() -> None:
                 enclosure = boxes[name]
                 assert enclosure.a <= value <= enclosure.b, (c, name)
                 assert enclosure.delta <= 1e-12 * abs(value), (c, name)
+
+
+@pytest.mark.parametrize("scores", [[2, 0, 1], np.array([2, 0, 1], dtype=np.int32), torch.tensor([2, 0, 1])])
+def test_integer_scores_are_read_as_numbers(scores: object) -> None:
+    """Scores given as integers (a list, a numpy or a torch array) give what their float values
+    give: x = (2, 0, 1) at c = 1 has R = e^(−1) + e^(−2) and error R/(1 + R)."""
+    row = [2.0, 0.0, 1.0]
+    with mpmath.workdps(60):
+        r = mpmath.exp(-1) + mpmath.exp(-2)
+        assert mpmath.almosteq(softmax_error(scores, 1), r / (1 + r), rel_eps=1e-45)
+    assert softmax_bound(scores, 1) == softmax_bound(row, 1)
+    assert scale_to_saturate(scores, 0.01) == scale_to_saturate(row, 0.01)
+
+
+@pytest.mark.parametrize("start", [0.3, 1.5])
+def test_rising_loser_peak_is_compared_with_eps(start: float) -> None:
+    """From a scale where the top loser's error still rises, the certificate that it stays within
+    eps holds for eps 10⁻³ above its peak (computed from the definition) and not 10⁻³ below it."""
+    row, _, peak = _top_loser(_RISING)
+    assert float(bounds._Enclosure(row, mpmath.iv.mpf(start)).slope().a) > 0  # still rising at start
+    with bounds.interval_bits(80):
+        assert bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 + 1e-3)))
+        assert not bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 - 1e-3)))
+
+
+def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> None:
+    """Weights given in float32 (as a model computes them) are certified from their exact values,
+    the same as the same numbers given in float64; masked and underflowed weights (0) raise no
+    warning."""
+    weights = np.array([[0.7, 0.2, 0.1, 0.0], [0.45, 0.45, 0.1, 0.0]], dtype=np.float32)
+    winners = np.array([[True, False, False, False], [True, True, False, False]])
+    allowed = np.array([[True, True, True, False], [True, True, True, True]])
+    unit = (2.0**-24, 1e-45)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = bounds.certified_row_scales(weights, winners, allowed, 1e-3, unit)
+    expected = bounds.certified_row_scales(weights.astype(np.float64), winners, allowed, 1e-3, unit)
+    assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
+    assert np.all(found[0] > 0) and np.all(found[0] <= found[1])

@@ -2,9 +2,11 @@
 
 ``mutmut run`` runs, for each mutant, every selected test that reaches the mutated function: the
 tests of Hugging Face models and training runs too, for a function they happen to call. A module
-whose own test files are fast is screened in a fraction of that time by running only those files.
-A mutant counts as killed when one of them fails with it in place (the same switch mutmut uses,
-the ``MUTANT_UNDER_TEST`` variable read by its trampolines); a survivor here may still be killed by
+whose own test files are fast is screened in a fraction of that time by running only those files:
+one run records which tests call which mutated function, then each mutant runs, in a process forked
+after a single collection, the given tests that call its function, up to the first failure. A
+mutant counts as killed when one of them fails with it in place (the same switch mutmut uses, the
+``MUTANT_UNDER_TEST`` variable read by its trampolines); a survivor here may still be killed by
 another file, so the score is a lower bound of the suite's. Verdicts are written into
 ``mutants/<module>.py.meta`` with mutmut's exit codes, so ``scripts/mutation_score.py`` scores them
 and ``mutmut run NAME`` can rerun a survivor with its full test selection.
@@ -32,7 +34,8 @@ from pathlib import Path
 
 __all__ = ["main", "run_one"]
 
-_KILLED, _SURVIVED, _TIMEOUT = 1, 0, 24  # mutmut's exit codes (see scripts/mutation_score.py)
+_KILLED, _SURVIVED, _TIMEOUT, _NO_TESTS = 1, 0, 24, 33  # mutmut's codes (scripts/mutation_score.py)
+_WORDS = {_KILLED: "killed", _SURVIVED: "survived", _TIMEOUT: "timeout", _NO_TESTS: "no tests"}
 
 
 def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float]:
@@ -61,6 +64,50 @@ def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return _TIMEOUT, time.monotonic() - start
+
+
+class _Hits:
+    """pytest plugin: which mutated functions each test calls (mutmut's trampolines record a call
+    while ``MUTANT_UNDER_TEST`` is ``stats``)."""
+
+    def __init__(self) -> None:
+        self.by_test: dict[str, list[str]] = {}
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        from mutmut.stats import state
+
+        self.by_test[nodeid] = sorted(state()._stats)
+        state()._stats.clear()
+
+
+def tests_by_function(tests: Sequence[str]) -> dict[str, list[str]]:
+    """For each mutated function (mutmut's mangled name), the test ids that call it, in run order,
+    from one forked run of ``tests``."""
+    import pytest
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.environ["MUTANT_UNDER_TEST"] = "stats"
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        hits = _Hits()
+        pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow", "-W", "ignore",
+                     "--rootdir", ".", *tests], plugins=[hits])
+        with os.fdopen(write, "w") as out:
+            json.dump(hits.by_test, out)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as incoming:
+        by_test: dict[str, list[str]] = json.load(incoming)
+    os.waitpid(pid, 0)
+    by_function: dict[str, list[str]] = {}
+    for test, functions in by_test.items():
+        for function in functions:
+            by_function.setdefault(function, []).append(test)
+    return by_function
 
 
 def _meta_path(mutants: Path, module: str) -> Path:
@@ -113,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("the tests fail without any mutant: fix them first", file=sys.stderr)
         return 2
     timeout = args.timeout_factor * clean + 10
+    from mutmut.utils.format_utils import mangled_name_from_mutant_name
+
+    # Each mutant runs only the tests that call its function, as under mutmut.
+    covering = tests_by_function(tests)
     print(f"clean run {clean:.1f} s; each mutant may take {timeout:.0f} s", flush=True)
 
     tally: Counter[str] = Counter()
@@ -122,10 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta["exit_code_by_key"].get(name) is not None and not args.rerun:
                 continue
-            verdict, seconds = run_one(name, tests, timeout)
+            reaching = covering.get(mangled_name_from_mutant_name(name), [])
+            verdict, seconds = run_one(name, reaching, timeout) if reaching else (_NO_TESTS, 0.0)
             meta["exit_code_by_key"][name] = verdict
             meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            word = {_KILLED: "killed", _SURVIVED: "survived", _TIMEOUT: "timeout"}[verdict]
+            word = _WORDS[verdict]
             tally[word] += 1
             print(f"[{number}/{len(names)}] {name}: {word} ({seconds:.1f} s)", flush=True)
     print(", ".join(f"{count} {word}" for word, count in sorted(tally.items())) or "nothing to run")

@@ -432,6 +432,12 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_57":
         "the bottom panel's colour left to matplotlib: it gets one plot call per variant (also an "
         "empty one when ρ* is never reached), in order, so its colour cycle gives variant i C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_82":
+        "a top panel's title fontsize \"medium\" → None: matplotlib sets None to rcParams['font.size'], "
+        "which \"medium\" scales by exactly 1.0",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_101":
+        "the bottom panel's title fontsize \"medium\" → None: matplotlib sets None to "
+        "rcParams['font.size'], which \"medium\" scales by exactly 1.0",
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_68":
         "axhline(0.0, …) → axhline(…): matplotlib's default y is 0",
 }

@@ -402,6 +402,9 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.fits.x__lag1_autocorrelation__mutmut_10":
         "`size < 3` → `size < 4`: with 3 residuals the centred ones sum to 0, so "
         "Σcᵢcᵢ₊₁ = c₂(c₁ + c₃) = −c₂² ≤ 0, which the clip turns into the same 0",
+    "empirical.training.fits.x_fit_law__mutmut_20":
+        "the step scale is t[-1] whatever its sign (`… or True`): at least 3 strictly increasing "
+        "steps ≥ 0 make t[-1] > 0, the only case the code took anyway",
     "empirical.training.fits.x_fit_law__mutmut_24":
         "tests t[1] > 0 instead of t[-1] > 0: fit_law has at least 3 strictly increasing steps ≥ 0, "
         "so both hold",

@@ -603,6 +603,9 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.fits.x__lag1_autocorrelation__mutmut_10":
         "`size < 3` → `size < 4`: with 3 residuals the centred ones sum to 0, so "
         "Σcᵢcᵢ₊₁ = c₂(c₁ + c₃) = −c₂² ≤ 0, which the clip turns into the same 0",
+    "empirical.training.fits.x_fit_law__mutmut_20":
+        "the step scale is t[-1] whatever its sign (`… or True`): at least 3 strictly increasing "
+        "steps ≥ 0 make t[-1] > 0, the only case the code took anyway",
     "empirical.training.fits.x_fit_law__mutmut_24":
         "tests t[1] > 0 instead of t[-1] > 0: fit_law has at least 3 strictly increasing steps ≥ 0, "
         "so both hold",
@@ -633,6 +636,12 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_57":
         "the bottom panel's colour left to matplotlib: it gets one plot call per variant (also an "
         "empty one when ρ* is never reached), in order, so its colour cycle gives variant i C{i}",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_82":
+        "a top panel's title fontsize \"medium\" → None: matplotlib sets None to rcParams['font.size'], "
+        "which \"medium\" scales by exactly 1.0",
+    "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_101":
+        "the bottom panel's title fontsize \"medium\" → None: matplotlib sets None to "
+        "rcParams['font.size'], which \"medium\" scales by exactly 1.0",
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_68":
         "axhline(0.0, …) → axhline(…): matplotlib's default y is 0",
     "empirical.measure.convergence.x_decay_rate__mutmut_19":

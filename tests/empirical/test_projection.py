@@ -462,3 +462,13 @@ def test_the_progress_bar_over_components_is_shown_only_when_asked(capsys, monke
     shown = capsys.readouterr().err
     assert "gradient projection: 100%" in shown and "2/2" in shown
     assert "variant/s" in shown or "s/variant" in shown  # the rate, in components
+
+
+def test_a_projection_that_overflows_its_dtype_is_refused_naming_where():
+    """c·w = 0.7·10³⁹ overflows float32 (largest ≈ 3.4·10³⁸): a NaN projection is not a measurement;
+    at c = 1 the same component measures."""
+    module = _OneFeature().float()
+    with pytest.raises(EmpiricalError) as caught:
+        projection_curves({"big": module}, torch.ones(1, 2, 1), scales=[1.0, 1e39], accuracies=[1.0, 0.5])
+    assert str(caught.value) == ("the projection of 'big' at c = 1e+39, a = 1 is not finite in "
+                                 "torch.float32; use float64 or smaller scales")

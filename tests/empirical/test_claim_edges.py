@@ -469,11 +469,15 @@ def test_analyses_are_reused_per_model_state_input_shape_and_parameters(
 
     monkeypatch.setattr(api, "analyze", counted)
     model = Tiny("bias").eval()
+    other = {"input_ids": torch.tensor([[1, 2]])}  # another shape
+    claims.assert_homogeneous(model, IDS, 2, "asymptotic", output="output")  # all stated: no analysis
+    assert calls == []
     claims.assert_homogeneous(model, IDS)
     claims.assert_homogeneous(model, IDS)  # the same analysis
-    claims.assert_homogeneous(model, IDS, 2, "asymptotic")  # its output known: no analysis at all
     assert calls == [(1, 3)]
-    claims.assert_homogeneous(model, {"input_ids": torch.tensor([[1, 2]])})  # another shape
+    claims.assert_homogeneous(model, other, 2, "asymptotic")  # its output known: no analysis at all
+    assert calls == [(1, 3)]
+    claims.assert_homogeneous(model, other)
     assert calls == [(1, 3), (1, 2)]
     claims.assert_homogeneous(model, IDS, params="linear.weight")  # other parameters scale
     assert len(calls) == 3
@@ -520,3 +524,15 @@ def test_claims_name_the_bad_bound_layers_or_token_id() -> None:
                               {"input_ids": torch.tensor([[1, 6]])})
     assert str(err.value).startswith("expected token ids from 0 to 5 (the model's embedding table has 6 "
                                      "rows), got id 6")
+
+
+class NoStates(Grows):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = True, return_dict: bool = True) -> dict[str, Any]:
+        return {"last_hidden_state": self.linear(self.embed(input_ids + self.shift) @ self.mix)}
+
+
+def test_a_saturation_claim_on_a_model_without_hidden_states_names_it() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_saturated(NoStates().eval(), [[1, 2]], scale=2.0, eps=0.1)
+    assert str(err.value).startswith("expected the output of NoStates to carry 'hidden_states'")

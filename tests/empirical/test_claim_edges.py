@@ -474,6 +474,9 @@ def test_analyses_are_reused_per_model_state_input_shape_and_parameters(
     assert calls == []
     claims.assert_homogeneous(model, IDS)
     claims.assert_homogeneous(model, IDS)  # the same analysis
+    # the output stated, the degree or the grade derived: from the same analysis
+    claims.assert_homogeneous(model, IDS, degree=2, output="output")
+    claims.assert_homogeneous(model, IDS, grade="asymptotic", output="output")
     assert calls == [(1, 3)]
     claims.assert_homogeneous(model, other, 2, "asymptotic")  # its output known: no analysis at all
     assert calls == [(1, 3)]

@@ -685,6 +685,18 @@ EQUIVALENT: dict[str, str] = {
         "functional_call(strict=False) → strict=None: torch only tests `if strict:`",
     "empirical.claims.api.x__outputs_at__mutmut_31":
         "strict=False dropped: functional_call's default is strict=False",
+    "empirical.claims.api.x_assert_saturated__mutmut_58":
+        "hidden_states(target, stack, None): the model is read only to name it when a stack's "
+        "states are missing, and the same fields of the scaled pass (the same forward) are read "
+        "with the model just before",
+    "empirical.claims.api.x_assert_saturated__mutmut_41":
+        "forward(None, …, run(c)): forward reads the model only to name it when the call raises "
+        "TypeError, and the limit, computed first by the same forward under SaturatedModel, "
+        "reports a forward that refuses the options as SaturationError (raised as EmpiricalError)",
+    "empirical.claims.api.x_assert_homogeneous__mutmut_89":
+        "the claimed report's nodes=None instead of []: check_scaling reads only its outputs",
+    "empirical.claims.api.x_assert_homogeneous__mutmut_90":
+        "the claimed report's modules=None instead of []: check_scaling reads only its outputs",
     "empirical.claims.api.x__remember__mutmut_5":
         "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
         "value, so None also removes the oldest entry",

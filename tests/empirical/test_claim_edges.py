@@ -432,6 +432,8 @@ UNREAD = ("expected degree as a number or an expression in k and grade as one of
      f"{UNREAD}'k+' and 'exact'"),
     (Tiny, {"degree": 1, "grade": "sometimes"},
      f"{UNREAD}1 and 'sometimes'"),
+    (Tiny, {"degree": "k", "grade": "exact"},  # a symbol, with the analysis's reason for the output
+     "output 'output' has no degree to check: k, grade exact (linear map: degrees add (1 + 1))"),
     (Exp, {}, "output 'output' has no degree to check: nan, grade none (a transcendental function of an "
               "input of degree 2 is not homogeneous)"),
     (Argmax, {"degree": 1, "grade": "exact", "output": "output"},
@@ -469,11 +471,18 @@ def test_analyses_are_reused_per_model_state_input_shape_and_parameters(
 
     monkeypatch.setattr(api, "analyze", counted)
     model = Tiny("bias").eval()
+    other = {"input_ids": torch.tensor([[1, 2]])}  # another shape
+    claims.assert_homogeneous(model, IDS, 2, "asymptotic", output="output")  # all stated: no analysis
+    assert calls == []
     claims.assert_homogeneous(model, IDS)
     claims.assert_homogeneous(model, IDS)  # the same analysis
-    claims.assert_homogeneous(model, IDS, 2, "asymptotic")  # its output known: no analysis at all
+    # the output stated, the degree or the grade derived: from the same analysis
+    claims.assert_homogeneous(model, IDS, degree=2, output="output")
+    claims.assert_homogeneous(model, IDS, grade="asymptotic", output="output")
     assert calls == [(1, 3)]
-    claims.assert_homogeneous(model, {"input_ids": torch.tensor([[1, 2]])})  # another shape
+    claims.assert_homogeneous(model, other, 2, "asymptotic")  # its output known: no analysis at all
+    assert calls == [(1, 3)]
+    claims.assert_homogeneous(model, other)
     assert calls == [(1, 3), (1, 2)]
     claims.assert_homogeneous(model, IDS, params="linear.weight")  # other parameters scale
     assert len(calls) == 3
@@ -520,3 +529,65 @@ def test_claims_name_the_bad_bound_layers_or_token_id() -> None:
                               {"input_ids": torch.tensor([[1, 6]])})
     assert str(err.value).startswith("expected token ids from 0 to 5 (the model's embedding table has 6 "
                                      "rows), got id 6")
+
+
+class NoStates(Grows):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = True, return_dict: bool = True) -> dict[str, Any]:
+        return {"last_hidden_state": self.linear(self.embed(input_ids + self.shift) @ self.mix)}
+
+
+def test_a_saturation_claim_on_a_model_without_hidden_states_names_it() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_saturated(NoStates().eval(), [[1, 2]], scale=2.0, eps=0.1)
+    assert str(err.value).startswith("expected the output of NoStates to carry 'hidden_states'")
+
+
+class Sine(Grows):
+    """sin(e): no limit rule exists for the sine."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = True, return_dict: bool = True) -> dict[str, Any]:
+        e = self.embed(input_ids)
+        return {"hidden_states": (e, torch.sin(e))}
+
+
+def test_a_saturation_claim_without_an_exact_limit_is_bad_input() -> None:
+    with pytest.raises(EmpiricalError) as err:
+        claims.assert_saturated(Sine().eval(), [[1, 2]], scale=2.0, eps=0.1)
+    assert str(err.value).startswith("the exact limit (c = ∞) is not available: no limit rule for op "
+                                     "aten.sin.default")
+
+
+class Pair(nn.Module):
+    """An encoder–decoder's batching needs: its pad id 5 and decoder start id 7 in its config."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+        self.config = SimpleNamespace(pad_token_id=5, is_encoder_decoder=True, decoder_start_token_id=7)
+
+
+def test_token_id_rows_for_an_encoder_decoder_get_its_padding_and_decoder_inputs() -> None:
+    batch = model_batch(Pair(), [[1, 2, 3], [4]])
+    assert batch.inputs["input_ids"].tolist() == [[4, 5, 5], [1, 2, 3]]
+    assert batch.inputs["decoder_input_ids"].tolist() == [[7, 4, 5], [7, 1, 2]]
+    assert [(name, m.tolist()) for name, m in batch.stacks] == [
+        ("encoder", [[True, False, False], [True, True, True]]),
+        ("decoder", [[True, False, False], [True, True, True]])]
+
+
+class Turns(nn.Module):
+    """x·T with a float64 parameter T: a float32 x must be widened before the product."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = nn.Parameter(torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x @ self.turn,)
+
+
+def test_floating_inputs_are_widened_to_float64_for_the_model() -> None:
+    turn = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+    claims.assert_matches(lambda x: (x.double() @ turn,), Turns().eval(), ROWS.float(), eps=0.0, scale=2.0)

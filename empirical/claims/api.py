@@ -362,6 +362,9 @@ def assert_matches(reference: nn.Module, model: nn.Module, inputs: Any,
     c = check_scale(scale)
     eps = check_real(eps, "eps (a bound on 1 − cos)", low=0)
     layers = _claimed_layers(layers, "layer indices")
+    for index in layers or ():
+        if isinstance(index, bool) or not isinstance(index, int):  # True would silently be layer 1
+            raise EmpiricalError(f"expected layer indices (integers), got {index!r} in layers={layers!r}")
     args, kwargs = ((), dict(inputs)) if isinstance(inputs, Mapping) else (
         (tuple(inputs) if isinstance(inputs, tuple) else (inputs,)), {})
     if isinstance(kwargs.get("input_ids"), torch.Tensor):

@@ -302,6 +302,8 @@ def test_a_model_in_training_mode_is_refused_with_the_remedy() -> None:
     ([], "expected at least one layer to check, got layers=[] (None checks them all)"),
     ((), "expected at least one layer to check, got layers=() (None checks them all)"),
     ("0", "expected layers to be a list of layer indices, got the bare string '0'"),
+    ([True], "expected layer indices (integers), got True in layers=[True]"),
+    ([0, 1.0], "expected layer indices (integers), got 1.0 in layers=[0, 1.0]"),
 ])
 def test_a_claim_about_no_layer_or_a_string_of_layers_is_refused(layers: Any, message: str) -> None:
     with pytest.raises(EmpiricalError) as err:

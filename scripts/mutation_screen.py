@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main", "run_one"]
 
@@ -58,8 +59,9 @@ def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            code = os.waitstatus_to_exitcode(status)
-            return (_SURVIVED if code == 0 else _KILLED), time.monotonic() - start
+            # pytest's exit code: 0 all passed, 1 a test failed (killed); any other (a usage
+            # error, no test found) is kept as it is and scored as neither.
+            return os.waitstatus_to_exitcode(status), time.monotonic() - start
         time.sleep(0.02)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
@@ -73,10 +75,12 @@ class _Hits:
     def __init__(self) -> None:
         self.by_test: dict[str, list[str]] = {}
 
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+    def pytest_runtest_teardown(self, item: Any) -> None:
         from mutmut.stats import state
 
-        self.by_test[nodeid] = sorted(state()._stats)
+        # The file's absolute path: node ids are relative to the rootdir (mutants/), which the
+        # test files given lie outside of, so pytest would not find them again by those ids.
+        self.by_test[f"{item.path}::{item.nodeid.partition('::')[2]}"] = sorted(state()._stats)
         state()._stats.clear()
 
 
@@ -177,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             verdict, seconds = run_one(name, reaching, timeout) if reaching else (_NO_TESTS, 0.0)
             meta["exit_code_by_key"][name] = verdict
             meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            word = _WORDS[verdict]
+            word = _WORDS.get(verdict, f"pytest exit code {verdict}")
             tally[word] += 1
             print(f"[{number}/{len(names)}] {name}: {word} ({seconds:.1f} s)", flush=True)
     print(", ".join(f"{count} {word}" for word, count in sorted(tally.items())) or "nothing to run")

@@ -73,20 +73,26 @@ class _Hits:
     while ``MUTANT_UNDER_TEST`` is ``stats``)."""
 
     def __init__(self) -> None:
-        self.by_test: dict[str, list[str]] = {}
+        self.by_test: dict[str, tuple[float, list[str]]] = {}
+        self._start = 0.0
+
+    def pytest_runtest_setup(self) -> None:
+        self._start = time.monotonic()
 
     def pytest_runtest_teardown(self, item: Any) -> None:
         from mutmut.stats import state
 
         # The file's absolute path: node ids are relative to the rootdir (mutants/), which the
         # test files given lie outside of, so pytest would not find them again by those ids.
-        self.by_test[f"{item.path}::{item.nodeid.partition('::')[2]}"] = sorted(state()._stats)
+        test = f"{item.path}::{item.nodeid.partition('::')[2]}"
+        self.by_test[test] = (time.monotonic() - self._start, sorted(state()._stats))
         state()._stats.clear()
 
 
 def tests_by_function(tests: Sequence[str]) -> dict[str, list[str]]:
-    """For each mutated function (mutmut's mangled name), the test ids that call it, in run order,
-    from one forked run of ``tests``."""
+    """For each mutated function (mutmut's mangled name), the test ids that call it, fastest first
+    (a mutant is usually killed by several; the fast one tells soonest), from one forked run of
+    ``tests``."""
     import pytest
 
     read, write = os.pipe()
@@ -105,10 +111,10 @@ def tests_by_function(tests: Sequence[str]) -> dict[str, list[str]]:
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as incoming:
-        by_test: dict[str, list[str]] = json.load(incoming)
+        by_test: dict[str, tuple[float, list[str]]] = json.load(incoming)
     os.waitpid(pid, 0)
     by_function: dict[str, list[str]] = {}
-    for test, functions in by_test.items():
+    for test, (_, functions) in sorted(by_test.items(), key=lambda item: item[1][0]):
         for function in functions:
             by_function.setdefault(function, []).append(test)
     return by_function

@@ -45,16 +45,21 @@ def test_a_map_that_settles_at_once_has_one_case() -> None:
     assert len(degree.cases) == 1 and sympy.simplify(degree.value - (3 * L + 2)) == 0
 
 
-def test_a_map_that_settles_after_one_block_has_two_cases() -> None:
-    """exact d ↦ 1 at d = 0, else d + 1 asymptotic; asymptotic d ↦ d + 1: from 0 the first block
-    gives 1 exact, every later one L asymptotic (the closed form starts at the second block)."""
-    degree_map = DegreeMap({
+def _one_from_zero_else_successor(exact_rest: Grade) -> DegreeMap:
+    """exact d ↦ 1 at d = 0, else d + 1 of grade ``exact_rest``; approximate and asymptotic
+    d ↦ d + 1 asymptotic."""
+    return DegreeMap({
         Grade.EXACT: Degree.piecewise((Degree.exact(1), sympy.Eq(K, 0)),
-                                      (Degree.of(K + 1, Grade.ASYMPTOTIC), K > 0)),
+                                      (Degree.of(K + 1, exact_rest), K > 0)),
         Grade.APPROXIMATE: Degree.of(K + 1, Grade.ASYMPTOTIC),
         Grade.ASYMPTOTIC: Degree.of(K + 1, Grade.ASYMPTOTIC),
     })
-    degree = stack_degree(degree_map, start=0)
+
+
+def test_a_map_that_settles_after_one_block_has_two_cases() -> None:
+    """exact d ↦ 1 at d = 0, else d + 1 asymptotic; asymptotic d ↦ d + 1: from 0 the first block
+    gives 1 exact, every later one L asymptotic (the closed form starts at the second block)."""
+    degree = stack_degree(_one_from_zero_else_successor(Grade.ASYMPTOTIC), start=0)
     assert [(c.value, c.grade) for c in degree.cases] == [(1, Grade.EXACT), (L, Grade.ASYMPTOTIC)]
 
 
@@ -75,13 +80,7 @@ def test_the_first_depths_before_the_map_settles_are_their_own_pieces() -> None:
 def test_the_grade_settles_only_after_two_blocks() -> None:
     """exact d ↦ 1 at d = 0, else d + 1 approximate; approximate d ↦ d + 1 asymptotic; asymptotic
     d ↦ d + 1 asymptotic. From 0: 1 exact, 2 approximate, then L asymptotic from the third block."""
-    degree_map = DegreeMap({
-        Grade.EXACT: Degree.piecewise((Degree.exact(1), sympy.Eq(K, 0)),
-                                      (Degree.of(K + 1, Grade.APPROXIMATE), K > 0)),
-        Grade.APPROXIMATE: Degree.of(K + 1, Grade.ASYMPTOTIC),
-        Grade.ASYMPTOTIC: Degree.of(K + 1, Grade.ASYMPTOTIC),
-    })
-    degree = stack_degree(degree_map, start=0)
+    degree = stack_degree(_one_from_zero_else_successor(Grade.APPROXIMATE), start=0)
     assert at(degree, 1) == (1, Grade.EXACT)
     assert at(degree, 2) == (2, Grade.APPROXIMATE)
     for depth in range(3, 8):

@@ -121,7 +121,10 @@ def tests_by_function(tests: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _meta_path(mutants: Path, module: str) -> Path:
-    return mutants / (module.replace(".", "/") + ".py.meta")
+    """The .meta file of a module, a package's ``__init__`` included."""
+    plain = mutants / (module.replace(".", "/") + ".py.meta")
+    package = mutants / module.replace(".", "/") / "__init__.py.meta"
+    return package if not plain.exists() and package.exists() else plain
 
 
 def _module_of(pattern: str, mutants: Path) -> str:

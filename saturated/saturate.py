@@ -369,7 +369,10 @@ class SaturatedModel:
     output's degree (its own direction may come from a lower part), or the elements a tie that
     matters leaves unknown (as with ``Settings(ties="nan")``). Every other value is the exact
     limit, as with ``"raise"``. A measurement over a corpus uses it to go on and report what is
-    undetermined. An entry whose only undetermined values are zero tests no order can settle in
+    undetermined. With ``"raise"`` the per-vector test is not made: every value is the limit at
+    the output's degree within its rounding bound, and a vector within rounding of zero there
+    (a token whose ReLU units are all off, say) keeps its computed value, close to 0 as its limit
+    is, but its direction is not a limit's; read per-token directions from a ``"nan"`` run. An entry whose only undetermined values are zero tests no order can settle in
     float64 stops at two orders (see :func:`_normalized`).
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left

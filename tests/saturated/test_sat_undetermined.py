@@ -53,6 +53,18 @@ def test_an_undetermined_entry_is_nan_in_that_output_only() -> None:
     assert out.orders == 2  # see test_a_zero_test_no_order_can_settle_stops_at_two_orders
 
 
+def test_raise_keeps_a_vector_within_rounding_of_zero_at_the_batch_degree() -> None:
+    """In a batch, the output's degree is set by the entries that lead (2: −x₁ ≠ 0 for the first
+    and last), and the middle entry's value at that degree is its limit, −x₁ = 0, up to rounding;
+    only its direction is undetermined, which ``"nan"`` marks and ``"raise"`` does not test (alone,
+    the entry's degree itself is undetermined: see the test above)."""
+    kept = SaturatedModel(Cancelling(), Settings())(X)
+    marked = SaturatedModel(Cancelling(), Settings(), undetermined="nan")(X)
+    assert kept.degrees[0] == marked.degrees[0] == 2.0
+    assert kept.value[0][:, 0].tolist() == [-1.0, 0.0, -5.0]
+    assert math.isnan(marked.value[0][1, 0])
+
+
 def test_a_zero_test_no_order_can_settle_stops_at_two_orders() -> None:
     """Issue 24: W₂h's operand h carries rounding error in, so the exact step cannot tell its
     computed 0 from a tiny value, and from two orders on more orders change neither the part nor

@@ -113,8 +113,8 @@ class Rounding:
         magnitude: on demand, m ≥ 0 per element (broadcasting to the part's coefficients) with
             |ŝ − s| ≤ γ_length·m, s the exact value for the computed operands.
         length: n of γₙ.
-        index: on demand, each element's flat position in the output of the producing op
-            (None: exact values are not available).
+        index: on demand, each element's flat position in the output of the producing op, on
+            the values' device (None: exact values are not available).
         partials: for flat positions of the producing op's output, an (N, P) float64 tensor whose
             rows sum exactly to the elements' exact values times ``factor`` (positive).
         cheap: an upper bound of ``magnitude`` that costs far less (Cauchy–Schwarz for a matrix
@@ -143,7 +143,8 @@ class Rounding:
         """The bound of a value known exactly (a parameter, an input, a constant): no error, but
         its size counts once it is summed with or scaled into computed values. Its exact values
         are its own (every float converts to float64 exactly)."""
-        return cls(degree, lambda: coef.abs(), 0, lambda: torch.arange(coef.numel()).reshape(coef.shape),
+        return cls(degree, lambda: coef.abs(), 0,
+                   lambda: torch.arange(coef.numel(), device=coef.device).reshape(coef.shape),
                    lambda at: coef.flatten()[at].double().unsqueeze(-1), exact=True)
 
     def bound(self, dtype: torch.dtype, operand_rtol: float, carried: bool = False,
@@ -243,7 +244,7 @@ def _summed_exact_values(x: Rounding, y: Rounding, shape: torch.Size
         return torch.cat([x_partials(x_index().expand(shape).flatten()[at]),
                           y_partials(y_index().expand(shape).flatten()[at])], dim=-1)
 
-    return (lambda: torch.arange(math.prod(shape)).reshape(shape)), partials
+    return (lambda: torch.arange(math.prod(shape), device=x_index().device).reshape(shape)), partials
 
 
 def _split(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -398,9 +399,9 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
                  for (x, _), (y, _) in pairs)
     inherits = any((rx is not None and not rx.exact) or (ry is not None and not ry.exact)
                    for (_, rx), (_, ry) in pairs)
-    numel = math.prod(out_shape)
+    numel, device = math.prod(out_shape), pairs[0][0][0].device
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
-                    (lambda: torch.arange(numel).reshape(out_shape)) if usable else None,
+                    (lambda: torch.arange(numel, device=device).reshape(out_shape)) if usable else None,
                     partials if usable else None, _memo(cheap),
                     carried if inherits else None)
 
@@ -436,7 +437,7 @@ def exact_maximal(candidates: Tensor, dim: int, rounding: Rounding) -> Tensor:
     index = rounding.index().expand(candidates.shape).movedim(dim, -1).reshape(rows.shape)
     row_of, place = torch.nonzero(rows[tied], as_tuple=True)
     partials = rounding.partials(index[tied][row_of, place])
-    first = torch.searchsorted(row_of, torch.arange(len(tied)))  # row_of is sorted
+    first = torch.searchsorted(row_of, torch.arange(len(tied), device=row_of.device))  # row_of is sorted
     same = (partials == partials[first[row_of]]).all(-1)
     narrowed = rows.clone()
     for row in torch.unique(row_of[~same]).tolist():

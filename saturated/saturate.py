@@ -372,8 +372,9 @@ class SaturatedModel:
     undetermined. With ``"raise"`` the per-vector test is not made: every value is the limit at
     the output's degree within its rounding bound, and a vector within rounding of zero there
     (a token whose ReLU units are all off, say) keeps its computed value, close to 0 as its limit
-    is, but its direction is not a limit's; read per-token directions from a ``"nan"`` run. An entry whose only undetermined values are zero tests no order can settle in
-    float64 stops at two orders (see :func:`_normalized`).
+    is, but its direction is not a limit's; read per-token directions from a ``"nan"`` run. An
+    entry whose only undetermined values are zero tests no order can settle in float64 stops at
+    two orders (see :func:`_normalized`).
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different

@@ -128,6 +128,27 @@ def test_scores_that_cancel_pick_the_exact_maximum(case: tuple[list[float], list
     assert out.refined == ((0,) if dtype == torch.float32 else ())
 
 
+def test_positions_for_the_exact_step_are_built_on_the_values_device() -> None:
+    """The exact step indexes positions with masks on the values' device, so positions must live
+    there too (a CPU index read with a CUDA mask fails). The meta device shows where they are
+    built without computing anything."""
+    coef = torch.zeros(2, 3, dtype=torch.float64, device="meta")
+    exact = Rounding.of_exact(coef, 1.0)
+    summed = exact.plus(Rounding.of_exact(coef, 1.0), coef.shape)
+    product = product_rounding(torch.mul, [((coef, exact), (coef, exact))], 2.0, 1, coef.shape)
+    for rounding in (exact, summed, product):
+        assert rounding.index is not None
+        assert rounding.index().device.type == "meta" and rounding.index().shape == coef.shape
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_exact_step_settles_scores_on_cuda() -> None:
+    query, keys = FLOAT64_CASE
+    x = tokens(keys, torch.float64).cuda()
+    head = DotHead(query, 2).to(torch.float64).cuda()
+    assert saturate(head, x)(x).value.tolist() == [[[1.0, 0.0]]]
+
+
 def test_a_near_tie_no_exact_step_can_settle_is_undetermined_not_averaged() -> None:
     # Without exact values behind the bound, float64 cannot tell this near-tie from a tie: the
     # limit must not treat it as an exact tie and average the two keys.

@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from homogeneity import Degree, Grade, HomogeneityError, K
-from homogeneity.depth import DegreeMap, L, block_degree_map, stack_degree
+from homogeneity.depth import _N, DegreeMap, L, _holds, block_degree_map, stack_degree
 
 GRADES = (Grade.EXACT, Grade.APPROXIMATE, Grade.ASYMPTOTIC)
+_M = sympy.Symbol("m", real=True)  # a symbol of the user's own: any real value
 
 
 def same_map(degree: Degree) -> DegreeMap:
@@ -33,6 +34,7 @@ def at(degree: Degree, depth: int) -> tuple[sympy.Expr, Grade]:
     (2 * K + 1, 0, lambda depth: 2**depth - 1),                    # d ↦ 2d + 1 from 0
     (3 * K + 2, 1, lambda depth: 2 * 3**depth - 1),                # d ↦ 3d + 2 from 1
     (sympy.Integer(1), 5, lambda depth: 1),                        # slope 0: LayerNorm with its affine
+    (K + _M, 2, lambda depth: 2 + _M * depth),                     # a step in its own symbol m
 ])
 def test_affine_maps_give_the_solved_recurrence(value, start, expected) -> None:
     degree = stack_degree(same_map(Degree.exact(value)), start=start)
@@ -155,6 +157,34 @@ class CountFirst(nn.Module):
 
 def test_the_default_input_is_the_first_floating_point_one() -> None:
     assert block_degree_map(CountFirst(), 2, torch.randn(2, 3)).by_grade[Grade.EXACT].value == K + 1
+
+
+@pytest.mark.parametrize(("condition", "symbol", "holds"), [
+    (sympy.true, None, True),
+    (K >= 0, None, True),           # k is a non-negative integer symbol: true outright
+    (_M >= 0, None, False),         # m may be negative; with no symbol only what is true outright holds
+    (_N >= 0, _N, True),            # every block count n = 0, 1, 2, … satisfies it
+    (_N >= 1, _N, False),           # n = 0 does not
+    (_M >= 0, _N, False),           # a condition in another symbol is not one about n
+    (sympy.And(_N >= 0, _M > 0), _N, False),
+    # sympy cannot solve these (both false, at n = 4 and n = 0): what is undecided does not hold
+    (sympy.sin(_N) >= 0, _N, False),
+    (sympy.Eq(_N % 3, 1), _N, False),
+])
+def test_a_condition_holds_only_for_every_value_of_its_symbol(condition, symbol, holds) -> None:
+    assert _holds(condition, symbol) is holds
+
+
+class Clone(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+
+def test_a_block_that_passes_its_input_through_names_that_input() -> None:
+    degree_map = block_degree_map(Clone(), torch.randn(2, 3))
+    for grade in GRADES:
+        degree = degree_map.by_grade[grade]
+        assert (degree.value, degree.grade, degree.reason) == (K, grade, "block input x")
 
 
 def test_the_closed_form_says_which_case_repeats() -> None:

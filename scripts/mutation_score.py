@@ -836,6 +836,16 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x__float_scales_of_loser__mutmut_38":
         "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
         "the last axis",
+    "homogeneity.analysis.x_output_names__mutmut_10":
+        "labels read s.arg.name for non-tensor outputs too: every non-tensor user output of a "
+        "static export (ints and floats are specialised) is a ConstantArgument, whose name is '', "
+        "the label given to non-tensor outputs anyway",
+    "homogeneity.analysis.x_output_names__mutmut_26":
+        "the fallback after `kinds or` is read only when no non-tensor output has an empty label; "
+        "every non-tensor user output of a static export is a ConstantArgument, named ''",
+    "homogeneity.analysis.x_output_names__mutmut_27":
+        "the fallback after `kinds or` is read only when no non-tensor output has an empty label; "
+        "every non-tensor user output of a static export is a ConstantArgument, named ''",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.utils._pytree import GetAttrKey, MappingKey, SequenceKey
 
 from homogeneity import Degree, Grade, HomogeneityError, K, analyze
 from homogeneity.analysis import DegreeInterpreter, analyze_program, leaf_name, select_parameters
@@ -47,6 +48,71 @@ def test_several_patterns_select_their_union_and_each_must_match() -> None:
         select_parameters(names, ["0.*", "2.*"])
 
 
+@pytest.mark.parametrize(("params", "message"), [
+    (("a", 3), "expected params to hold parameter names or glob patterns, got 3 (int)"),
+    (("a", 3, None), "expected params to hold parameter names or glob patterns, got 3 (int)"),
+    (5, "expected params to be a list of parameter names or glob patterns, got 5 (int)"),
+])
+def test_params_that_are_not_names_are_refused_naming_the_first(params, message) -> None:
+    with pytest.raises(HomogeneityError) as refused:
+        select_parameters(["a"], params)
+    assert str(refused.value) == message
+
+
+def test_every_unmatched_pattern_is_named() -> None:
+    with pytest.raises(HomogeneityError, match=r"^params pattern\(s\) 'q', 'r\*' match no parameter;"):
+        select_parameters(["p0", "p1"], ["q", "p0", "r*"])
+
+
+@pytest.mark.parametrize(("count", "sample"), [
+    (8, "p0, p1, p2, p3, p4, p5, p6, p7"),
+    (9, "p0, p1, p2, p3, p4, p5, p6, p7, …"),  # eight names, then an ellipsis for the rest
+])
+def test_an_unmatched_pattern_names_up_to_eight_parameters(count, sample) -> None:
+    with pytest.raises(HomogeneityError) as refused:
+        select_parameters([f"p{i}" for i in range(count)], "q")
+    assert str(refused.value) == ("params pattern(s) 'q' match no parameter; expected names or glob "
+                                  f"patterns over the model's {count} parameters, e.g. {sample}")
+
+
+class Leaves(nn.Module):
+    """Returns its leaves as they are: the input x, a parameter w, a buffer b and a tensor
+    constant t (a plain tensor attribute, lifted by torch.export)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+        self.register_buffer("b", torch.full((3,), 2.0))
+        self.t = torch.full((3,), 0.5)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x, self.w, self.b, self.t
+
+
+def test_every_leaf_says_what_it_is() -> None:
+    program = export_model(Leaves(), (torch.randn(3),), {})
+    report = analyze_program(program, input_degrees={"x": 2})
+    assert [(d.value, d.reason) for d in report.outputs.values()] == [
+        (2, "input x"), (1, "scaled parameter w"), (0, "buffer b"), (0, "tensor constant t")]
+    fixed = analyze_program(program, params=[], input_degrees={"x": Degree.exact(2, "mine")})
+    assert [d.reason for d in fixed.outputs.values()][:2] == ["mine", "fixed parameter w (not scaled)"]
+
+
+def test_keyword_inputs_reach_the_analysed_model() -> None:
+    """Linear(x) alone is exactly of degree 1; plus a keyword input (a constant, degree 0) it
+    is only asymptotically of degree 1."""
+    class Shifted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(3, 3, bias=False)
+
+        def forward(self, x: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Tensor:
+            return self.a(x) if shift is None else self.a(x) + shift
+
+    assert analyze(Shifted(), torch.randn(2, 3)).grade is Grade.EXACT
+    assert analyze(Shifted(), torch.randn(2, 3), shift=torch.ones(3)).grade is Grade.ASYMPTOTIC
+
+
 def test_input_degrees_set_the_inputs_and_unknown_names_are_refused() -> None:
     program = export_model(nn.Linear(3, 3, bias=False), (torch.randn(2, 3),), {})
     (name,) = [n.name for n in program.graph.nodes if n.op == "placeholder"
@@ -85,9 +151,33 @@ class WithCount(nn.Module):
         return self.w * x, 3
 
 
-def test_outputs_that_are_not_tensors_are_refused() -> None:
-    with pytest.raises(HomogeneityError, match="expected tensor outputs, but output"):
-        analyze(WithCount(), torch.randn(2))
+class WithNamedCount(WithCount):
+    def forward(self, x: torch.Tensor) -> dict[str, object]:  # type: ignore[override]
+        return {"y": self.w * x, "n": 3}
+
+
+class WithTwoCounts(WithCount):
+    def forward(self, x: torch.Tensor) -> tuple[object, ...]:  # type: ignore[override]
+        return 3, self.w * x, 4
+
+
+@pytest.mark.parametrize(("model", "paths", "values"), [
+    (WithCount(), "1", "ConstantArgument(name='', value=3)"),
+    (WithNamedCount(), "n", "ConstantArgument(name='', value=3)"),
+    (WithTwoCounts(), "0, 2", "ConstantArgument(name='', value=3), ConstantArgument(name='', value=4)"),
+])
+def test_outputs_that_are_not_tensors_are_refused(model: nn.Module, paths: str, values: str) -> None:
+    with pytest.raises(HomogeneityError) as refused:
+        analyze(model, torch.randn(2))
+    assert str(refused.value) == (f"expected tensor outputs, but output(s) {paths} are not tensors "
+                                  f"({values}); return only tensors (or wrap the model) to analyse "
+                                  "degrees")
+
+
+def test_a_key_path_is_named_by_its_keys_indices_and_attributes() -> None:
+    assert leaf_name([MappingKey("hidden_states"), SequenceKey(3)]) == "hidden_states.3"
+    assert leaf_name([GetAttrKey("logits"), SequenceKey(0)]) == "logits.0"
+    assert leaf_name(["plain"]) == "plain"  # a key of no pytree kind: itself
 
 
 def test_an_op_without_a_rule_and_a_rule_that_fails_are_none_naming_the_op() -> None:

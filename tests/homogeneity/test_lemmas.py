@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -10,8 +11,31 @@ import torch
 
 from homogeneity.degree import Degree, Grade
 from homogeneity.lemmas import LEMMAS, case_unproved, lemma_for
-from homogeneity.lemmas.algebra import T, exact_identity, exponentially_close, polynomially_close
-from homogeneity.lemmas.base import Claim, Deg, Lemma, LemmaCase
+from homogeneity.lemmas.algebra import (
+    SUM_CASES,
+    T,
+    exact_identity,
+    exponentially_close,
+    function_claim,
+    polynomially_close,
+    product,
+    then,
+    total,
+)
+from homogeneity.lemmas.base import (
+    CONST,
+    NO_DEGREE,
+    NONE,
+    Claim,
+    Deg,
+    Lemma,
+    LemmaCase,
+    as_deg,
+    fmt,
+    is_literal_zero,
+    no_degree,
+    weakest,
+)
 from homogeneity.rules import RULES, register_rule
 from homogeneity.verify.lemmas import check_lemmas, lemma_rows
 
@@ -100,3 +124,367 @@ def test_structural_targets_share_one_lemma_and_each_is_listed() -> None:
     moved = LEMMAS["rearrangement"]
     assert aten.transpose.int in moved.targets and aten.view.default in moved.targets
     assert lemma_for(aten.transpose.int) is lemma_for(aten.view.default) is moved
+
+
+# ---------------------------------------------------------------------------------------------
+# Each law against a hand derivation: the case it applies, the degree and grade that come out,
+# and the side conditions a certificate records (the checker compares them word for word).
+
+
+def _d(value: Any, grade: str = "exact") -> Deg:
+    return Deg.of(value, grade)
+
+
+NO = Deg(None, Grade.NONE)
+
+
+def _no(*conditions: str) -> Claim:
+    return Claim("no degree", NO, conditions)
+
+
+ALGEBRA_LAWS = {
+    # Table 1's Sum: equal degrees keep the weakest grade; a lower degree makes it asymptotic.
+    "sum, one degree": (lambda: total(_d(1), _d(1, "approximate")),
+                        Claim("terms of one degree", _d(1, "approximate"), ("sum of degrees 1, 1",))),
+    "sum, lower term second": (lambda: total(_d(2), _d(1)), Claim(
+        "a lower-degree term", _d(2, "asymptotic"), ("sum of degrees 2, 1: degree 2 leads",))),
+    "sum, lower term first": (lambda: total(_d(-1, "approximate"), _d(1), what="bias"), Claim(
+        "a lower-degree term", _d(1, "asymptotic"), ("bias of degrees -1, 1: degree 1 leads",))),
+    "sum, a number is degree 0": (lambda: total(_d("-1/2"), 2.0), Claim(
+        "a lower-degree term", _d(0, "asymptotic"), ("sum of degrees -1/2, 0: degree 0 leads",))),
+    "sum, literal zero is no term": (lambda: total(0, _d(3, "asymptotic")), Claim(
+        "terms of one degree", _d(3, "asymptotic"), ("sum of degrees 3",))),
+    "sum of zeros": (lambda: total(0, 0.0, what="shift"), Claim("shift of zeros", _d(0), ())),
+    "sum, a term without degree": (lambda: total(_d(1), NO), _no("a term without degree")),
+    "sum, a term without degree first": (lambda: total(NO, _d(1)), _no("a term without degree")),
+    # Table 1's Product: degrees add, the weakest grade; a number is a constant factor.
+    "product": (lambda: product(_d(1), _d(1, "approximate")),
+                Claim("degrees add", _d(2, "approximate"), ("product: degrees 1 + 1",))),
+    "product with a number": (lambda: product(_d("-1/2", "asymptotic"), 0.5, _d(3), what="scores"), Claim(
+        "degrees add", _d("5/2", "asymptotic"), ("scores: degrees -1/2 + 0 + 3",))),
+    "product, a factor without degree": (lambda: product(_d(1), NO), _no("a factor without degree")),
+    "product, a factor without degree first": (lambda: product(NO, _d(1)), _no("a factor without degree")),
+    # An elementwise g: k = 0 keeps the input; k < 0 has no degree; k > 0 by g at infinity.
+    "function of no degree": (lambda: function_claim(NO, "linear", "g"), _no("an input without degree")),
+    "function of degree 0": (lambda: function_claim(_d(0, "approximate"), "none", "g"), Claim(
+        "scale-invariant input", _d(0, "approximate"), ("g: input degree 0",))),
+    "function of a shrinking input": (lambda: function_claim(_d("-1/2"), "linear", "g"),
+                                      _no("g: input degree -1/2 < 0")),
+    "saturating function": (lambda: function_claim(_d("1/2", "asymptotic"), "constant", "g"), Claim(
+        "growing input", _d(0, "approximate"), ("g: input degree 1/2 > 0",))),
+    "function linear at infinity": (lambda: function_claim(_d(2), "linear", "g"), Claim(
+        "growing input", _d(2, "approximate"), ("g: input degree 2 > 0",))),
+    "function linear at infinity, weaker input": (lambda: function_claim(_d(2, "asymptotic"), "linear", "g"),
+                                                  Claim("growing input", _d(2, "asymptotic"),
+                                                        ("g: input degree 2 > 0",))),
+    "function without a limit": (lambda: function_claim(_d(1), "none", "g"), _no("g: input degree 1 > 0")),
+    # Two steps of one op: both cases and conditions, the second's result.
+    "then": (lambda: then(Claim("a", _d(1), ("x",)), Claim("b", _d(2, "asymptotic"), ("y", "z"))),
+             Claim("a; b", _d(2, "asymptotic"), ("x", "y", "z"))),
+    "then, first without degree": (lambda: then(_no("x"), Claim("b", _d(2), ("y",))), _no("x", "y")),
+    "then, second without degree": (lambda: then(Claim("a", _d(1), ("x",)), _no("y")), _no("x", "y")),
+}
+
+
+@pytest.mark.parametrize("name", ALGEBRA_LAWS)
+def test_sum_product_and_function_laws_against_table_1(name: str) -> None:
+    law, expected = ALGEBRA_LAWS[name]
+    assert law() == expected
+
+
+def _law(lemma: str, *args: Any, **kwargs: Any) -> Any:
+    return lambda: LEMMAS[lemma].law(*args, **kwargs)
+
+
+_LN = ("layer norm: eps = 1e-12 has degree 0", "the input's variance has degree 2k = 2 > 0")
+OP_LAWS = {
+    # a ± b: alpha = 0 drops the second term.
+    "add": (_law("sum", _d(1), _d(1)), Claim("terms of one degree", _d(1), ("sum of degrees 1, 1",))),
+    "add, alpha 0": (_law("sum", _d(1), _d(2), alpha=0),
+                     Claim("terms of one degree", _d(1), ("sum of degrees 1",))),
+    "add, alpha 2": (_law("sum", _d(1), _d(2), alpha=2), Claim(
+        "a lower-degree term", _d(2, "asymptotic"), ("sum of degrees 1, 2: degree 2 leads",))),
+    "relu": (_law("positively homogeneous", _d("3/2", "approximate")), Claim(
+        "positively homogeneous", _d("3/2", "approximate"), ("g(cz) = c·g(z) for c > 0",))),
+    "leaky relu": (_law("positively homogeneous", _d(2), 0.01), Claim(
+        "positively homogeneous", _d(2), ("g(cz) = c·g(z) for c > 0",))),
+    # (cᵏz)ᵖ = c^(pk) zᵖ.
+    "pow": (_law("power", _d("1/2", "asymptotic"), 3),
+            Claim("power", _d("3/2", "asymptotic"), ("exponent 3",))),
+    "pow of no degree": (_law("power", NO, 3), _no("an input without degree")),
+    "rsqrt": (_law("inverse square root", _d(1, "approximate")),
+              Claim("power", _d("-1/2", "approximate"), ("exponent -1/2",))),
+    "sqrt": (_law("square root", _d(3)), Claim("power", _d("3/2"), ("exponent 1/2",))),
+    "reciprocal": (_law("reciprocal", _d(-2)), Claim("power", _d(2), ("exponent -1",))),
+    "tanh of a growing input": (_law("saturating", _d(1)), Claim(
+        "growing input", _d(0, "approximate"), ("saturating: input degree 1 > 0",))),
+    "hardtanh of a growing input": (_law("saturating", _d(2), -1.0, 1.0), Claim(
+        "growing input", _d(0, "approximate"), ("saturating: input degree 2 > 0",))),
+    "exp of a growing input": (_law("transcendental", _d(1)), _no("transcendental: input degree 1 > 0")),
+    "exp of a fixed input": (_law("transcendental", _d(0, "asymptotic")), Claim(
+        "scale-invariant input", _d(0, "asymptotic"), ("transcendental: input degree 0",))),
+    "softmax": (_law("softmax", _d(2), -1), Claim(
+        "growing input", _d(0, "approximate"), ("softmax: input degree 2 > 0",))),
+    "logsumexp": (_law("log-softmax", _d(1, "asymptotic"), [-1], keepdim=True), Claim(
+        "growing input", _d(1, "asymptotic"), ("log-softmax: input degree 1 > 0",))),
+    "gelu": (_law("GELU/SiLU", _d(1), approximate="tanh"), Claim(
+        "growing input", _d(1, "approximate"), ("GELU/SiLU: input degree 1 > 0",))),
+    # Comparisons are steps: degree 0.
+    "compare fixed inputs": (_law("comparison", _d(0), _d(0, "approximate")), Claim(
+        "scale-invariant inputs", _d(0, "approximate"), ("input degrees 0, 0",))),
+    "compare a fixed input to a threshold": (_law("comparison", _d(0), 0.5), Claim(
+        "scale-invariant inputs", _d(0), ("input degrees 0",))),
+    "compare one degree": (_law("comparison", _d(-1, "asymptotic"), _d(-1)), Claim(
+        "one degree compared", _d(0, "asymptotic"), ("input degrees -1, -1, thresholds none",))),
+    "compare against 0": (_law("comparison", _d(1), 0), Claim(
+        "one degree compared", _d(0), ("input degrees 1, thresholds [0]",))),
+    "compare against a threshold": (_law("comparison", _d(1), 0.5), Claim(
+        "a growing input against a threshold", _d(0, "approximate"),
+        ("input degrees 1, thresholds [0.5]",))),
+    "compare unequal degrees": (_law("comparison", _d(1), _d(2)), Claim(
+        "a growing input against a threshold", _d(0, "approximate"),
+        ("input degrees 1, 2, thresholds []",))),
+    "compare no degree": (_law("comparison", _d(1), NO), _no("a term without degree")),
+    # where(m, a, b) = m·a + (1 − m)·b, the mask's grade.
+    "where, one degree": (_law("where", _d(0), _d(1), _d(1)), Claim(
+        "terms of one degree", _d(1), ("where() branches of degrees 1, 1", "mask degree 0 (exact)"))),
+    "where, approximate mask": (_law("where", _d(0, "approximate"), _d(1), _d(1)), Claim(
+        "terms of one degree", _d(1, "approximate"),
+        ("where() branches of degrees 1, 1", "mask degree 0 (approximate)"))),
+    "where, a lower branch": (_law("where", _d(0, "approximate"), _d(2), _d(1)), Claim(
+        "a lower-degree term", _d(2, "asymptotic"),
+        ("where() branches of degrees 2, 1: degree 2 leads", "mask degree 0 (approximate)"))),
+    "where of zeros": (_law("where", _d(0), 0, 0.0), Claim(
+        "where() branches of zeros", _d(0), ("mask degree 0 (exact)",))),
+    "where, a growing mask": (_law("where", _d(1), _d(1), _d(1)), _no("mask degree 1")),
+    "where, a mask without degree": (_law("where", NO, _d(1), _d(1)), _no("mask degree none")),
+    "where, a branch without degree": (_law("where", _d(0), _d(1), NO), _no("a term without degree")),
+    "masked fill": (_law("masked fill", _d(2), _d(0, "asymptotic"), -1e9), Claim(
+        "a lower-degree term", _d(2, "asymptotic"),
+        ("where() branches of degrees 0, 2: degree 2 leads", "mask degree 0 (asymptotic)"))),
+    # max(cᵏa, cᵏb) = cᵏ max(a, b).
+    "maximum": (_law("extremum", _d(1), _d(1, "approximate")), Claim(
+        "one degree", _d(1, "approximate"), ("both of degree 1",))),
+    "maximum with a number": (_law("extremum", _d(0, "asymptotic"), 0.5), Claim(
+        "one degree", _d(0, "asymptotic"), ("both of degree 0",))),
+    "maximum, unequal degrees": (_law("extremum", _d(1), _d(2)), _no("degrees 1 and 2")),
+    "maximum, no degree": (_law("extremum", NO, _d(1)), _no("a term without degree")),
+    "maximum, no degree second": (_law("extremum", _d(1), NO), _no("a term without degree")),
+    "clamp at 0": (_law("clamp", _d(2, "approximate"), 0), Claim(
+        "ReLU", _d(2, "approximate"), ("clamp(z, 0, ∞) = ReLU(z)",))),
+    "clamp to bounds": (_law("clamp", _d(1), -1.0, 1.0), _no("clamp to fixed bounds: input degree 1 > 0")),
+    "clamp at 0 from above": (_law("clamp", _d(1), 0, 1.0),
+                              _no("clamp to fixed bounds: input degree 1 > 0")),
+    "clamp a fixed input": (_law("clamp", _d(0, "approximate"), None, 1.0), Claim(
+        "scale-invariant input", _d(0, "approximate"), ("clamp to fixed bounds: input degree 0",))),
+    # Normalization (Lemma 5), then γ (Product) and β (Sum).
+    "layer norm, affine": (_law("layer norm", _d(1), [4], _d(1), _d(1), 1e-12), Claim(
+        "eps below a growing variance; degrees add; terms of one degree", _d(1, "asymptotic"),
+        (*_LN, "scale γ: degrees 0 + 1", "shift β of degrees 1, 1"))),
+    "layer norm, default eps": (_law("layer norm", _d(1, "approximate"), [4]), Claim(
+        "eps below a growing variance", _d(0, "asymptotic"),
+        ("layer norm: eps = 1e-05 has degree 0", "the input's variance has degree 2k = 2 > 0"))),
+    "layer norm, no eps": (_law("layer norm", _d(1, "approximate"), [4], None, None, 0.0), Claim(
+        "no eps", _d(0, "approximate"),
+        ("layer norm: eps = 0.0", "the input's variance has degree 2k = 2"))),
+    "layer norm, shrinking input": (_law("layer norm", _d(-1), [4], None, None, 1e-5), Claim(
+        "eps above a shrinking variance", _d(-1, "asymptotic"),
+        ("layer norm: eps = 1e-05 has degree 0", "the input's variance has degree 2k = -2 < 0"))),
+    "layer norm, fixed input, weight": (_law("layer norm", _d(0, "approximate"), [4], _d(1)), Claim(
+        "scale-invariant input; degrees add", _d(1, "approximate"),
+        ("layer norm: input degree 0", "scale γ: degrees 0 + 1"))),
+    "layer norm, fixed input, bias": (_law("layer norm", _d(0), [4], None, _d(1, "approximate")), Claim(
+        "scale-invariant input; a lower-degree term", _d(1, "asymptotic"),
+        ("layer norm: input degree 0", "shift β of degrees 0, 1: degree 1 leads"))),
+    "layer norm, no degree": (_law("layer norm", NO, [4]), _no("an input without degree")),
+    "native layer norm": (_law("native layer norm", _d(2), [4], None, None, 1e-12), Claim(
+        "eps below a growing variance", _d(0, "asymptotic"),
+        ("layer norm: eps = 1e-12 has degree 0", "the input's variance has degree 2k = 4 > 0"))),
+    "rms norm, default eps": (_law("RMS norm", _d(1), [4], _d(1)), Claim(
+        "eps below a growing variance; degrees add", _d(1, "asymptotic"),
+        ("RMS norm: eps = 1e-06 has degree 0", "the input's variance has degree 2k = 2 > 0",
+         "scale γ: degrees 0 + 1"))),
+    "rms norm, no eps": (_law("RMS norm", _d("1/2"), [4], None, 0.0), Claim(
+        "no eps", _d(0), ("RMS norm: eps = 0.0", "the input's variance has degree 2k = 1"))),
+    "rms norm, eps given": (_law("RMS norm", _d(-1), [4], None, 1e-3), Claim(
+        "eps above a shrinking variance", _d(-1, "asymptotic"),
+        ("RMS norm: eps = 0.001 has degree 0", "the input's variance has degree 2k = -2 < 0"))),
+    "mean": (_law("reduction", _d(2, "approximate"), [-1], keepdim=True), Claim(
+        "positively homogeneous", _d(2, "approximate"), ("a sum, mean, max, norm or std of one degree",))),
+    "diff": (_law("difference", _d(1)), Claim("terms of one degree", _d(1), ("differences of degrees 1",))),
+    "diff, prepended": (_law("difference", _d(1), 1, -1, _d(0)), Claim(
+        "a lower-degree term", _d(1, "asymptotic"), ("differences of degrees 1, 0: degree 1 leads",))),
+    "diff, appended": (_law("difference", _d(1), 1, -1, None, _d(2)), Claim(
+        "a lower-degree term", _d(2, "asymptotic"), ("differences of degrees 1, 2: degree 2 leads",))),
+    "var": (_law("variance", _d("1/2", "approximate"), [-1]), Claim(
+        "power", _d(1, "approximate"), ("variance: degree 2k",))),
+    "var of no degree": (_law("variance", NO, [-1]), _no("an input without degree")),
+    # Products.
+    "linear": (_law("linear", _d(1), _d(1)), Claim("degrees add", _d(2), ("linear map: degrees 1 + 1",))),
+    "linear with bias": (_law("linear", _d(1), _d(1), _d(1)), Claim(
+        "degrees add; a lower-degree term", _d(2, "asymptotic"),
+        ("linear map: degrees 1 + 1", "bias of degrees 2, 1: degree 2 leads"))),
+    "addmm": (_law("addmm", _d(1), _d(0), _d(1, "approximate")), Claim(
+        "degrees add; terms of one degree", _d(1, "approximate"),
+        ("matrix product: degrees 0 + 1", "bias of degrees 1, 1"))),
+    "addmm, beta 0": (_law("addmm", NO, _d(1), _d(1), beta=0, alpha=2), Claim(
+        "degrees add", _d(2), ("matrix product: degrees 1 + 1",))),
+    "addmm, beta 2": (_law("addmm", _d(0), _d(1), _d(1), beta=2), Claim(
+        "degrees add; a lower-degree term", _d(2, "asymptotic"),
+        ("matrix product: degrees 1 + 1", "bias of degrees 2, 0: degree 2 leads"))),
+    "mm": (_law("matrix product", _d(1), _d(2, "asymptotic")), Claim(
+        "degrees add", _d(3, "asymptotic"), ("product: degrees 1 + 2",))),
+    "einsum": (_law("einsum", "ij,jk->ik", [_d(1), _d("1/2")]), Claim(
+        "degrees add", _d("3/2"), ("einsum 'ij,jk->ik': degrees 1 + 1/2",))),
+    "div": (_law("division", _d(2), _d(1, "approximate")), Claim(
+        "degrees subtract", _d(1, "approximate"), ("quotient: degrees 2 − 1",))),
+    "div of a number": (_law("division", 8.0, _d(1, "asymptotic")), Claim(
+        "degrees subtract", _d(-1, "asymptotic"), ("quotient: degrees 0 − 1",))),
+    "div, no degree": (_law("division", NO, _d(1)), _no("a term without degree")),
+    "div, no degree second": (_law("division", _d(1), NO), _no("a term without degree")),
+    "floor divide fixed": (_law("rounding division", _d(0), _d(0, "approximate"), rounding_mode="floor"),
+                           Claim("scale-invariant input", _d(0, "approximate"),
+                                 ("both operands of degree 0",))),
+    "floor divide by a number": (_law("rounding division", _d(0, "asymptotic"), 3), Claim(
+        "scale-invariant input", _d(0, "asymptotic"), ("both operands of degree 0",))),
+    "floor divide growing": (_law("rounding division", _d(1), _d(0)), _no("operand degrees 1 and 0")),
+    "floor divide by growing": (_law("rounding division", _d(0), _d(1)), _no("operand degrees 0 and 1")),
+    "floor divide, no degree": (_law("rounding division", _d(0), NO), _no("a term without degree")),
+    "floor divide, no degree first": (_law("rounding division", NO, _d(0)), _no("a term without degree")),
+    "embedding": (_law("embedding", _d(1, "approximate"), _d(0)), Claim(
+        "fixed indices", _d(1, "approximate"), ("indices of degree 0 (exact)",))),
+    "embedding, literal indices": (_law("embedding", _d(1), [0, 1], -1), Claim(
+        "fixed indices", _d(1), ("indices of degree 0 (exact)",))),
+    "embedding, approximate indices": (_law("embedding", _d(1), _d(0, "approximate")),
+                                       _no("indices of degree 0 (approximate)")),
+    "embedding, growing indices": (_law("embedding", _d(1), _d(1)), _no("indices of degree 1 (exact)")),
+    "embedding, a table without degree": (_law("embedding", NO, _d(0)), _no("a table without degree")),
+    # softmax(QKᵀ + M)·V: a mask (or none, a constant) is a term of the scores.
+    "attention": (_law("attention", _d(1), _d(1), _d(1)), Claim(
+        "degrees add; a lower-degree term; growing input; degrees add", _d(1, "approximate"),
+        ("scores: degrees 1 + 1", "masked scores of degrees 2, 0: degree 2 leads",
+         "softmax: input degree 2 > 0", "weights · values: degrees 0 + 1"))),
+    "attention, fixed scores": (_law("attention", _d(0), _d(0), _d(1, "asymptotic")), Claim(
+        "degrees add; terms of one degree; scale-invariant input; degrees add", _d(1, "asymptotic"),
+        ("scores: degrees 0 + 0", "masked scores of degrees 0, 0", "softmax: input degree 0",
+         "weights · values: degrees 0 + 1"))),
+    "attention, a growing mask": (_law("attention", _d(0), _d(0), _d(1), _d(1), 0.0, True), Claim(
+        "degrees add; a lower-degree term; growing input; degrees add", _d(1, "approximate"),
+        ("scores: degrees 0 + 0", "masked scores of degrees 0, 1: degree 1 leads",
+         "softmax: input degree 1 > 0", "weights · values: degrees 0 + 1"))),
+    "attention, mask by name": (_law("attention", _d(-1), _d(1), _d(2), attn_mask=_d(0, "approximate")),
+                                Claim("degrees add; terms of one degree; scale-invariant input; "
+                                      "degrees add", _d(2, "approximate"),
+                                      ("scores: degrees -1 + 1", "masked scores of degrees 0, 0",
+                                       "softmax: input degree 0", "weights · values: degrees 0 + 2"))),
+    "attention, values without degree": (_law("attention", _d(1), _d(1), NO), _no("a term without degree")),
+    "attention, mask without degree": (_law("attention", _d(1), _d(1), _d(1), NO),
+                                       _no("a term without degree")),
+    # Routers.
+    "topk": (_law("top_k", _d(0, "approximate"), 2), Claim(
+        "order", _d(0, "approximate"), ("the top-k set has no tie",))),
+    "topk growing": (_law("top_k", _d(-1), 2), _no(
+        "values of nonzero degree and positions of degree 0 in one node")),
+    "topk no degree": (_law("top_k", NO, 2), _no("an input without degree")),
+    "bincount": (_law("counting", _d(0, "approximate")), Claim(
+        "order", _d(0, "approximate"), ("positions of degree 0",))),
+    "bincount weighted": (_law("counting", _d(0, "approximate"), _d(2)), Claim(
+        "terms of one degree", _d(2, "approximate"),
+        ("weights summed at each position of degrees 2", "positions of degree 0 (approximate)"))),
+    "bincount weights by name": (_law("counting", _d(0), None, weights=_d(1, "asymptotic")), Claim(
+        "terms of one degree", _d(1, "asymptotic"),
+        ("weights summed at each position of degrees 1", "positions of degree 0 (exact)"))),
+    "bincount weights without degree": (_law("counting", _d(0), NO), _no("a term without degree")),
+    "bincount growing positions": (_law("counting", _d("1/2")), _no("positions of degree 1/2")),
+    "bincount positions without degree": (_law("counting", NO), _no("positions without degree")),
+    "scatter add": (_law("scattering", _d(1), 0, _d(0, "approximate"), _d(1)), Claim(
+        "terms of one degree", _d(1, "approximate"),
+        ("scattered entries of degrees 1, 1", "positions of degree 0 (approximate)"))),
+    "scatter a value": (_law("scattering", _d(1), 0, _d(0), 0), Claim(
+        "terms of one degree", _d(1), ("scattered entries of degrees 1", "positions of degree 0 (exact)"))),
+    "index add, alpha 0": (_law("scattering", _d(2), 0, _d(0), _d(1), alpha=0), Claim(
+        "terms of one degree", _d(2), ("scattered entries of degrees 2", "positions of degree 0 (exact)"))),
+    "index add, alpha 2": (_law("scattering", _d(2), 0, _d(0), _d(1), alpha=2), Claim(
+        "a lower-degree term", _d(2, "asymptotic"),
+        ("scattered entries of degrees 2, 1: degree 2 leads", "positions of degree 0 (exact)"))),
+    "scatter, growing positions": (_law("scattering", _d(1), 0, _d(1), _d(1)), _no("positions of degree 1")),
+    "scatter, source without degree": (_law("scattering", _d(1), 0, _d(0), NO), _no("a term without degree")),
+    # Moving entries.
+    "view": (_law("rearrangement", _d(1, "asymptotic"), [2, 3]),
+             Claim("moves entries", _d(1, "asymptotic"), ())),
+    "view of no degree": (_law("rearrangement", NO), _no("an input without degree")),
+    "getitem of a number": (_law("rearrangement", 3, 0), _no("an input without degree")),
+    "index": (_law("indexing", _d(1), [None, _d(0)]), Claim("moves entries", _d(1), ())),
+    "index, approximate indices": (_law("indexing", _d(1), [_d(0, "approximate"), [None]]), Claim(
+        "moves entries", _d(1, "approximate"), ("integer indices of degree 0 are constant from some c on",))),
+    "gather, index by name": (_law("indexing", _d(2, "approximate"), 1, index=_d(0, "asymptotic")), Claim(
+        "moves entries", _d(2, "asymptotic"), ("integer indices of degree 0 are constant from some c on",))),
+    "index, weaker input": (_law("indexing", _d(2, "asymptotic"), [_d(0, "approximate")]), Claim(
+        "moves entries", _d(2, "asymptotic"), ("integer indices of degree 0 are constant from some c on",))),
+    "index, growing indices": (_law("indexing", _d(1), [_d(0), _d(1)]), _no("indices of degree 1 (exact)")),
+    "index, indices without degree": (_law("indexing", _d(1), [NO]), _no("indices of degree none (none)")),
+    "index of no degree": (_law("indexing", NO, [_d(0, "approximate")]), _no("an input without degree")),
+    "argmax": (_law("positions", _d(2, "approximate"), -1), Claim(
+        "positions", _d(0, "approximate"), ("positions are invariant under c > 0",))),
+    "argmax of no degree": (_law("positions", NO), _no("an input without degree")),
+    "cat": (_law("concatenation", [_d(1), _d(2)], 0), Claim(
+        "a lower-degree term", _d(2, "asymptotic"), ("concatenation of degrees 1, 2: degree 2 leads",))),
+    "pad with zeros": (_law("pad", _d(1), [1, 1]), Claim("moves entries", _d(1), ())),
+    "pad with 0.0": (_law("pad", _d(1), [1, 1], "constant", 0.0), Claim("moves entries", _d(1), ())),
+    "pad, value None": (_law("pad", _d(1), [1, 1], "constant", None), Claim("moves entries", _d(1), ())),
+    "pad with a constant": (_law("pad", _d(1), [1, 1], "constant", 2.0), Claim(
+        "a lower-degree term", _d(1, "asymptotic"), ("padding of degrees 1, 0: degree 1 leads",))),
+    "pad a fixed input": (_law("pad", _d(0), [1, 1], 2.0), Claim(
+        "terms of one degree", _d(0), ("padding of degrees 0, 0",))),
+    "arange": (_law("constant", 4, dtype=None), Claim("reads no parameter", _d(0), ())),
+}
+
+
+@pytest.mark.parametrize("name", OP_LAWS)
+def test_each_law_against_its_hand_derivation(name: str) -> None:
+    law, expected = OP_LAWS[name]
+    assert law() == expected
+
+
+def test_degrees_print_and_compare_as_exact_fractions() -> None:
+    assert Deg.of("-1/2", "approximate") == Deg(Fraction(-1, 2), Grade.APPROXIMATE)
+    assert Deg.of(3, Grade.EXACT) == Deg(Fraction(3), Grade.EXACT)
+    assert Deg.of(7, "none") == Deg(None, Grade.NONE)
+    assert str(Deg.of("-1/2", "asymptotic")) == "-1/2 (asymptotic)"
+    assert str(Deg.of(2, "exact")) == "2 (exact)"
+    assert str(Deg.of(0, "none")) == "undefined (none)"
+    assert (fmt(Fraction(3, 4)), fmt(Fraction(-2)), fmt(None)) == ("3/4", "-2", "none")
+
+
+@pytest.mark.parametrize(("grades", "expected"), [
+    ((), Grade.EXACT),
+    ((Grade.EXACT, Grade.EXACT), Grade.EXACT),
+    ((Grade.APPROXIMATE, Grade.EXACT), Grade.APPROXIMATE),
+    ((Grade.ASYMPTOTIC, Grade.APPROXIMATE), Grade.ASYMPTOTIC),
+    ((Grade.EXACT, Grade.NONE, Grade.ASYMPTOTIC), Grade.NONE),
+])
+def test_the_weakest_grade_by_exact_approximate_asymptotic_none(grades: Any, expected: Grade) -> None:
+    assert weakest(grades) is expected
+
+
+@pytest.mark.parametrize(("value", "zero"), [
+    (0, True), (0.0, True), (-0.0, True), (1, False), (1e-9, False), (False, False), (None, False),
+    (Deg.of(0, "exact"), False), ("0", False),
+])
+def test_only_the_number_zero_is_no_term(value: Any, zero: bool) -> None:
+    assert is_literal_zero(value) is zero
+
+
+def test_a_literal_is_a_constant_and_a_degree_is_itself() -> None:
+    half = Deg.of("1/2", "approximate")
+    assert as_deg(half) is half
+    assert as_deg(2.5) == as_deg(None) == as_deg([1, 2]) == CONST == Deg.of(0, "exact")
+    assert no_degree("a", "b") == Claim(NO_DEGREE, NONE, ("a", "b"))
+    assert NO_DEGREE == "no degree"
+
+
+def test_a_lemma_finds_its_cases_by_name() -> None:
+    sums = LEMMAS["sum"]
+    assert sums.case("a lower-degree term") is SUM_CASES[1]
+    assert sums.case("terms of one degree") is SUM_CASES[0]
+    assert sums.case("degrees add") is None

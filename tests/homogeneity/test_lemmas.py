@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from homogeneity.degree import Degree, Grade
-from homogeneity.lemmas import LEMMAS, case_unproved, lemma_for
+from homogeneity.lemmas import LEMMAS, activations, case_unproved, elementwise, lemma_for
 from homogeneity.lemmas.algebra import (
     SUM_CASES,
     T,
@@ -30,6 +30,7 @@ from homogeneity.lemmas.base import (
     Deg,
     Lemma,
     LemmaCase,
+    Sample,
     as_deg,
     fmt,
     is_literal_zero,
@@ -488,3 +489,66 @@ def test_a_lemma_finds_its_cases_by_name() -> None:
     assert sums.case("a lower-degree term") is SUM_CASES[1]
     assert sums.case("terms of one degree") is SUM_CASES[0]
     assert sums.case("degrees add") is None
+
+
+# The lemma factories run at import to fill LEMMAS; these build lemmas with them afresh.
+
+
+def test_a_power_lemma_for_a_fixed_exponent_states_proves_and_applies_it() -> None:
+    built = elementwise._power_lemma("cube", aten.sqrt.default, Fraction(3))
+    assert (built.name, built.targets) == ("cube", (aten.sqrt.default,))
+    assert built.statement == "(cᵏz)ᵖ = c^(pk)·zᵖ for z > 0: degree p·k, the input's grade"
+    assert [(c.name, c.statement) for c in built.cases] == [("power", "(cᵏz)ᵖ = c^(pk)·zᵖ")]
+    assert built.cases[0].proof() is None
+    assert built.law(_d("1/2", "asymptotic")) == Claim("power", _d("3/2", "asymptotic"), ("exponent 3",))
+    assert built.law(_d(-1, "approximate")) == Claim("power", _d(-3, "approximate"), ("exponent 3",))
+    assert built.law(NO) == _no("an input without degree")
+    (sample,) = built.samples
+    assert (sample.arity, sample.build("x")) == (1, (("x",), {}))
+
+
+def test_a_power_lemma_with_the_exponent_as_argument_reads_it() -> None:
+    built = elementwise._power_lemma("power", aten.pow.Tensor_Scalar, None)
+    assert built.cases[0].proof() is None  # for a symbolic real exponent p
+    assert built.law(_d(2), 1.5) == Claim("power", _d(3), ("exponent 3/2",))
+    assert built.law(_d(1, "approximate"), -2) == Claim("power", _d(-2, "approximate"), ("exponent -2",))
+    (sample,) = built.samples
+    assert (sample.arity, sample.build("x")) == (1, (("x", 2), {}))
+
+
+@pytest.mark.parametrize(("extra", "args"), [(0, ("x",)), (1, ("x", -1.0)), (2, ("x", -1.0, 1.0))])
+def test_an_elementwise_function_lemma_reads_its_input_among_literals(extra: int, args: Any) -> None:
+    growing = LemmaCase("growing input", "g saturates", lambda: None)
+    built = elementwise._function_lemma("probe", (aten.tanh.default,), "g of z", "constant", growing,
+                                        extra)
+    assert (built.name, built.statement, built.targets) == ("probe", "g of z", (aten.tanh.default,))
+    assert built.cases == (elementwise.INVARIANT, growing)
+    (sample,) = built.samples
+    assert (sample.arity, sample.build("x")) == (1, (args, {}))
+    assert built.law(0.5, _d(1), -1.0) == Claim("growing input", _d(0, "approximate"),
+                                                ("probe: input degree 1 > 0",))
+    assert built.law(_d(-1)) == _no("probe: input degree -1 < 0")
+
+
+def test_an_elementwise_function_lemma_without_a_limit_has_one_case() -> None:
+    built = elementwise._function_lemma("probe", (aten.exp.default,), "exp of z", "none", None)
+    assert built.cases == (elementwise.INVARIANT,)
+    assert built.samples[0].build("x") == (("x",), {})
+    assert built.law(_d(2)) == _no("probe: input degree 2 > 0")
+    assert built.law(_d(0, "approximate")) == Claim("scale-invariant input", _d(0, "approximate"),
+                                                    ("probe: input degree 0",))
+
+
+def test_an_activation_lemma_applies_its_limit_whatever_the_options() -> None:
+    growing = LemmaCase("growing input", "g is linear at infinity", lambda: None)
+    sample = Sample(1, lambda x: ((x,), {}))
+    built = activations._function_lemma("probe", (aten.gelu.default,), "GELU of z", "linear", growing,
+                                        sample)
+    assert (built.name, built.statement, built.targets) == ("probe", "GELU of z", (aten.gelu.default,))
+    assert (built.cases, built.samples) == ((elementwise.INVARIANT, growing), (sample,))
+    assert built.law(_d(2, "asymptotic"), -1, approximate="tanh") == Claim(
+        "growing input", _d(2, "asymptotic"), ("probe: input degree 2 > 0",))
+    assert built.law(_d(1)) == Claim("growing input", _d(1, "approximate"), ("probe: input degree 1 > 0",))
+    saturating = activations._function_lemma("probe", (), "", "constant", growing, sample)
+    assert saturating.law(_d(1)) == Claim("growing input", _d(0, "approximate"),
+                                          ("probe: input degree 1 > 0",))

@@ -10,7 +10,16 @@ import sympy
 import torch
 
 from homogeneity.degree import Degree, Grade
-from homogeneity.lemmas import LEMMAS, activations, case_unproved, elementwise, lemma_for
+from homogeneity.lemmas import (
+    LEMMAS,
+    activations,
+    case_unproved,
+    elementwise,
+    lemma_for,
+    normalization,
+    products,
+    shape,
+)
 from homogeneity.lemmas.algebra import (
     SUM_CASES,
     T,
@@ -552,3 +561,117 @@ def test_an_activation_lemma_applies_its_limit_whatever_the_options() -> None:
     saturating = activations._function_lemma("probe", (), "", "constant", growing, sample)
     assert saturating.law(_d(1)) == Claim("growing input", _d(0, "approximate"),
                                           ("probe: input degree 1 > 0",))
+
+
+# Each proof checks the statement its case states. The proof steps are replaced by recorders
+# (their own soundness is tested above), so a test sees which identities and limits a proof asks
+# for, in t = cᵏ, against the statements written out here by hand.
+
+t = T
+a_, b_ = sympy.symbols("a b", real=True, nonzero=True)
+a_real, b_real = sympy.Symbol("a", real=True), sympy.Symbol("b", real=True)
+d_, eps_ = sympy.Symbol("d", positive=True), sympy.Symbol("epsilon", positive=True)
+u_ = sympy.Symbol("u")
+PAIRS = ((a_real, a_real - d_), (a_real - d_, a_real))  # both orders of two reals, a gap d > 0
+
+
+def _phi(x: Any) -> Any:
+    return (1 + sympy.erf(x / sympy.sqrt(2))) / 2
+
+
+def _sigmoid(x: Any) -> Any:
+    return 1 / (1 + sympy.exp(-x))
+
+
+def _centred(eps: Any, s: Any) -> Any:  # LayerNorm's first entry over (a, a − d) at scale s
+    return (s * d_ / 2) / sympy.sqrt(s**2 * d_**2 / 4 + eps)
+
+
+def _rms(eps: Any, s: Any) -> Any:  # RMSNorm's first entry over (d, 0) at scale s
+    return s * d_ / sympy.sqrt(s**2 * d_**2 / 2 + eps)
+
+
+_LEAKY = sympy.Lambda(u_, sympy.Max(u_, u_ / 100))
+_POSITIVE = (sympy.Lambda(u_, sympy.Max(0, u_)), sympy.Lambda(u_, sympy.Abs(u_)), sympy.Lambda(u_, -u_),
+             _LEAKY)
+_REDUCTIONS = (lambda p, q: p + q, lambda p, q: (p + q) / 2, sympy.Max, sympy.Min,
+               lambda p, q: sympy.sqrt(p**2 + q**2), lambda p, q: sympy.Abs(p - q) / 2)
+_m = sympy.Symbol("m", integer=True, nonnegative=True)
+
+PROOF_STEPS = {
+    # softmax(cᵏz + b) over a gap d: the top weight σ(td + b) is within e^(−td/2) of 1.
+    "softmax saturates": (activations, "_softmax_saturates", lambda: [
+        ("exponentially_close", _sigmoid(t * d_ + s), 1, d_ / 2) for s in (0, sympy.Symbol("b", real=True))]),
+    "logsumexp is linear": (activations, "_logsumexp_linear", lambda: [
+        ("exponentially_close", sympy.log(1 + sympy.exp(-t * d_)), 0, d_ / 2)]),
+    "GELU and SiLU approach ReLU": (activations, "_gelu_linear", lambda: [
+        step for gate in (_phi, _sigmoid) for step in (
+            ("exponentially_close", Z * gate(t * Z), Z, Z / 2),
+            ("exponentially_close", -Z * gate(-t * Z), 0, Z / 2))]),
+    "attention saturates as softmax": (activations, "_attention_proof", lambda: [
+        ("exponentially_close", _sigmoid(t * d_ + s), 1, d_ / 2) for s in (0, sympy.Symbol("b", real=True))]),
+    "ReLU, |z|, −z and leaky ReLU": (elementwise, "_positively_homogeneous", lambda: [
+        ("exact_identity", f(t * z), 1, f(z)) for z in (Z, -Z) for f in _POSITIVE]),
+    "σ, tanh and erf saturate": (elementwise, "_saturates", lambda: [
+        ("exponentially_close", g(s), 1, Z / 2) for g in (sympy.tanh, sympy.erf, _sigmoid)
+        for s in (t * Z, t * Z + b_)]),
+    "max and min": (elementwise, "_extremum_proof", lambda: [
+        ("exact_identity", f(t * p, t * q), 1, f(p, q)) for p, q in PAIRS for f in (sympy.Max, sympy.Min)]),
+    "where is a sum": (elementwise, "_where_sum", lambda: [
+        ("exact_identity", _m * t * a_ + (1 - _m) * t * b_, 1, _m * a_ + (1 - _m) * b_)]),
+    "a fixed input": (elementwise, "_invariant_input", lambda: [
+        ("exact_identity", sympy.Function("g")(a_), 0, sympy.Function("g")(a_))]),
+    "eps below a growing variance": (normalization, "_eps_below", lambda: [
+        ("polynomially_close", _centred(eps_, t), 0, 1),
+        ("polynomially_close", _rms(eps_, t), 0, sympy.sqrt(2))]),
+    "eps above a shrinking variance": (normalization, "_eps_above", lambda: [
+        ("polynomially_close", _centred(eps_, 1 / t), -1, d_ / 2 / sympy.sqrt(eps_)),
+        ("polynomially_close", _rms(eps_, 1 / t), -1, d_ / sympy.sqrt(eps_))]),
+    "no eps": (normalization, "_no_eps", lambda: [
+        ("exact_identity", _centred(0, t), 0, _centred(0, 1)),
+        ("exact_identity", _rms(0, t), 0, _rms(0, 1))]),
+    "sums, means, extrema, norms, std": (normalization, "_reductions", lambda: [
+        ("exact_identity", f(t * p, t * q), 1, f(p, q)) for p, q in PAIRS for f in _REDUCTIONS]),
+    "variance": (normalization, "_variance", lambda: [
+        ("exact_identity", ((t * a_real - t * b_real) / 2) ** 2, 2, ((a_real - b_real) / 2) ** 2)]),
+    "quotient": (products, "_quotient", lambda: [
+        ("exact_identity", t**3 * a_ / (t * b_), 2, a_ / b_),
+        ("polynomially_close", t**3 * a_ / (t * b_ + 1), 2, a_ / b_)]),
+    "a constant": (shape, "_reads_no_parameter", lambda: [("exact_identity", 3, 0, 3)]),
+}
+_STEPS = ("exact_identity", "polynomially_close", "exponentially_close")
+
+
+def _record(monkeypatch: pytest.MonkeyPatch, module: Any, verdict: str | None) -> list[tuple[Any, ...]]:
+    calls: list[tuple[Any, ...]] = []
+    for step in _STEPS:
+        if hasattr(module, step):
+            def recorder(*args: Any, _step: str = step) -> str | None:
+                calls.append((_step, *args))
+                return verdict
+            monkeypatch.setattr(module, step, recorder)
+    return calls
+
+
+def _same(got: Any, expected: Any) -> bool:
+    got, expected = sympy.sympify(got), sympy.sympify(expected)
+    return got == expected or sympy.simplify(got - expected) == 0
+
+
+@pytest.mark.parametrize("name", PROOF_STEPS)
+def test_each_proof_checks_the_statement_of_its_case(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, proof, statements = PROOF_STEPS[name]
+    calls = _record(monkeypatch, module, None)
+    assert getattr(module, proof)() is None
+    expected = statements()
+    assert [c[0] for c in calls] == [e[0] for e in expected]
+    for got, want in zip(calls, expected, strict=True):
+        assert all(_same(g, w) for g, w in zip(got[1:], want[1:], strict=True)), (got, want)
+
+
+@pytest.mark.parametrize("name", PROOF_STEPS)
+def test_a_proof_fails_when_its_first_step_fails(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, proof, statements = PROOF_STEPS[name]
+    calls = _record(monkeypatch, module, "refuted")
+    assert getattr(module, proof)() == "refuted"
+    assert len(calls) == 1 and calls[0][0] == statements()[0][0]

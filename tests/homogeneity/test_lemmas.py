@@ -47,6 +47,7 @@ from homogeneity.lemmas.base import (
     weakest,
 )
 from homogeneity.rules import RULES, register_rule
+from homogeneity.verify import lemmas as verify_lemmas
 from homogeneity.verify.lemmas import check_lemmas, lemma_rows
 
 aten = torch.ops.aten
@@ -675,3 +676,121 @@ def test_a_proof_fails_when_its_first_step_fails(name: str, monkeypatch: pytest.
     calls = _record(monkeypatch, module, "refuted")
     assert getattr(module, proof)() == "refuted"
     assert len(calls) == 1 and calls[0][0] == statements()[0][0]
+
+
+# The check of the registered rules against the laws: its grid, its reading of a rule's answer,
+# and the verdicts it writes.
+
+
+def test_the_grid_covers_each_sign_and_grade_growing_inputs_first() -> None:
+    grades = (Grade.EXACT, Grade.APPROXIMATE, Grade.ASYMPTOTIC)
+    expected = [Deg(Fraction(v), g) for v in (1, 2, 0, -1) for g in grades] + [NO]
+    assert [inputs for (inputs,) in verify_lemmas._grid(1)] == expected
+    assert len(list(verify_lemmas._grid(2))) == 13**2
+    assert list(verify_lemmas._grid(0)) == [()]
+    triples = list(verify_lemmas._grid(3))  # two grades still cover the grade cases
+    assert len(triples) == 9**3
+    assert {d.grade for triple in triples for d in triple} == {Grade.EXACT, Grade.ASYMPTOTIC, Grade.NONE}
+
+
+def test_a_concrete_degree_becomes_the_rules_degree() -> None:
+    half = verify_lemmas._as_degree(Deg.of("-1/2", "approximate"))
+    assert (half.single, half.value, half.grade) == (True, sympy.Rational(-1, 2), Grade.APPROXIMATE)
+    none = verify_lemmas._as_degree(NO)
+    assert (none.grade, none.reason) == (Grade.NONE, "an input without degree")
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (lambda: Degree.of(sympy.Rational(-3, 2), "asymptotic"), Deg.of("-3/2", "asymptotic")),
+    (lambda: Degree.exact(sympy.Float(0.5)), Deg.of("1/2", "exact")),
+    (lambda: Degree.none("mixed powers"), NO),
+    (lambda: 1, "a int, not a Degree"),
+    (lambda: Degree.exact(sympy.Symbol("k")), "the non-numeric degree k"),
+    (lambda: Degree.piecewise((Degree.exact(1), sympy.Eq(sympy.Symbol("k"), 1)),
+                              (Degree.exact(2), sympy.Ne(sympy.Symbol("k"), 1))),
+     "the piecewise degree 1 (exact) if Eq(k, 1) | 2 (exact) if Ne(k, 1)"),
+])
+def test_a_rules_answer_is_read_as_a_concrete_degree_or_described(answer: Any, expected: Any) -> None:
+    assert verify_lemmas._rule_result(answer()) == expected
+
+
+def _verdict(target: Any) -> Any:
+    return verify_lemmas.check_lemmas([target])[target]
+
+
+def test_a_proved_target_names_its_lemma_and_statement() -> None:
+    tanh = aten.tanh.default
+    result = _verdict(tanh)
+    assert result == verify_lemmas.LemmaResult("aten.tanh.default", "saturating",
+                                               LEMMAS["saturating"].statement, True, "")
+    assert result.to_dict() == {"target": "aten.tanh.default", "lemma": "saturating",
+                                "statement": LEMMAS["saturating"].statement, "proved": True,
+                                "reason": ""}
+
+
+def test_a_wrong_rule_is_named_with_its_first_counterexample(swapped_rule: Any) -> None:
+    swapped_rule(aten.tanh.default, lambda x: x)
+    assert _verdict(aten.tanh.default) == verify_lemmas.LemmaResult(
+        "aten.tanh.default", "saturating", LEMMAS["saturating"].statement, False,
+        "for inputs 1 (exact): the registered rule gives 1 (exact), but the lemma proves "
+        "0 (approximate) (case 'growing input')")
+    swapped_rule(aten.tanh.default, lambda x: 1 / 0)
+    assert _verdict(aten.tanh.default).reason == (
+        "for inputs 1 (exact): the registered rule gives an error (ZeroDivisionError: division by "
+        "zero), but the lemma proves 0 (approximate) (case 'growing input')")
+    swapped_rule(aten.mul.Tensor, lambda a, b: Degree.exact(sympy.Symbol("k")))
+    assert _verdict(aten.mul.Tensor).reason == (
+        "for inputs 1 (exact), 1 (exact): the registered rule gives the non-numeric degree k, but "
+        "the lemma proves 2 (exact) (case 'degrees add')")
+
+
+def test_a_rule_wrong_only_in_a_later_way_of_calling_is_caught(swapped_rule: Any) -> None:
+    correct = RULES[aten.add.Tensor]
+    swapped_rule(aten.add.Tensor, lambda a, b, alpha=1: correct(a, b))  # ignores alpha = 0
+    result = _verdict(aten.add.Tensor)
+    assert not result.proved
+    # the first three ways of calling agree; with alpha = 0 the second term is no term
+    assert result.reason == ("for inputs 1 (exact), 1 (approximate): the registered rule gives "
+                             "1 (approximate), but the lemma proves 1 (exact) (case 'terms of one degree')")
+
+
+def test_a_lemma_target_without_a_rule_is_unproved() -> None:
+    saved = RULES.pop(aten.tanh.default)
+    try:
+        result = _verdict(aten.tanh.default)
+    finally:
+        RULES[aten.tanh.default] = saved
+    assert result == verify_lemmas.LemmaResult("aten.tanh.default", "saturating",
+                                               LEMMAS["saturating"].statement, False,
+                                               "no rule is registered for this target")
+
+
+def test_an_unproved_lemma_is_reported_before_its_rule_is_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    false = LemmaCase("false", "tanh(cz) = c·tanh(z)",
+                      lambda: exact_identity(sympy.tanh(T * Z), 1, sympy.tanh(Z)))
+    lemma = Lemma("wrong", "a false statement", (aten.tanh.default,), lambda x: Claim("false", x),
+                  (false,), (Sample(1, lambda x: ((x,), {})),))
+    monkeypatch.setattr(verify_lemmas, "lemma_for", lambda target: lemma)
+    result = _verdict(aten.tanh.default)
+    assert (result.target, result.lemma, result.statement, result.proved) == (
+        "aten.tanh.default", "wrong", "a false statement", False)
+    assert result.reason.startswith("case 'false' of lemma 'wrong' is not proved: f(cᵏx) − t^1·f(x) = ")
+
+
+def test_a_law_citing_an_unproved_case_fails_the_check() -> None:
+    lemma = Lemma("partial", "", (), lambda x: Claim("missing", x), (), ())
+    reason = verify_lemmas._disagreement(lambda x: x, lemma, Sample(1, lambda x: ((x,), {})))
+    assert reason == "lemma 'partial' has no case 'missing'"
+    constant = Lemma("constant", "", (), lambda *a: Claim("no degree", Deg.of(1, "exact")), (), ())
+    reason = verify_lemmas._disagreement(lambda *a: Degree.exact(0), constant, Sample(0, lambda: ((), {})))
+    assert reason == ("for inputs no tensor input: the registered rule gives 0 (exact), but the lemma "
+                      "proves 1 (exact) (case 'no degree')")
+
+
+def test_rows_list_each_target_with_its_verdict_sorted() -> None:
+    results = {
+        "b": verify_lemmas.LemmaResult("b.op", "sum", "a ± b", True),
+        "a": verify_lemmas.LemmaResult("a.op", None, "", False, "no lemma covers this target"),
+    }
+    assert verify_lemmas.lemma_rows(results) == [
+        ("a.op", "—", "UNPROVED: no lemma covers this target"), ("b.op", "a ± b", "proved")]

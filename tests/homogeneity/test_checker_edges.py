@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from homogeneity import HomogeneityError
+from homogeneity import HomogeneityError, checker
 from homogeneity.certificate import Certificate
 from homogeneity.certify import certify
 from homogeneity.checker import check_certificate
@@ -113,3 +113,96 @@ def test_json_round_trip_and_malformed_text(certificate: Certificate) -> None:
                           ('{"schema": "normsat.certificate/1"}', "fields are malformed")):
         with pytest.raises(HomogeneityError, match=message):
             Certificate.from_json(text)
+
+
+_LINEAR_1 = ("node linear_1 (aten.linear.default): cites case 'degrees add; a lower-degree term' with "
+             "conditions ")
+
+
+def test_a_step_after_a_forged_one_is_checked_against_the_forged_claim(certificate) -> None:
+    # relu claims 3: it fails, and linear_1 is then checked as W₂·(degree 3) + b₂, whose
+    # conditions differ from those certified.
+    verdict = check_certificate(_with_step(certificate, "relu", degree="3"), MLP, X)
+    assert verdict.failures == [
+        "node relu (aten.relu.default): claims degree 3 (exact); lemma 'positively homogeneous', case "
+        "'positively homogeneous' gives 1 (exact)",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'degrees add; a lower-degree term' with ['linear map: degrees 3 + 1', "
+        "'bias of degrees 4, 1: degree 4 leads']"]
+    assert str(verdict) == "certificate rejected:\n" + "\n".join(f"  {f}" for f in verdict.failures)
+    assert (verdict.ok, verdict.checked, verdict.bad_input) == (False, len(certificate.steps), "")
+
+
+def test_a_step_that_cannot_be_read_gives_no_degree_to_the_next(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "relu", grade="firm"), MLP, X)
+    assert verdict.failures == [
+        "step relu: unknown grade 'firm'",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'no degree' with ['a factor without degree', 'a term without degree']"]
+
+
+def test_an_honest_step_of_no_degree_reads_as_none() -> None:
+    class Bessel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.special.i0(self.lin(x))
+
+    model, x = Bessel(), torch.randn(3, 2)
+    verdict = check_certificate(certify(model, x).to_json(), model, x)  # the text, as the CLI reads it
+    assert verdict.failures == ["node special_i0 (aten.special_i0.default): no proved lemma covers it"]
+    assert verdict.bad_input == ("the graph has ops no proved lemma covers (aten.special_i0.default): no "
+                                 "certificate of this model can prove its degree")
+
+
+def test_a_law_that_cannot_read_its_arguments_fails_that_step(certificate, monkeypatch) -> None:
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise TypeError("no such argument")
+
+    real = checker.lemma_for
+
+    def lemma_for(target: object) -> object:
+        found = real(target)
+        return replace(found, law=unreadable) if target == torch.ops.aten.relu.default else found
+
+    monkeypatch.setattr(checker, "lemma_for", lemma_for)
+    verdict = check_certificate(certificate, MLP, X)
+    assert verdict.failures == [
+        "node relu (aten.relu.default): TypeError: no such argument",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'no degree' with ['a factor without degree', 'a term without degree']"]
+
+
+def test_a_step_whose_case_is_not_proved_is_rejected_with_the_reason(certificate, monkeypatch) -> None:
+    monkeypatch.setattr(checker, "case_unproved",
+                        lambda lemma, case: "sympy gave up" if lemma.name == "linear" else None)
+    verdict = check_certificate(certificate, MLP, X)
+    assert verdict.failures == ["node linear (aten.linear.default): sympy gave up",
+                                "node linear_1 (aten.linear.default): sympy gave up"]
+
+
+def test_every_failure_is_kept_with_the_outputs_named_last(certificate) -> None:
+    forged = replace(certificate, graph_hash="0" * 64, outputs={"output": "nowhere"},
+                     params=(*certificate.params, "9.weight"))
+    verdict = check_certificate(forged, MLP, X)
+    assert verdict.failures == [
+        "the graph's literal arguments differ from the certified graph's (graph hash mismatch)",
+        "the certificate scales ['9.weight'], which the model does not have",
+        "output output names node nowhere, which no step computes"]
+
+
+class Keyword(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor, *, shift: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + shift
+
+
+def test_keyword_inputs_reach_the_fresh_export() -> None:
+    model, shift = Keyword(), torch.randn(5, 2)
+    verdict = check_certificate(certify(model, X, shift=shift), model, X, shift=shift)
+    assert verdict.ok, verdict.failures

@@ -16,6 +16,7 @@ from homogeneity.lemmas import (
     case_unproved,
     elementwise,
     lemma_for,
+    lemma_unproved,
     normalization,
     products,
     shape,
@@ -794,3 +795,16 @@ def test_rows_list_each_target_with_its_verdict_sorted() -> None:
     }
     assert verify_lemmas.lemma_rows(results) == [
         ("a.op", "—", "UNPROVED: no lemma covers this target"), ("b.op", "a ± b", "proved")]
+
+
+def test_a_lemma_is_unproved_by_its_first_unproved_case() -> None:
+    fine = LemmaCase("fine", "t·a = t·a", lambda: exact_identity(T * Z, 1, Z))
+    false = LemmaCase("false", "tanh(cz) = c·tanh(z)",
+                      lambda: exact_identity(sympy.tanh(T * Z), 1, sympy.tanh(Z)))
+    assert lemma_unproved(Lemma("true", "", (), lambda x: Claim("fine", x), (fine,))) is None
+    reason = lemma_unproved(Lemma("mixed", "", (), lambda x: Claim("fine", x), (fine, false)))
+    assert (reason or "").startswith("case 'false' of lemma 'mixed' is not proved: f(cᵏx) − t^1·f(x) = ")
+    linear = LEMMAS["linear"]
+    assert case_unproved(linear, "degrees add; a lower-degree term") is None  # through the Sum lemma
+    assert case_unproved(linear, "degrees add; nonsense") == "lemma 'linear' has no case 'nonsense'"
+    assert case_unproved(linear, "no degree") is None

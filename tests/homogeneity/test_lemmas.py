@@ -19,6 +19,7 @@ from homogeneity.lemmas import (
     lemma_unproved,
     normalization,
     products,
+    routing,
     shape,
 )
 from homogeneity.lemmas.algebra import (
@@ -808,3 +809,34 @@ def test_a_lemma_is_unproved_by_its_first_unproved_case() -> None:
     assert case_unproved(linear, "degrees add; a lower-degree term") is None  # through the Sum lemma
     assert case_unproved(linear, "degrees add; nonsense") == "lemma 'linear' has no case 'nonsense'"
     assert case_unproved(linear, "no degree") is None
+
+
+class _Residual:
+    """sympy, except that simplify leaves a residual r: a proof by simplification must then fail
+    and show it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sympy, name)
+
+    @staticmethod
+    def simplify(expr: Any) -> Any:
+        return sympy.Symbol("r")
+
+
+PROOFS_BY_SIMPLIFICATION = {
+    "comparisons of one degree": (elementwise, "_one_degree_compared", "sign(t(a − b)) − sign(a − b) = r"),
+    "a threshold settles": (elementwise, "_threshold_settles", "the step does not settle past t = θ/z"),
+    "sign and hardtanh settle": (elementwise, "_saturates", "sign/hardtanh do not reach 1 past t = 1/z"),
+    "the order of a router's scores": (routing, "_order", "sign residual r"),
+    "positions of extrema": (shape, "_positions", "sign residual r"),
+    "a row lookup": (products, "_row_lookup", "lookup residual r"),
+    "moving entries": (shape, "_moves_entries", "P·(tz) − t·(P·z) = r"),
+}
+
+
+@pytest.mark.parametrize("name", PROOFS_BY_SIMPLIFICATION)
+def test_a_proof_by_simplification_fails_on_a_residual(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, proof, message = PROOFS_BY_SIMPLIFICATION[name]
+    _record(monkeypatch, module, None)  # the limits before it hold
+    monkeypatch.setattr(module, "sympy", _Residual())
+    assert getattr(module, proof)() == message

@@ -840,3 +840,12 @@ def test_a_proof_by_simplification_fails_on_a_residual(name: str, monkeypatch: p
     _record(monkeypatch, module, None)  # the limits before it hold
     monkeypatch.setattr(module, "sympy", _Residual())
     assert getattr(module, proof)() == message
+
+
+def test_a_power_lemmas_proof_is_for_its_own_exponent(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = elementwise._power_lemma("root of a cube", aten.sqrt.default, Fraction(3, 2))
+    calls = _record(monkeypatch, elementwise, None)
+    assert built.cases[0].proof() is None
+    half = sympy.Rational(3, 2)
+    assert len(calls) == 1
+    assert all(_same(g, w) for g, w in zip(calls[0][1:], ((t * Z) ** half, half, Z**half), strict=True))

@@ -94,7 +94,10 @@ def test_a_target_without_a_lemma_is_unproved(swapped_rule: Any) -> None:
         result = check_lemmas([target])[target]
     finally:
         del RULES[target]
-    assert (result.proved, result.lemma, result.reason) == (False, None, "no lemma covers this target")
+    assert result == verify_lemmas.LemmaResult("aten.hardswish.default", None, "", False,
+                                               "no lemma covers this target")
+    assert lemma_rows({target: result}) == [
+        ("aten.hardswish.default", "—", "UNPROVED: no lemma covers this target")]
 
 
 def test_tanh_is_not_exactly_homogeneous_and_its_error_is_exponential() -> None:
@@ -767,16 +770,25 @@ def test_a_lemma_target_without_a_rule_is_unproved() -> None:
                                                "no rule is registered for this target")
 
 
-def test_an_unproved_lemma_is_reported_before_its_rule_is_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unproved_case_fails_the_lemma_even_if_the_law_never_cites_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fine = LemmaCase("fine", "−(cz) = c·(−z)", lambda: exact_identity(-T * Z, 1, -Z))
     false = LemmaCase("false", "tanh(cz) = c·tanh(z)",
                       lambda: exact_identity(sympy.tanh(T * Z), 1, sympy.tanh(Z)))
-    lemma = Lemma("wrong", "a false statement", (aten.tanh.default,), lambda x: Claim("false", x),
-                  (false,), (Sample(1, lambda x: ((x,), {})),))
-    monkeypatch.setattr(verify_lemmas, "lemma_for", lambda target: lemma)
-    result = _verdict(aten.tanh.default)
+    neg = aten.neg.default  # its rule keeps the degree, as the law below says
+
+    def lemma(*cases: LemmaCase) -> Lemma:
+        return Lemma("partly false", "a statement", (neg,), lambda x: Claim("fine", x), cases,
+                     (Sample(1, lambda x: ((x,), {})),))
+
+    monkeypatch.setattr(verify_lemmas, "lemma_for", lambda target: lemma(fine))
+    assert _verdict(neg).proved
+    monkeypatch.setattr(verify_lemmas, "lemma_for", lambda target: lemma(fine, false))
+    result = _verdict(neg)
     assert (result.target, result.lemma, result.statement, result.proved) == (
-        "aten.tanh.default", "wrong", "a false statement", False)
-    assert result.reason.startswith("case 'false' of lemma 'wrong' is not proved: f(cᵏx) − t^1·f(x) = ")
+        "aten.neg.default", "partly false", "a statement", False)
+    assert result.reason.startswith("case 'false' of lemma 'partly false' is not proved: "
+                                    "f(cᵏx) − t^1·f(x) = ")
 
 
 def test_a_law_citing_an_unproved_case_fails_the_check() -> None:

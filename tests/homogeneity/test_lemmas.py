@@ -13,6 +13,7 @@ from homogeneity.degree import Degree, Grade
 from homogeneity.lemmas import (
     LEMMAS,
     activations,
+    algebra,
     case_unproved,
     elementwise,
     lemma_for,
@@ -644,6 +645,12 @@ PROOF_STEPS = {
         ("exact_identity", t**3 * a_ / (t * b_), 2, a_ / b_),
         ("polynomially_close", t**3 * a_ / (t * b_ + 1), 2, a_ / b_)]),
     "a constant": (shape, "_reads_no_parameter", lambda: [("exact_identity", 3, 0, 3)]),
+    "terms of one degree": (algebra, "equal_terms", lambda: [
+        ("exact_identity", t * a_ + t * b_, 1, a_ + b_)]),
+    "a lower-degree term": (algebra, "lower_term", lambda: [("polynomially_close", t * a_ + b_, 1, a_)]),
+    "degrees add": (algebra, "degrees_add", lambda: [
+        ("exact_identity", t * a_ * t**2 * b_, 3, a_ * b_),
+        ("polynomially_close", (t * a_ + b_) * t * a_, 2, a_**2)]),
 }
 _STEPS = ("exact_identity", "polynomially_close", "exponentially_close")
 
@@ -861,3 +868,20 @@ def test_a_power_lemmas_proof_is_for_its_own_exponent(monkeypatch: pytest.Monkey
     half = sympy.Rational(3, 2)
     assert len(calls) == 1
     assert all(_same(g, w) for g, w in zip(calls[0][1:], ((t * Z) ** half, half, Z**half), strict=True))
+
+
+@pytest.mark.parametrize(("step", "expected"), [
+    (lambda: exact_identity(T**2 * Z**2, 2, Z**2), None),
+    (lambda: exact_identity(T * Z + 1, 1, Z), "f(cᵏx) − t^1·f(x) = 1, not 0"),
+    (lambda: polynomially_close(T**2 + T, 2, 1), None),                      # remainder 1/t
+    (lambda: polynomially_close(T**2 + 1, 2, 1), None),                      # remainder 1/t²
+    (lambda: polynomially_close(T**2 + T, 2, 2), "f/t^2 tends to 1, not 2"),
+    (lambda: polynomially_close(T**2 + T**2 / sympy.log(T), 2, 1),
+     "the remainder does not vanish like a power of 1/t"),
+    (lambda: exponentially_close(1 + sympy.exp(-T), 1, sympy.Rational(1, 2)), None),
+    (lambda: exponentially_close(1 + sympy.exp(-T), 1, 2), "the error times exp(2·t) tends to oo, not 0"),
+    (lambda: exponentially_close(1 + 1 / T, 1, 1), "the error times exp(1·t) tends to oo, not 0"),
+    (lambda: exponentially_close(2 + sympy.exp(-T), 1, 1), "f does not tend to 1"),
+])
+def test_proof_steps_accept_true_statements_and_name_what_fails(step: Any, expected: str | None) -> None:
+    assert step() == expected

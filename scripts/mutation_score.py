@@ -836,6 +836,87 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x__float_scales_of_loser__mutmut_38":
         "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
         "the last axis",
+    # the lemmas (homogeneity/lemmas/): a proof step that proves the same identity
+    "homogeneity.lemmas.algebra.x_function_claim__mutmut_19":
+        "`x.value < 0` → `x.value <= 0` right after `x.value == 0` returned: the two differ only "
+        "at 0",
+    "homogeneity.lemmas.algebra.x_product__mutmut_27":
+        "`sum(values, Fraction(0))` → `sum(values)`: the degrees are Fractions, and with no "
+        "factor the int 0 and Fraction(0) compare, hash and print alike, so the Deg and its text "
+        "are the same",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_3":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_5":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_8":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_6":
+        "the symbol m renamed: it cancels, and the expression handed to exponentially_close is "
+        "log(1 + e^(−dt)), the same function as the original −dt + log(e^(dt) + 1)",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_7":
+        "the symbol m renamed: it cancels, and the expression handed to exponentially_close is "
+        "log(1 + e^(−dt)), the same function as the original −dt + log(e^(dt) + 1)",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_24":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_26":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_30":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_29":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_31":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_34":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_32":
+        "the free exponent's symbol renamed: the identity (tz)^p = t^p·z^p does not depend on its "
+        "name",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_33":
+        "the free exponent's symbol renamed: the identity (tz)^p = t^p·z^p does not depend on its "
+        "name",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_29":
+        "the positive symbol s renamed: sign((1/z + s)·z) and hardtanh of it are 1 whatever s is "
+        "called",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_30":
+        "the positive symbol s renamed: sign((1/z + s)·z) and hardtanh of it are 1 whatever s is "
+        "called",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_36":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "Min(1) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_40":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, u) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_42":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, max(1, u)) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_43":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, max(−2, u)) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_49":
+        "sign and hardtanh checked past t = 2/z instead of 1/z: both inputs, 1 + s·z and 2 + s·z, "
+        "exceed 1, where sign and hardtanh are 1",
+    "homogeneity.lemmas.elementwise.x__sum_law__mutmut_1":
+        "alpha's default 1 → 2: the law reads alpha only through `alpha == 0`, false for both",
+    "homogeneity.lemmas.normalization.x__no_eps__mutmut_19":
+        "_centred(0, 2) instead of _centred(0, 1) as the unscaled side: without eps the "
+        "normalized entry is the same at every scale (1 for LayerNorm, √2 for RMSNorm), so both "
+        "sides are equal constants",
+    "homogeneity.lemmas.normalization.x__no_eps__mutmut_37":
+        "_rms(0, 2) instead of _rms(0, 1) as the unscaled side: without eps the normalized entry "
+        "is the same at every scale (1 for LayerNorm, √2 for RMSNorm), so both sides are equal "
+        "constants",
 }
 
 

@@ -917,6 +917,12 @@ EQUIVALENT: dict[str, str] = {
         "_rms(0, 2) instead of _rms(0, 1) as the unscaled side: without eps the normalized entry "
         "is the same at every scale (1 for LayerNorm, √2 for RMSNorm), so both sides are equal "
         "constants",
+    "homogeneity.verify.lemmas.x__disagreement__mutmut_30":
+        "`got if isinstance(got, str) else str(got)` → `str(got)` inside an f-string: str of a "
+        "string is itself, and the f-string formats a Deg with str anyway",
+    "homogeneity.verify.lemmas.x__disagreement__mutmut_31":
+        "`got if isinstance(got, str) else str(got)` → `got` inside an f-string: the f-string "
+        "formats a Deg with str, which is what str(got) gives",
 }
 
 

@@ -757,6 +757,7 @@ def test_a_wrong_rule_is_named_with_its_first_counterexample(swapped_rule: Any) 
 
 
 def test_a_rule_wrong_only_in_a_later_way_of_calling_is_caught(swapped_rule: Any) -> None:
+    assert _verdict(aten.add.Tensor).proved  # the registered rule reads alpha
     correct = RULES[aten.add.Tensor]
     swapped_rule(aten.add.Tensor, lambda a, b, alpha=1: correct(a, b))  # ignores alpha = 0
     result = _verdict(aten.add.Tensor)

@@ -923,6 +923,19 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.lemmas.x__disagreement__mutmut_31":
         "`got if isinstance(got, str) else str(got)` → `got` inside an f-string: the f-string "
         "formats a Deg with str, which is what str(got) gives",
+    "homogeneity.lemmas.normalization.x__native_layer_norm_law__mutmut_2":
+        "normalized_shape → None passed on: the layer norm law never reads normalized_shape",
+    "homogeneity.lemmas.normalization.x__normalized__mutmut_35":
+        "`x.value > 0` → `x.value >= 0` after `x.value == 0` returned: the two differ only at 0",
+    "homogeneity.lemmas.normalization.x__difference_law__mutmut_1":
+        "n's default 1 → 2: the law never reads n (every difference is a sum of terms of x's "
+        "degree)",
+    "homogeneity.lemmas.normalization.x__layer_norm_law__mutmut_2":
+        "cudnn_enable's default True → False: the law never reads it",
+    "homogeneity.lemmas.products.x__addmm_law__mutmut_1":
+        "beta's default 1 → 2: the law reads beta only through `beta == 0`, false for both",
+    "homogeneity.lemmas.products.x__addmm_law__mutmut_2":
+        "alpha's default 1 → 2: the law never reads alpha (a constant factor keeps the degree)",
 }
 
 

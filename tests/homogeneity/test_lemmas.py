@@ -314,9 +314,10 @@ OP_LAWS = {
         "scale-invariant input; a lower-degree term", _d(1, "asymptotic"),
         ("layer norm: input degree 0", "shift β of degrees 0, 1: degree 1 leads"))),
     "layer norm, no degree": (_law("layer norm", NO, [4]), _no("an input without degree")),
-    "native layer norm": (_law("native layer norm", _d(2), [4], None, None, 1e-12), Claim(
-        "eps below a growing variance", _d(0, "asymptotic"),
-        ("layer norm: eps = 1e-12 has degree 0", "the input's variance has degree 2k = 4 > 0"))),
+    "native layer norm": (_law("native layer norm", _d(2), [4], _d(1), _d(0), 1e-12), Claim(
+        "eps below a growing variance; degrees add; a lower-degree term", _d(1, "asymptotic"),
+        ("layer norm: eps = 1e-12 has degree 0", "the input's variance has degree 2k = 4 > 0",
+         "scale γ: degrees 0 + 1", "shift β of degrees 1, 0: degree 1 leads"))),
     "rms norm, default eps": (_law("RMS norm", _d(1), [4], _d(1)), Claim(
         "eps below a growing variance; degrees add", _d(1, "asymptotic"),
         ("RMS norm: eps = 1e-06 has degree 0", "the input's variance has degree 2k = 2 > 0",
@@ -715,6 +716,8 @@ def test_a_concrete_degree_becomes_the_rules_degree() -> None:
 @pytest.mark.parametrize(("answer", "expected"), [
     (lambda: Degree.of(sympy.Rational(-3, 2), "asymptotic"), Deg.of("-3/2", "asymptotic")),
     (lambda: Degree.exact(sympy.Float(0.5)), Deg.of("1/2", "exact")),
+    # a float is read as the fraction it is written as, never guessed as √2/2
+    (lambda: Degree.exact(sympy.Float(0.5) ** 0.5), Deg(Fraction("0.707106781186548"), Grade.EXACT)),
     (lambda: Degree.none("mixed powers"), NO),
     (lambda: 1, "a int, not a Degree"),
     (lambda: Degree.exact(sympy.Symbol("k")), "the non-numeric degree k"),
@@ -732,6 +735,7 @@ def _verdict(target: Any) -> Any:
 
 def test_a_proved_target_names_its_lemma_and_statement() -> None:
     tanh = aten.tanh.default
+    assert list(check_lemmas([tanh])) == [tanh]  # only the targets asked for
     result = _verdict(tanh)
     assert result == verify_lemmas.LemmaResult("aten.tanh.default", "saturating",
                                                LEMMAS["saturating"].statement, True, "")

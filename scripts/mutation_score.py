@@ -936,6 +936,63 @@ EQUIVALENT: dict[str, str] = {
         "beta's default 1 → 2: the law reads beta only through `beta == 0`, false for both",
     "homogeneity.lemmas.products.x__addmm_law__mutmut_2":
         "alpha's default 1 → 2: the law never reads alpha (a constant factor keeps the degree)",
+    "homogeneity.lemmas.routing.x__scattering_law__mutmut_1":
+        "alpha's default 1 → 2: the law reads alpha only through is_literal_zero(alpha), false "
+        "for both",
+    "homogeneity.lemmas.shape.x__concatenation_law__mutmut_1":
+        "dim's default 0 → 1: the law never reads dim",
+    "homogeneity.lemmas.shape.x__constant_law__mutmut_6":
+        "the claim's conditions left to their default, the empty tuple the original passes",
+    "homogeneity.lemmas.shape.x__moved_law__mutmut_12":
+        "the claim's conditions left to their default, the empty tuple the original passes",
+    "homogeneity.lemmas.shape.x__pad_law__mutmut_3":
+        "the fill found when no number is given: None instead of 0, and the law treats None and a "
+        "literal 0 alike (zero padding moves entries)",
+    "homogeneity.lemmas.shape.x__pad_law__mutmut_13":
+        "the fill value → None in the sum: a literal number and None are both read as a constant "
+        "term of degree 0 (as_deg), so the claim is the same",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_4":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_5":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_6":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_7":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_9":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_10":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_11":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_12":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_14":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_15":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_16":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_17":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.products.x__row_lookup__mutmut_5":
+        "an entry of the fixed row vector changed: every fixed row commutes with scaling, e·(tW) "
+        "− t·(e·W) is the zero row, so the proof passes as before",
+    "homogeneity.lemmas.products.x__row_lookup__mutmut_6":
+        "an entry of the fixed row vector changed: every fixed row commutes with scaling, e·(tW) "
+        "− t·(e·W) is the zero row, so the proof passes as before",
 }
 
 

@@ -206,3 +206,24 @@ def test_keyword_inputs_reach_the_fresh_export() -> None:
     model, shift = Keyword(), torch.randn(5, 2)
     verdict = check_certificate(certify(model, X, shift=shift), model, X, shift=shift)
     assert verdict.ok, verdict.failures
+
+
+class GrowingExp(nn.Module):
+    """exp of a degree-1 input: no degree, by the transcendental lemma; then a sum with it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(self.lin(x)) + 1.0
+
+
+def test_an_honest_step_of_no_degree_is_accepted() -> None:
+    model = GrowingExp()
+    certificate = certify(model, X)
+    exp = next(s for s in certificate.steps if s.target == "aten.exp.default")
+    assert (exp.lemma, exp.case, exp.grade) == ("transcendental", "no degree", "none")
+    verdict = check_certificate(certificate, model, X)
+    assert verdict.ok, verdict.failures
+    assert certificate.output_degrees()["output"][1] == "none"

@@ -279,6 +279,9 @@ OP_LAWS = {
     "masked fill": (_law("masked fill", _d(2), _d(0, "asymptotic"), -1e9), Claim(
         "a lower-degree term", _d(2, "asymptotic"),
         ("where() branches of degrees 0, 2: degree 2 leads", "mask degree 0 (asymptotic)"))),
+    "masked fill with a tensor": (_law("masked fill", _d(1), _d(0), _d(2)), Claim(
+        "a lower-degree term", _d(2, "asymptotic"),
+        ("where() branches of degrees 2, 1: degree 2 leads", "mask degree 0 (exact)"))),
     # max(cᵏa, cᵏb) = cᵏ max(a, b).
     "maximum": (_law("extremum", _d(1), _d(1, "approximate")), Claim(
         "one degree", _d(1, "approximate"), ("both of degree 1",))),

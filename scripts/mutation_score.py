@@ -993,6 +993,39 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.lemmas.products.x__row_lookup__mutmut_6":
         "an entry of the fixed row vector changed: every fixed row commutes with scaling, e·(tW) "
         "− t·(e·W) is the zero row, so the proof passes as before",
+    "homogeneity.lemmas.algebra.x_polynomially_close__mutmut_19":
+        "the second order tried 2 → 3: it is tried only when r·t does not tend to a finite limit, "
+        "and a remainder r → 0 with r·t unbounded has r·t² and r·t³ unbounded as well, so neither "
+        "order ever decides and the answer is that of the first",
+    "homogeneity.lemmas.algebra.x_polynomially_close__mutmut_28":
+        "r·t·order instead of r·t^order: equal for order 1; order 2 is tried only when r·t has no "
+        "finite limit, and then neither 2·r·t nor r·t² has one, so the answer is the same",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_6":
+        "the positive symbol s renamed: Heaviside(s·z) = 1 whatever s is called",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_7":
+        "the positive symbol s renamed: Heaviside(s·z) = 1 whatever s is called",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_10":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_12":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_15":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_13":
+        "the threshold's symbol renamed: it cancels, (θ/z + s)·z − θ = s·z",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_14":
+        "the threshold's symbol renamed: it cancels, (θ/z + s)·z − θ = s·z",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_17":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_22":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_23":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
 }
 
 

@@ -1026,6 +1026,9 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_23":
         "the limit 'none' → another word: function_claim gives no degree for a growing input with "
         "any limit other than 'constant' and 'linear'",
+    "homogeneity.certificate.xǁCertificateǁto_json__mutmut_14":
+        "ensure_ascii=False → None: json reads the flag only for its truth, and None is false "
+        "like False, so the text keeps its non-ASCII characters as written",
 }
 
 

@@ -227,3 +227,34 @@ def test_an_honest_step_of_no_degree_is_accepted() -> None:
     verdict = check_certificate(certificate, model, X)
     assert verdict.ok, verdict.failures
     assert certificate.output_degrees()["output"][1] == "none"
+
+
+def test_a_rewired_step_is_shown_beside_the_graphs_node(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "linear_1", inputs=("relu", "p_2_weight")), MLP, X)
+    assert verdict.failures == [verdict.bad_input] == [
+        "node 7: the certificate has linear_1 = aten.linear.default(relu, p_2_weight), the graph has "
+        "linear_1 = aten.linear.default(relu, p_2_weight, p_2_bias): a certificate of another model or "
+        "graph"]
+
+
+def test_a_graph_input_claimed_to_scale_is_named_in_full(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "input", degree="1"), MLP, X)
+    assert verdict.failures[0] == ("leaf input: claims 1 (exact), but a graph input or buffer is a "
+                                   "constant: 0 (exact)")
+
+
+class TwoBessels(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(torch.special.i0(self.lin(x)))
+
+
+def test_every_op_no_lemma_covers_is_named_once_sorted() -> None:
+    model = TwoBessels()
+    verdict = check_certificate(certify(model, X), model, X)
+    assert verdict.bad_input == (
+        "the graph has ops no proved lemma covers (aten.special_bessel_j0.default, "
+        "aten.special_i0.default): no certificate of this model can prove its degree")

@@ -1029,6 +1029,9 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.certificate.xǁCertificateǁto_json__mutmut_14":
         "ensure_ascii=False → None: json reads the flag only for its truth, and None is false "
         "like False, so the text keeps its non-ASCII characters as written",
+    "homogeneity.checker.x__same_graph__mutmut_7":
+        "a leaf's wiring read with node_inputs instead of set to (): placeholder and get_attr "
+        "nodes have no arguments, so node_inputs gives () for them as well",
 }
 
 

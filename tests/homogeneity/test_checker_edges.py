@@ -231,6 +231,7 @@ def test_an_honest_step_of_no_degree_is_accepted() -> None:
 
 def test_a_rewired_step_is_shown_beside_the_graphs_node(certificate) -> None:
     verdict = check_certificate(_with_step(certificate, "linear_1", inputs=("relu", "p_2_weight")), MLP, X)
+    assert verdict.ok is False
     assert verdict.failures == [verdict.bad_input] == [
         "node 7: the certificate has linear_1 = aten.linear.default(relu, p_2_weight), the graph has "
         "linear_1 = aten.linear.default(relu, p_2_weight, p_2_bias): a certificate of another model or "
@@ -258,3 +259,24 @@ def test_every_op_no_lemma_covers_is_named_once_sorted() -> None:
     assert verdict.bad_input == (
         "the graph has ops no proved lemma covers (aten.special_bessel_j0.default, "
         "aten.special_i0.default): no certificate of this model can prove its degree")
+
+
+class DroppedTerm(nn.Module):
+    """lin(x) + 0·x written with alpha: the second term is no term (Sum rule over literal zeros)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.add(self.lin(x), x, alpha=0)
+
+
+def test_a_steps_keyword_arguments_reach_its_law() -> None:
+    model = DroppedTerm()
+    certificate = certify(model, X)
+    add = next(s for s in certificate.steps if s.target == "aten.add.Tensor")
+    assert (add.case, add.conditions, add.degree, add.grade) == (
+        "terms of one degree", ("sum of degrees 1",), "1", "exact")
+    verdict = check_certificate(certificate, model, X)
+    assert verdict.ok, verdict.failures

@@ -846,6 +846,202 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.analysis.x_output_names__mutmut_27":
         "the fallback after `kinds or` is read only when no non-tensor output has an empty label; "
         "every non-tensor user output of a static export is a ConstantArgument, named ''",
+    # the lemmas (homogeneity/lemmas/): a proof step that proves the same identity
+    "homogeneity.lemmas.algebra.x_function_claim__mutmut_19":
+        "`x.value < 0` → `x.value <= 0` right after `x.value == 0` returned: the two differ only "
+        "at 0",
+    "homogeneity.lemmas.algebra.x_product__mutmut_27":
+        "`sum(values, Fraction(0))` → `sum(values)`: the degrees are Fractions, and with no "
+        "factor the int 0 and Fraction(0) compare, hash and print alike, so the Deg and its text "
+        "are the same",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_3":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_5":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_8":
+        "the symbol m of the top score no longer real: the expression handed to "
+        "exponentially_close is −mt − t(d − m) + log(e^(dt) + 1), which is −dt + log(e^(dt) + 1) "
+        "term by term (m cancels), so the limits and the verdict are those of the original",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_6":
+        "the symbol m renamed: it cancels, and the expression handed to exponentially_close is "
+        "log(1 + e^(−dt)), the same function as the original −dt + log(e^(dt) + 1)",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_7":
+        "the symbol m renamed: it cancels, and the expression handed to exponentially_close is "
+        "log(1 + e^(−dt)), the same function as the original −dt + log(e^(dt) + 1)",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_24":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_26":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.activations.x__logsumexp_linear__mutmut_30":
+        "expand_log without force=True: simplify has already written the remainder as −dt + "
+        "log(e^(dt) + 1), which expand_log leaves as it is either way",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_29":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_31":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_34":
+        "the free exponent p of pow no longer real: (tz)^p = t^p·z^p for positive t and z and any "
+        "complex p, so the identity and the proof's verdict are the same",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_32":
+        "the free exponent's symbol renamed: the identity (tz)^p = t^p·z^p does not depend on its "
+        "name",
+    "homogeneity.lemmas.elementwise.x__power_lemma__mutmut_33":
+        "the free exponent's symbol renamed: the identity (tz)^p = t^p·z^p does not depend on its "
+        "name",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_29":
+        "the positive symbol s renamed: sign((1/z + s)·z) and hardtanh of it are 1 whatever s is "
+        "called",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_30":
+        "the positive symbol s renamed: sign((1/z + s)·z) and hardtanh of it are 1 whatever s is "
+        "called",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_36":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "Min(1) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_40":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, u) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_42":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, max(1, u)) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_43":
+        "hardtanh's lower bound changed: past t = 1/z its input u = 1 + s·z exceeds 1, where "
+        "min(1, max(−2, u)) = 1 as for min(1, max(−1, u)), so simplify gives 1 either way",
+    "homogeneity.lemmas.elementwise.x__saturates__mutmut_49":
+        "sign and hardtanh checked past t = 2/z instead of 1/z: both inputs, 1 + s·z and 2 + s·z, "
+        "exceed 1, where sign and hardtanh are 1",
+    "homogeneity.lemmas.elementwise.x__sum_law__mutmut_1":
+        "alpha's default 1 → 2: the law reads alpha only through `alpha == 0`, false for both",
+    "homogeneity.lemmas.normalization.x__no_eps__mutmut_19":
+        "_centred(0, 2) instead of _centred(0, 1) as the unscaled side: without eps the "
+        "normalized entry is the same at every scale (1 for LayerNorm, √2 for RMSNorm), so both "
+        "sides are equal constants",
+    "homogeneity.lemmas.normalization.x__no_eps__mutmut_37":
+        "_rms(0, 2) instead of _rms(0, 1) as the unscaled side: without eps the normalized entry "
+        "is the same at every scale (1 for LayerNorm, √2 for RMSNorm), so both sides are equal "
+        "constants",
+    "homogeneity.verify.lemmas.x__disagreement__mutmut_30":
+        "`got if isinstance(got, str) else str(got)` → `str(got)` inside an f-string: str of a "
+        "string is itself, and the f-string formats a Deg with str anyway",
+    "homogeneity.verify.lemmas.x__disagreement__mutmut_31":
+        "`got if isinstance(got, str) else str(got)` → `got` inside an f-string: the f-string "
+        "formats a Deg with str, which is what str(got) gives",
+    "homogeneity.lemmas.normalization.x__native_layer_norm_law__mutmut_2":
+        "normalized_shape → None passed on: the layer norm law never reads normalized_shape",
+    "homogeneity.lemmas.normalization.x__normalized__mutmut_35":
+        "`x.value > 0` → `x.value >= 0` after `x.value == 0` returned: the two differ only at 0",
+    "homogeneity.lemmas.normalization.x__difference_law__mutmut_1":
+        "n's default 1 → 2: the law never reads n (every difference is a sum of terms of x's "
+        "degree)",
+    "homogeneity.lemmas.normalization.x__layer_norm_law__mutmut_2":
+        "cudnn_enable's default True → False: the law never reads it",
+    "homogeneity.lemmas.products.x__addmm_law__mutmut_1":
+        "beta's default 1 → 2: the law reads beta only through `beta == 0`, false for both",
+    "homogeneity.lemmas.products.x__addmm_law__mutmut_2":
+        "alpha's default 1 → 2: the law never reads alpha (a constant factor keeps the degree)",
+    "homogeneity.lemmas.routing.x__scattering_law__mutmut_1":
+        "alpha's default 1 → 2: the law reads alpha only through is_literal_zero(alpha), false "
+        "for both",
+    "homogeneity.lemmas.shape.x__concatenation_law__mutmut_1":
+        "dim's default 0 → 1: the law never reads dim",
+    "homogeneity.lemmas.shape.x__constant_law__mutmut_6":
+        "the claim's conditions left to their default, the empty tuple the original passes",
+    "homogeneity.lemmas.shape.x__moved_law__mutmut_12":
+        "the claim's conditions left to their default, the empty tuple the original passes",
+    "homogeneity.lemmas.shape.x__pad_law__mutmut_3":
+        "the fill found when no number is given: None instead of 0, and the law treats None and a "
+        "literal 0 alike (zero padding moves entries)",
+    "homogeneity.lemmas.shape.x__pad_law__mutmut_13":
+        "the fill value → None in the sum: a literal number and None are both read as a constant "
+        "term of degree 0 (as_deg), so the claim is the same",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_4":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_5":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_6":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_7":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_9":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_10":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_11":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_12":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_14":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_15":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_16":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.shape.x__moves_entries__mutmut_17":
+        "an entry of one of the fixed matrices P changed: every fixed matrix commutes with "
+        "scaling, P·(tz) − t·(P·z) is the zero vector for each, so the proof passes as before",
+    "homogeneity.lemmas.products.x__row_lookup__mutmut_5":
+        "an entry of the fixed row vector changed: every fixed row commutes with scaling, e·(tW) "
+        "− t·(e·W) is the zero row, so the proof passes as before",
+    "homogeneity.lemmas.products.x__row_lookup__mutmut_6":
+        "an entry of the fixed row vector changed: every fixed row commutes with scaling, e·(tW) "
+        "− t·(e·W) is the zero row, so the proof passes as before",
+    "homogeneity.lemmas.algebra.x_polynomially_close__mutmut_19":
+        "the second order tried 2 → 3: it is tried only when r·t does not tend to a finite limit, "
+        "and a remainder r → 0 with r·t unbounded has r·t² and r·t³ unbounded as well, so neither "
+        "order ever decides and the answer is that of the first",
+    "homogeneity.lemmas.algebra.x_polynomially_close__mutmut_28":
+        "r·t·order instead of r·t^order: equal for order 1; order 2 is tried only when r·t has no "
+        "finite limit, and then neither 2·r·t nor r·t² has one, so the answer is the same",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_6":
+        "the positive symbol s renamed: Heaviside(s·z) = 1 whatever s is called",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_7":
+        "the positive symbol s renamed: Heaviside(s·z) = 1 whatever s is called",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_10":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_12":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_15":
+        "the threshold θ no longer real: (θ/z + s)·z − θ = s·z whatever θ is, so the step is "
+        "Heaviside(s·z) = 1 as before",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_13":
+        "the threshold's symbol renamed: it cancels, (θ/z + s)·z − θ = s·z",
+    "homogeneity.lemmas.elementwise.x__threshold_settles__mutmut_14":
+        "the threshold's symbol renamed: it cancels, (θ/z + s)·z − θ = s·z",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_17":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_22":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
+    "homogeneity.lemmas.elementwise.x__clamp_law__mutmut_23":
+        "the limit 'none' → another word: function_claim gives no degree for a growing input with "
+        "any limit other than 'constant' and 'linear'",
+    "homogeneity.certificate.xǁCertificateǁto_json__mutmut_14":
+        "ensure_ascii=False → None: json reads the flag only for its truth, and None is false "
+        "like False, so the text keeps its non-ASCII characters as written",
+    "homogeneity.checker.x__same_graph__mutmut_7":
+        "a leaf's wiring read with node_inputs instead of set to (): placeholder and get_attr "
+        "nodes have no arguments, so node_inputs gives () for them as well",
 }
 
 

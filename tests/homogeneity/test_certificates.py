@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,16 @@ import torch
 from torch import nn
 
 from homogeneity import HomogeneityError, analyze, certify, check_certificate
-from homogeneity.certificate import Certificate
+from homogeneity.certificate import (
+    Certificate,
+    Step,
+    applied_to,
+    graph_hash,
+    node_inputs,
+    node_target,
+)
 from homogeneity.rules import RULES, register_rule
+from homogeneity.tracing import export_model
 
 ROOT = Path(__file__).resolve().parents[2]
 aten = torch.ops.aten
@@ -176,3 +185,95 @@ def test_the_checker_imports_neither_the_rules_nor_the_analysis() -> None:
         forbidden = {m for m in _imports(path)
                      if m.startswith(("homogeneity.rules", "homogeneity.analysis", "homogeneity.verify"))}
         assert forbidden == set(), path.name
+
+
+# The format itself, on hand-built certificates and a four-node graph.
+
+
+class Tiny(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.relu(x), x, x], dim=1) * 2.0
+
+
+def test_the_graph_hash_is_sha256_over_each_nodes_name_op_target_and_arguments() -> None:
+    program = export_model(Tiny(), (torch.randn(2, 3),), {})
+    nodes = list(program.graph.nodes)
+    assert [(n.name, node_target(n), node_inputs(n)) for n in nodes] == [
+        ("x", "placeholder", ()), ("relu", "aten.relu.default", ("x",)),
+        ("cat", "aten.cat.default", ("relu", "x", "x")), ("mul", "aten.mul.Tensor", ("cat",)),
+        ("output", "output", ("mul",))]
+    # a node by its name after %, a literal by its repr
+    lines = ("x|placeholder|placeholder|((), {})\n"
+             "relu|call_function|aten.relu.default|(('%x',), {})\n"
+             "cat|call_function|aten.cat.default|((['%relu', '%x', '%x'], '1'), {})\n"
+             "mul|call_function|aten.mul.Tensor|(('%cat', '2.0'), {})\n"
+             "output|output|output|((('%mul',),), {})\n")
+    assert graph_hash(program.graph) == hashlib.sha256(lines.encode()).hexdigest()
+    assert applied_to(nodes[2], {"relu": "R", "x": "X"}) == ((["R", "X", "X"], 1), {})
+    assert applied_to(nodes[3], {"cat": 7}) == ((7, 2.0), {})
+
+
+def _hand_certificate(**changes: Any) -> Certificate:
+    steps = (
+        Step("x", "placeholder", (), "leaf", "graph input", (), "0", "exact"),
+        Step("w", "placeholder", (), "leaf", "scaled parameter", (), "1", "exact"),
+        Step("mm", "aten.mm.default", ("x", "w"), "matrix product", "degrees add",
+             ("product: degrees 0 + 1",), "1", "exact"),
+        Step("i0", "aten.special_i0.default", ("mm",), None, None, (), None, "none"),
+        Step("ln", "aten.layer_norm.default", ("i0",), "layer norm", "no eps",
+             ("scale γ: degrees 0 + 1",), "-1/2", "approximate"),
+        Step("j0", "aten.special_bessel_j0.default", ("ln",), None, None, (), None, "none"),
+        Step("i0b", "aten.special_i0.default", ("j0",), None, None, (), None, "none"),
+    )
+    fields = {"steps": steps, "outputs": {"out": "ln", "hidden": "mm"}, "params": ("w",),
+              "graph_hash": "ab" * 32, "versions": {"normsat": "1.0"}}
+    return Certificate(**{**fields, **changes})
+
+
+def test_a_certificate_lists_its_missing_ops_once_sorted_and_its_output_degrees() -> None:
+    certificate = _hand_certificate()
+    assert certificate.missing == ["aten.special_bessel_j0.default", "aten.special_i0.default"]
+    assert not certificate.complete
+    assert _hand_certificate(steps=certificate.steps[:3]).complete
+    assert certificate.output_degrees() == {"out": ("-1/2", "approximate"), "hidden": ("1", "exact")}
+
+
+def test_certificate_json_keeps_every_field_and_its_text_readable() -> None:
+    certificate = _hand_certificate()
+    text = certificate.to_json()
+    assert "scale γ" in text and "\n" not in text  # compact, the conditions as written
+    data = json.loads(text)
+    assert data["schema"] == "normsat.certificate/1"
+    assert data["step_fields"] == ["node", "target", "inputs", "lemma", "case", "conditions", "degree",
+                                   "grade"]
+    assert data["steps"][2] == ["mm", "aten.mm.default", ["x", "w"], "matrix product", "degrees add",
+                                ["product: degrees 0 + 1"], "1", "exact"]
+    assert (data["outputs"], data["params"], data["graph_hash"], data["versions"]) == (
+        {"out": "ln", "hidden": "mm"}, ["w"], "ab" * 32, {"normsat": "1.0"})
+    assert certificate.to_json(indent=2).startswith('{\n  "steps": [')
+    assert Certificate.from_json(text) == certificate
+    del data["versions"]  # written by older versions: optional
+    assert Certificate.from_json(json.dumps(data)) == _hand_certificate(versions={})
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", "a certificate must be JSON; the text is not (Expecting property name enclosed in "
+                  "double quotes: line 1 column 2 (char 1))"),
+    ("[1, 2]", "a certificate is a JSON object, got list"),
+    ('"text"', "a certificate is a JSON object, got str"),
+    ("{}", "certificate schema None is not supported; expected 'normsat.certificate/1'"),
+    ('{"schema": "normsat.certificate/2"}',
+     "certificate schema 'normsat.certificate/2' is not supported; expected 'normsat.certificate/1'"),
+    ('{"schema": "normsat.certificate/1", "steps": []}',
+     "the certificate's fields are malformed (KeyError: 'step_fields'); expected what "
+     "Certificate.to_json writes"),
+    ('{"schema": "normsat.certificate/1", "step_fields": ["node"], "steps": [["a", "b"]], '
+     '"outputs": {}, "params": [], "graph_hash": ""}',
+     "the certificate's fields are malformed (ValueError: zip() argument 2 is longer than argument 1)"),
+    ('{"schema": "normsat.certificate/1", "step_fields": [], "steps": 3, "outputs": {}, "params": [], '
+     '"graph_hash": ""}', "the certificate's fields are malformed (TypeError: "),
+])
+def test_bad_certificate_text_names_what_was_expected_and_what_arrived(text: str, message: str) -> None:
+    with pytest.raises(HomogeneityError) as raised:
+        Certificate.from_json(text)
+    assert str(raised.value).startswith(message)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from homogeneity import HomogeneityError
+from homogeneity import HomogeneityError, checker
 from homogeneity.certificate import Certificate
 from homogeneity.certify import certify
 from homogeneity.checker import check_certificate
@@ -113,3 +113,170 @@ def test_json_round_trip_and_malformed_text(certificate: Certificate) -> None:
                           ('{"schema": "normsat.certificate/1"}', "fields are malformed")):
         with pytest.raises(HomogeneityError, match=message):
             Certificate.from_json(text)
+
+
+_LINEAR_1 = ("node linear_1 (aten.linear.default): cites case 'degrees add; a lower-degree term' with "
+             "conditions ")
+
+
+def test_a_step_after_a_forged_one_is_checked_against_the_forged_claim(certificate) -> None:
+    # relu claims 3: it fails, and linear_1 is then checked as W₂·(degree 3) + b₂, whose
+    # conditions differ from those certified.
+    verdict = check_certificate(_with_step(certificate, "relu", degree="3"), MLP, X)
+    assert verdict.failures == [
+        "node relu (aten.relu.default): claims degree 3 (exact); lemma 'positively homogeneous', case "
+        "'positively homogeneous' gives 1 (exact)",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'degrees add; a lower-degree term' with ['linear map: degrees 3 + 1', "
+        "'bias of degrees 4, 1: degree 4 leads']"]
+    assert str(verdict) == "certificate rejected:\n" + "\n".join(f"  {f}" for f in verdict.failures)
+    assert (verdict.ok, verdict.checked, verdict.bad_input) == (False, len(certificate.steps), "")
+
+
+def test_a_step_that_cannot_be_read_gives_no_degree_to_the_next(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "relu", grade="firm"), MLP, X)
+    assert verdict.failures == [
+        "step relu: unknown grade 'firm'",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'no degree' with ['a factor without degree', 'a term without degree']"]
+
+
+def test_an_honest_step_of_no_degree_reads_as_none() -> None:
+    class Bessel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.special.i0(self.lin(x))
+
+    model, x = Bessel(), torch.randn(3, 2)
+    verdict = check_certificate(certify(model, x).to_json(), model, x)  # the text, as the CLI reads it
+    assert verdict.failures == ["node special_i0 (aten.special_i0.default): no proved lemma covers it"]
+    assert verdict.bad_input == ("the graph has ops no proved lemma covers (aten.special_i0.default): no "
+                                 "certificate of this model can prove its degree")
+
+
+def test_a_law_that_cannot_read_its_arguments_fails_that_step(certificate, monkeypatch) -> None:
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise TypeError("no such argument")
+
+    real = checker.lemma_for
+
+    def lemma_for(target: object) -> object:
+        found = real(target)
+        return replace(found, law=unreadable) if target == torch.ops.aten.relu.default else found
+
+    monkeypatch.setattr(checker, "lemma_for", lemma_for)
+    verdict = check_certificate(certificate, MLP, X)
+    assert verdict.failures == [
+        "node relu (aten.relu.default): TypeError: no such argument",
+        _LINEAR_1 + "['linear map: degrees 1 + 1', 'bias of degrees 2, 1: degree 2 leads']; lemma 'linear' "
+        "applies case 'no degree' with ['a factor without degree', 'a term without degree']"]
+
+
+def test_a_step_whose_case_is_not_proved_is_rejected_with_the_reason(certificate, monkeypatch) -> None:
+    monkeypatch.setattr(checker, "case_unproved",
+                        lambda lemma, case: "sympy gave up" if lemma.name == "linear" else None)
+    verdict = check_certificate(certificate, MLP, X)
+    assert verdict.failures == ["node linear (aten.linear.default): sympy gave up",
+                                "node linear_1 (aten.linear.default): sympy gave up"]
+
+
+def test_every_failure_is_kept_with_the_outputs_named_last(certificate) -> None:
+    forged = replace(certificate, graph_hash="0" * 64, outputs={"output": "nowhere"},
+                     params=(*certificate.params, "9.weight"))
+    verdict = check_certificate(forged, MLP, X)
+    assert verdict.failures == [
+        "the graph's literal arguments differ from the certified graph's (graph hash mismatch)",
+        "the certificate scales ['9.weight'], which the model does not have",
+        "output output names node nowhere, which no step computes"]
+
+
+class Keyword(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor, *, shift: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + shift
+
+
+def test_keyword_inputs_reach_the_fresh_export() -> None:
+    model, shift = Keyword(), torch.randn(5, 2)
+    verdict = check_certificate(certify(model, X, shift=shift), model, X, shift=shift)
+    assert verdict.ok, verdict.failures
+
+
+class GrowingExp(nn.Module):
+    """exp of a degree-1 input: no degree, by the transcendental lemma; then a sum with it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(self.lin(x)) + 1.0
+
+
+def test_an_honest_step_of_no_degree_is_accepted() -> None:
+    model = GrowingExp()
+    certificate = certify(model, X)
+    exp = next(s for s in certificate.steps if s.target == "aten.exp.default")
+    assert (exp.lemma, exp.case, exp.grade) == ("transcendental", "no degree", "none")
+    verdict = check_certificate(certificate, model, X)
+    assert verdict.ok, verdict.failures
+    assert certificate.output_degrees()["output"][1] == "none"
+
+
+def test_a_rewired_step_is_shown_beside_the_graphs_node(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "linear_1", inputs=("relu", "p_2_weight")), MLP, X)
+    assert verdict.ok is False
+    assert verdict.failures == [verdict.bad_input] == [
+        "node 7: the certificate has linear_1 = aten.linear.default(relu, p_2_weight), the graph has "
+        "linear_1 = aten.linear.default(relu, p_2_weight, p_2_bias): a certificate of another model or "
+        "graph"]
+
+
+def test_a_graph_input_claimed_to_scale_is_named_in_full(certificate) -> None:
+    verdict = check_certificate(_with_step(certificate, "input", degree="1"), MLP, X)
+    assert verdict.failures[0] == ("leaf input: claims 1 (exact), but a graph input or buffer is a "
+                                   "constant: 0 (exact)")
+
+
+class TwoBessels(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(torch.special.i0(self.lin(x)))
+
+
+def test_every_op_no_lemma_covers_is_named_once_sorted() -> None:
+    model = TwoBessels()
+    verdict = check_certificate(certify(model, X), model, X)
+    assert verdict.bad_input == (
+        "the graph has ops no proved lemma covers (aten.special_bessel_j0.default, "
+        "aten.special_i0.default): no certificate of this model can prove its degree")
+
+
+class DroppedTerm(nn.Module):
+    """lin(x) + 0·x written with alpha: the second term is no term (Sum rule over literal zeros)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.add(self.lin(x), x, alpha=0)
+
+
+def test_a_steps_keyword_arguments_reach_its_law() -> None:
+    model = DroppedTerm()
+    certificate = certify(model, X)
+    add = next(s for s in certificate.steps if s.target == "aten.add.Tensor")
+    assert (add.case, add.conditions, add.degree, add.grade) == (
+        "terms of one degree", ("sum of degrees 1",), "1", "exact")
+    verdict = check_certificate(certificate, model, X)
+    assert verdict.ok, verdict.failures

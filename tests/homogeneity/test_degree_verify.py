@@ -9,9 +9,9 @@ import sympy
 import torch
 from torch import nn
 
-from homogeneity import Degree, Grade, GraphBuilder, HomogeneityError
+from homogeneity import Degree, Grade, GraphBuilder, HomogeneityError, analyze
 from homogeneity.report import HomogeneityReport
-from homogeneity.verify import check_euler, check_scaling, classify_decay, prove
+from homogeneity.verify import EulerCheck, check_euler, check_scaling, classify_decay, prove
 from homogeneity.verify.scaling import off_degree
 
 
@@ -91,6 +91,44 @@ def test_euler_identity_holds_for_exact_and_fails_for_asymptotic() -> None:
     biased = nn.Sequential(nn.Linear(3, 5, bias=False), nn.ReLU(), nn.Linear(5, 2)).double()
     (check,) = check_euler(biased, x)
     assert check.grade.value == "asymptotic" and check.error > 1e-3
+
+
+class UnscaledShift(nn.Module):
+    """{"h": histc(x) (no rule: no degree), "y": w·x + v (+ shift)} with w scaled and v fixed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.full((3,), 0.1, dtype=torch.float64))
+        self.v = nn.Parameter(torch.full((3,), 0.02, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor, shift: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        y = self.w * x + self.v
+        return {"h": torch.histc(x, bins=3), "y": y if shift is None else y + shift}
+
+
+@pytest.mark.parametrize("shift", [None, 1.0])
+def test_the_euler_error_is_the_relative_residual_of_each_output_with_a_degree(shift) -> None:
+    """f(c) = c·w·x + v (+ s): θᵀ∇f = w·x and k = 1, so the residual is −(v + s) and the error
+    ‖v + s‖/‖w·x + v + s‖ (below 1 without s: no floor of 1 under the norm). The histogram has
+    no degree and is skipped, without ending the loop before y."""
+    x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    kwargs = {} if shift is None else {"shift": torch.full((3,), shift, dtype=torch.float64)}
+    f = [0.1 * xi + 0.02 + (shift or 0.0) for xi in x.tolist()]
+    expected = math.sqrt(3) * (0.02 + (shift or 0.0)) / math.sqrt(sum(v * v for v in f))
+    (check,) = check_euler(UnscaledShift(), x, params="w", **kwargs)
+    assert (check.output, check.degree, check.grade) == ("y", 1, Grade.ASYMPTOTIC)
+    assert check.error == pytest.approx(expected, rel=1e-12) and not check.holds()
+
+
+def test_an_output_the_given_report_has_no_degree_for_is_skipped() -> None:
+    report = analyze(nn.Linear(3, 2, bias=False), torch.randn(2, 3))  # its output is "output"
+    assert check_euler(UnscaledShift(), torch.randn(3, dtype=torch.float64), report=report) == []
+
+
+def test_euler_holds_up_to_its_tolerance_inclusive() -> None:
+    assert EulerCheck("y", sympy.Integer(1), Grade.EXACT, 1e-9).holds()
+    assert not EulerCheck("y", sympy.Integer(1), Grade.EXACT, 2e-9).holds()
+    assert EulerCheck("y", sympy.Integer(1), Grade.EXACT, 2e-9).holds(tol=2e-9)
 
 
 def test_euler_with_a_parameter_subset() -> None:

@@ -1042,6 +1042,15 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.checker.x__same_graph__mutmut_7":
         "a leaf's wiring read with node_inputs instead of set to (): placeholder and get_attr "
         "nodes have no arguments, so node_inputs gives () for them as well",
+    "homogeneity.verify.euler.x_check_euler__mutmut_26":
+        "the output names read from a run at c = 2.0 instead of 1.0: the names are the output's "
+        "paths, the same at every scale",
+    "homogeneity.verify.euler.x_check_euler__mutmut_41":
+        "c = 1 as a float32 scalar instead of float64: a 0-dim tensor does not set the dtype of "
+        "the float64 parameters it scales, and 1.0 and its unit tangent are exact in both",
+    "homogeneity.verify.euler.x_check_euler__mutmut_43":
+        "c = 1 as a float32 scalar instead of float64: a 0-dim tensor does not set the dtype of "
+        "the float64 parameters it scales, and 1.0 and its unit tangent are exact in both",
 }
 
 

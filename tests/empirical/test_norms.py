@@ -549,3 +549,16 @@ def test_plot_hands_its_title_on(tmp_path, monkeypatch):
     assert seen == [(tracker.records, tmp_path / "n.png", "run 7")]
     with pytest.raises(EmpiricalError, match=r"^plot expected at least one record, got none$"):
         NormTracker(stacked()).plot(tmp_path / "none.png")
+
+
+def test_a_group_named_other_joins_the_unmatched_parameters():
+    """A custom group called ``other`` is the same group as the parameters no pattern matches:
+    one entry, holding the norm of both."""
+    model = stacked()
+    tracker = NormTracker(model, groups={"embeddings": ["embed.*"], "other": ["*.weight"]})
+    record = tracker.record(0)
+    rest = [p for n, p in model.named_parameters() if not n.startswith("embed.")]
+    assert tracker.group_names == ["embeddings", "other"]
+    expected = {"embeddings": float(model.embed.weight.detach().double().norm()),
+                "other": float(vector_of(rest).norm())}
+    assert record["groups"] == pytest.approx(expected, rel=1e-12)

@@ -186,8 +186,30 @@ def test_a_figure_of_one_record_without_a_fit_or_title() -> None:
     assert _lines(total) == [([0.0], [5.0], "‖θ‖")]
     assert len(per_layer.get_lines()) == len(_LAYERS) and not cosine.get_lines()
     assert fig._suptitle is None
-    with pytest.raises(EmpiricalError, match="at least one record, got none"):
+    with pytest.raises(EmpiricalError, match=r"^plot expected at least one record, got none$"):
         render_records([])
+
+
+def test_the_figure_keeps_its_layout_and_colours_under_another_style() -> None:
+    """Three panels side by side; under a style with dashed lines and a seven-colour cycle the fit
+    is still a solid line and each layer has one colour in both layer panels."""
+    import matplotlib as mpl
+    from cycler import cycler
+    from matplotlib.colors import to_rgba
+
+    seven = ["#000001", "#000002", "#000003", "#000004", "#000005", "#000006", "#000007"]
+    with mpl.rc_context({"lines.linestyle": "--", "axes.prop_cycle": cycler(color=seven)}):
+        fig = render_records(_RECORDS, fitted=("fit", [0.0, 10.0], [5.0, 8.0]))
+        total, per_layer, cosine = fig.axes
+        boxes = [ax.get_position() for ax in fig.axes]
+        assert len({round(b.y0, 6) for b in boxes}) == 1
+        assert boxes[0].x1 < boxes[1].x0 < boxes[1].x1 < boxes[2].x0
+        assert total.get_lines()[1].get_linestyle() == "-"
+        layer_colour = {line.get_label(): to_rgba(line.get_color()) for line in per_layer.get_lines()}
+        assert list(layer_colour.values()) == [to_rgba(f"C{i % 10}") for i in range(len(_LAYERS))]
+        assert layer_colour["layer 10"] == layer_colour["embeddings"]  # the 11th line starts C0 … C9 again
+        for line in cosine.get_lines():
+            assert to_rgba(line.get_color()) == layer_colour[line.get_label()]
 
 
 def test_plot_records_writes_the_figure_of_its_records(tmp_path, monkeypatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -340,7 +341,9 @@ def test_layer_gradient_projections_match_direct_computation():
     model.h[1].weight.requires_grad_(False)  # a parameter without gradient counts as zero
     loss = model.h[2](model.h[1](model.h[0](model.embed(torch.tensor([0, 3]))))).square().sum()
     loss.backward()
-    tracker.after_backward(0, loss)
+    with warnings.catch_warnings():  # the loss still requires grad: it is read detached, silently
+        warnings.simplefilter("error")
+        tracker.after_backward(0, loss)
     record = tracker.records[0]
     grads: dict[str, list[torch.Tensor]] = {}
     for name, p in model.named_parameters():

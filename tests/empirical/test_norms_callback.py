@@ -139,3 +139,27 @@ def test_training_without_the_model_is_an_error():
     with pytest.raises(EmpiricalError, match=r"^NormCallback expected the Trainer to pass its model to "
                                              r"callbacks$"):
         NormCallback().on_train_begin(None, transformers.TrainerState(), transformers.TrainerControl())
+
+
+class _Integration(transformers.TrainerCallback):
+    """Stands for a reporting integration (TensorBoard, W&B, …): what its module makes it."""
+
+
+_Integration.__module__ = "transformers.integrations.integration_utils"
+
+
+@pytest.mark.parametrize("log", [True, False])
+def test_the_callback_moves_ahead_of_the_reporting_integrations(log):
+    """Logging callbacks go right before the first integration, once, the others keeping their
+    order; a callback that does not log stays where it was."""
+    from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
+
+    flow, first, second = DefaultFlowCallback(), _Integration(), _Integration()
+    callback = NormCallback(log=log)
+    handler = CallbackHandler([flow, first, second, callback], torch.nn.Linear(2, 1), None, None, None)
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    handler.on_init_end(None, state, control)
+    expected = [flow, callback, first, second] if log else [flow, first, second, callback]
+    assert handler.callbacks == expected
+    handler.on_train_begin(None, state, control)  # already in place: nothing moves
+    assert handler.callbacks == expected and callback.tracker is not None

@@ -158,8 +158,14 @@ def test_the_callback_moves_ahead_of_the_reporting_integrations(log):
     callback = NormCallback(log=log)
     handler = CallbackHandler([flow, first, second, callback], torch.nn.Linear(2, 1), None, None, None)
     state, control = transformers.TrainerState(), transformers.TrainerControl()
-    handler.on_init_end(None, state, control)
+
+    def event_of(self, hook):  # as the handler's call_event calls a hook, without its loop
+        hook(None, state, control, model=self.model)
+
+    event_of(handler, callback.on_init_end)
     expected = [flow, callback, first, second] if log else [flow, first, second, callback]
+    assert handler.callbacks == expected
+    handler.on_init_end(None, state, control)  # within the handler's own loop: nothing moves
     assert handler.callbacks == expected
     handler.on_train_begin(None, state, control)  # already in place: nothing moves
     assert handler.callbacks == expected and callback.tracker is not None

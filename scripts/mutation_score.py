@@ -860,6 +860,10 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.norms.xǁNormTrackerǁ_observe_parameters__mutmut_27":
         "layer_dot = '' instead of None before the first record: _observe uses it only when "
         "_previous_sq is set, which it is not before the first record",
+    "empirical.training.norms.xǁNormTrackerǁ_observe__mutmut_17":
+        "`layer_dot is not None and self._previous_sq is not None` → `or`: the two are always set "
+        "together (a previous θ exists once a record or resume set both), so both parts are true or "
+        "both false",
     "empirical.training.norms.xǁNormTrackerǁto_json__mutmut_6":
         "json.dumps(allow_nan=None): the encoder tests `not allow_nan`, so None refuses NaN like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

@@ -377,6 +377,13 @@ def test_records_are_returned_and_written_in_order():
         assert record["norm"] == pytest.approx(float(torch.cat(list(layer_vectors(model).values())).norm()),
                                                rel=1e-12)
         assert writer[-1][2] == step and {a[0] for a in writer if a[2] == step} == set(record_scalars(record))
+        # Without gradients, what needs them is there and not measured (None).
+        assert {k for k, v in record.items() if v is None} == {
+            "loss", "grad_norm", "grad_projection", "layer_grad_projection", "update_norm",
+            "update_projection", *(["cosine_prev", "layer_cosine_prev"] if step == 0 else [])}
+        assert set(record) == {"step", "loss", "norm", "layers", "groups", "grad_norm", "grad_projection",
+                               "layer_grad_projection", "update_norm", "update_projection", "cosine_prev",
+                               "layer_cosine_prev"}
 
 
 def test_a_model_tracker_compares_its_parameters_with_a_checkpoint_and_back():

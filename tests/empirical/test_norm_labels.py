@@ -179,6 +179,7 @@ def test_the_figure_draws_every_recorded_value_with_its_layer_label_and_colour()
     assert fig._suptitle.get_text() == "a run"
 
 
+@pytest.mark.filterwarnings("ignore:No artists with labels found")  # the empty cosine panel
 def test_a_figure_of_one_record_without_a_fit_or_title() -> None:
     """One record: one point per panel, no fitted curve, no cosine, no title."""
     fig = render_records(_RECORDS[:1])

@@ -1051,6 +1051,54 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.euler.x_check_euler__mutmut_43":
         "c = 1 as a float32 scalar instead of float64: a 0-dim tensor does not set the dtype of "
         "the float64 parameters it scales, and 1.0 and its unit tangent are exact in both",
+    "empirical.training.norms.x__chunked_sums__mutmut_3":
+        "the per-tensor dot products are collected (as zeros) also without a previous checkpoint: "
+        "they reach _observe only when no θ was recorded before, when _previous_sq is None too, so "
+        "no cosine is computed from them",
+    "empirical.training.norms.x__ordered_layers__mutmut_13":
+        "embeddings' sort key (-1, 0) → (-2, 0): still below every stack's rank (≥ 0)",
+    "empirical.training.norms.x__ordered_layers__mutmut_14":
+        "embeddings' sort key (-1, 0) → (-1, 1): the layers are a set, so no other key starts with -1 "
+        "and the second element is never compared",
+    "empirical.training.norms.x__ordered_layers__mutmut_18":
+        "other's sort key (n, 0) → (n, 1): every block's stack rank is below n = len(stack_rank) and "
+        "the layers are a set, so the second element is never compared",
+    "empirical.training.norms.xǁNormTrackerǁ__init____mutmut_70":
+        "layer_names.index → rindex: layer_names come from a set (_ordered_layers), each name once",
+    "empirical.training.norms.xǁNormTrackerǁ__init____mutmut_96":
+        "layer_names.index → rindex: layer_names come from a set (_ordered_layers), each name once",
+    "empirical.training.norms.xǁNormTrackerǁ__init____mutmut_103":
+        "group_names.index → rindex: group_names come from dict.fromkeys, each name once",
+    "empirical.training.norms.xǁNormTrackerǁ__init____mutmut_133":
+        "_previous_sq starts as '' instead of None: it is read only with a layer_dot, which needs a "
+        "previous θ, and every path that sets one (_observe, resume) sets _previous_sq with it",
+    "empirical.training.norms.xǁNormTrackerǁ_observe_parameters__mutmut_27":
+        "layer_dot = '' instead of None before the first record: _observe uses it only when "
+        "_previous_sq is set, which it is not before the first record",
+    "empirical.training.norms.xǁNormTrackerǁ_observe__mutmut_17":
+        "`layer_dot is not None and self._previous_sq is not None` → `or`: the two are always set "
+        "together (a previous θ exists once a record or resume set both), so both parts are true or "
+        "both false",
+    "empirical.training.norms.xǁNormTrackerǁto_json__mutmut_6":
+        "json.dumps(allow_nan=None): the encoder tests `not allow_nan`, so None refuses NaN like False",
+    "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":
+        "_logged_step starts as '' instead of None: on_log reads it only once a tracker exists, and "
+        "on_train_begin sets it to None when it makes the tracker",
+    "empirical.training.callbacks.xǁNormCallbackǁon_train_begin__mutmut_15":
+        "_logged_step reset to '' instead of None: it is only compared (!=) with integer steps, which "
+        "equal neither",
+    "empirical.training.callbacks.xǁNormCallbackǁ_go_before_integrations__mutmut_4":
+        "the search for the calling CallbackHandler starts one frame higher: the skipped frame is the "
+        "hook (on_init_end, on_train_begin), whose self is this callback, not a handler",
+    "empirical.training.callbacks.xǁNormCallbackǁ_go_before_integrations__mutmut_25":
+        "next(...) without the default None: the handler found on the stack is calling this "
+        "callback's event from its own list, so the callback is always found",
+    "empirical.training.callbacks.xǁNormCallbackǁ_go_before_integrations__mutmut_32":
+        "first < mine → first <= mine: they index two different callbacks (an integration and this "
+        "one), so they are never equal",
+    "empirical.training.probe.xǁSaturationProbeǁmeasure__mutmut_18":
+        "head_atlas(paper=None) instead of False: measure_heads reads paper only for its truth "
+        "(`if paper`, with_paper), and the probe keeps only layer, head and scale of the atlas",
 }
 
 

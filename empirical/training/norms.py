@@ -298,7 +298,9 @@ class NormTracker:
         # more in memory than a scan needs.
         self._params: list[torch.Tensor] = [tensor for _, tensor in named] if self._model else []
         group_by_name = {name: _group_of(name, groups) for name in self.names}
-        self.group_names: list[str] = [g for g in [*groups, "other"] if g in group_by_name.values()]
+        # A group the caller named "other" is the same group as the unmatched parameters: one name.
+        self.group_names: list[str] = [g for g in dict.fromkeys([*groups, "other"])
+                                       if g in group_by_name.values()]
         device = named[0][1].device
         self._layer_index = torch.tensor([self.layer_names.index(layer_by_name[n]) for n in self.names],
                                          device=device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
@@ -53,9 +54,10 @@ def test_tracker_probes_every_n_steps_and_writes_the_scalars(tiny, caplog):
     record = probe.records[0]
     assert len(record["heads"]) == 2 and all(h["scale"][0] <= h["scale"][1] for h in record["heads"])
     assert all(-1.0 <= v <= 1.0 for v in record["saturation"].values())
-    written = {(tag, step) for tag, _, step in writer.scalars}
-    for tag in probe_scalars(record, "normsat/"):
-        assert (tag, 2) in written
+    written = {(tag, step): value for tag, value, step in writer.scalars}
+    for probed in probe.records:
+        for tag, value in probe_scalars(probed, "normsat/").items():
+            assert written[(tag, probed["step"])] == value
     assert any(tag.startswith("normsat/head_scale/layer0.head") for tag, _ in written)
     warned = [r.getMessage() for r in caplog.records]
     assert any("step 2: layer 0 head 1 is close to hard attention" in m for m in warned), warned
@@ -98,3 +100,67 @@ def test_callback_probes_at_its_steps_and_logs_with_the_trainer(tiny, tmp_path):
     for record in probe.records:
         for tag, value in probe_scalars(record, "normsat/").items():
             assert logged[record["step"]][tag] == value
+
+
+def test_the_documented_defaults():
+    from empirical.training.probe import DEFAULT_EVERY
+
+    probe = SaturationProbe(None, SENTENCES)
+    assert (probe.every, probe.threshold, probe.eps) == (DEFAULT_EVERY, 2.0, 1e-3) == (500, 2.0, 1e-3)
+    assert probe.sentences == SENTENCES and probe.sentences is not SENTENCES and probe.records == []
+
+
+@pytest.mark.parametrize(("every", "due"), [(1, [1, 2, 3, 4, 5, 6]), (3, [3, 6]), (7, [])])
+def test_due_at_each_multiple_of_every_after_step_zero(every, due):
+    probe = SaturationProbe(None, SENTENCES, every=every, threshold=0.5)
+    assert [step for step in range(7) if probe.due(step)] == due
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"every": 0}, r"^SaturationProbe expected every ≥ 1, got 0$"),
+    ({"sentences": []}, r"^SaturationProbe expected a list of held-out sentences, got \[\]$"),
+    ({"sentences": "A sentence."},
+     r"^SaturationProbe expected a list of held-out sentences, got 'A sentence.'$"),
+    ({"threshold": math.inf}, r"^SaturationProbe expected a positive threshold, got inf$"),
+    ({"threshold": math.nan}, r"^SaturationProbe expected a positive threshold, got nan$"),
+    ({"threshold": -1.0}, r"^SaturationProbe expected a positive threshold, got -1.0$"),
+])
+def test_bad_probe_options_name_what_came(kwargs, message):
+    sentences = kwargs.pop("sentences", SENTENCES)
+    with pytest.raises(EmpiricalError, match=message):
+        SaturationProbe(None, sentences, **kwargs)
+
+
+def test_a_measurement_is_the_limit_similarity_and_the_head_atlas_at_its_eps(tiny, caplog):
+    """The record holds what representation_similarity (c = ∞) and head_atlas (at the probe's eps)
+    give on the held-out batch; exactly the heads whose scale is below the threshold are warned
+    about, by step, layer, head, scale, threshold and eps (a head at the threshold is not)."""
+    from empirical.measure.heads import head_atlas
+    from empirical.measure.similarity import representation_similarity
+
+    tokenizer, model = tiny
+    model.eval()
+    sentences = SENTENCES[:2]
+    atlas = head_atlas(model, tokenizer, sentences, eps=1e-2, paper=False, batch_size=2)
+    limit = representation_similarity(model, tokenizer, sentences, scale=math.inf, batch_size=2)
+    uppers = sorted(h.scale[1] for h in atlas.heads)
+    assert uppers[0] < uppers[-1]  # two heads with different scales
+    probe = SaturationProbe(tokenizer, sentences, every=1, threshold=uppers[-1], eps=1e-2)
+    with caplog.at_level(logging.WARNING, logger="normsat.probe"):
+        record = probe.measure(model, 7)
+    assert record == {"step": 7, "saturation": dict(zip(limit.layers, limit.per_layer)),
+                      "heads": [{"layer": h.layer, "head": h.head, "scale": list(h.scale)}
+                                for h in atlas.heads]}
+    assert probe.records == [record]
+    expected = [f"step 7: layer {h.layer} head {h.head} is close to hard attention: certified scale "
+                f"to saturate {h.scale[1]:.3g} < threshold {uppers[-1]:g} (eps 0.01)"
+                for h in atlas.heads if h.scale[1] < uppers[-1]]
+    assert [r.getMessage() for r in caplog.records] == expected and len(expected) == 1
+
+
+def test_probe_scalars_name_layers_and_heads_and_leave_out_infinite_scales():
+    record = {"step": 4, "saturation": {"layer 1": 0.5, "layer 2": 0.25},
+              "heads": [{"layer": 0, "head": 1, "scale": [1.5, 3.0]},
+                        {"layer": 2, "head": 0, "scale": [2.0, math.inf]}]}
+    assert probe_scalars(record, "p/") == {"p/saturation/layer 1": 0.5, "p/saturation/layer 2": 0.25,
+                                           "p/head_scale/layer0.head1": 3.0}

@@ -204,3 +204,23 @@ def test_an_op_without_a_rule_and_a_rule_that_fails_are_none_naming_the_op() -> 
     assert degrees[relu].reason == "no rule for op aten.relu.default"
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
     assert all(degrees[n].value == 0 for n in placeholders)  # no leaves given: constants
+
+
+def test_an_fx_graph_reads_its_attributes_as_leaves_and_names_other_ops_by_kind() -> None:
+    """On a symbolically traced graph (not an export), parameters are get_attr nodes: leaves like
+    placeholders, never unsupported ops; a method call has no rule and is named as one."""
+    class Method(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x * self.w).relu()
+
+    graph = torch.fx.symbolic_trace(Method())
+    nodes = {n.op: n for n in graph.graph.nodes}
+    interpreter = DegreeInterpreter(graph, {nodes["get_attr"].name: Degree.exact(1, "w")})
+    degrees = interpreter.propagate()
+    assert (degrees[nodes["get_attr"]].value, degrees[nodes["get_attr"]].reason) == (1, "w")
+    assert degrees[nodes["call_method"]].reason == "no rule for op call_method relu"
+    assert nodes["get_attr"].name not in interpreter.unsupported

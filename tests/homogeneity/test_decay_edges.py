@@ -4,10 +4,12 @@ g(c) = f(cθ)/cᵏ per doubling of c, written down with known slopes log₂(chan
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 
+from homogeneity import Grade
 from homogeneity.verify import classify_decay
-from homogeneity.verify.scaling import degree_shift
+from homogeneity.verify.scaling import SHIFT_SCALE, _check, degree_shift, off_degree
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -54,3 +56,36 @@ def test_a_zero_or_non_finite_norm_has_no_shift() -> None:
     g = _halving(0.5, 8)
     assert degree_shift([*g[:-1], torch.zeros(2, dtype=torch.float64)], doublings=5) is None
     assert degree_shift([*g[:-1], torch.tensor([float("inf"), 0.0])], doublings=5) is None
+
+
+def _one_degree_more(scales: list[float]) -> list[dict[str, torch.Tensor]]:
+    """Runs of an output f(cθ) = c²·v checked against a claimed degree 1: g(c) = c·v doubles per
+    doubling of c, a steady shift m = 1."""
+    v = torch.tensor([3.0, -1.0], dtype=torch.float64)
+    return [{"y": c**2 * v} for c in scales]
+
+
+@pytest.mark.parametrize(("grade", "first", "count", "measured"), [
+    # exact: 6 doublings reach the 5 an exact output needs
+    (Grade.EXACT, 0, 7, off_degree(2.0)),
+    # asymptotic: 6 doublings out to SHIFT_SCALE are fewer than the 10 it needs
+    (Grade.ASYMPTOTIC, 14, 7, "not homogeneous"),
+    # 10 doublings out to SHIFT_SCALE are enough
+    (Grade.ASYMPTOTIC, 10, 11, off_degree(2.0)),
+    # an output of no degree is measured, never given one
+    (Grade.NONE, 10, 11, "not homogeneous"),
+])
+def test_a_steady_shift_counts_after_the_doublings_its_grade_needs(grade, first, count, measured) -> None:
+    scales = [2.0**i for i in range(first, first + count)]
+    assert scales[-1] == SHIFT_SCALE or first == 0
+    check = _check("y", sympy.Integer(1), grade, _one_degree_more(scales), scales)
+    assert (check.output, check.scales, check.measured) == ("y", tuple(scales), measured)
+    assert check.changes == pytest.approx([0.5] * (count - 1))  # |1 − 2⁻¹| at every doubling
+
+
+def test_a_run_that_overflows_at_once_keeps_only_its_first_scale() -> None:
+    """The second run's output is exactly zero (an overflow inside the model): an infinite change
+    at the first step, so one scale and no change remain: nothing was measured."""
+    runs = [{"y": torch.tensor([1.0, 2.0])}, {"y": torch.zeros(2)}, {"y": torch.tensor([1.0, 2.0])}]
+    check = _check("y", sympy.Integer(0), Grade.EXACT, runs, [1.0, 2.0, 4.0])
+    assert (check.scales, check.changes, check.measured) == ((1.0,), (), "not homogeneous")

@@ -1103,11 +1103,17 @@ EQUIVALENT: dict[str, str] = {
         "jvp(...)[:3] instead of [:2]: torch.func.jvp returns a pair (outputs, tangents), so both "
         "slices are the whole pair",
     "homogeneity.analysis.xǁDegreeInterpreterǁ__init____mutmut_2":
-        "garbage_collect_values=None: the interpreter stores every node's degree in node.meta and propagate reads them from there, so whether the run's environment frees a value after its last use changes nothing",
+        "garbage_collect_values=None: the interpreter stores every node's degree in "
+        "node.meta and propagate reads them from there, so whether the run's environment frees "
+        "a value after its last use changes nothing",
     "homogeneity.analysis.xǁDegreeInterpreterǁ__init____mutmut_4":
-        "garbage_collect_values=left to fx's default (True): the interpreter stores every node's degree in node.meta and propagate reads them from there, so whether the run's environment frees a value after its last use changes nothing",
+        "garbage_collect_values=left to fx's default (True): the interpreter stores every node's degree in "
+        "node.meta and propagate reads them from there, so whether the run's environment frees "
+        "a value after its last use changes nothing",
     "homogeneity.analysis.xǁDegreeInterpreterǁ__init____mutmut_5":
-        "garbage_collect_values=True: the interpreter stores every node's degree in node.meta and propagate reads them from there, so whether the run's environment frees a value after its last use changes nothing",
+        "garbage_collect_values=True: the interpreter stores every node's degree in "
+        "node.meta and propagate reads them from there, so whether the run's environment frees "
+        "a value after its last use changes nothing",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",

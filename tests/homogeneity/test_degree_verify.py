@@ -120,6 +120,26 @@ def test_the_euler_error_is_the_relative_residual_of_each_output_with_a_degree(s
     assert check.error == pytest.approx(expected, rel=1e-12) and not check.holds()
 
 
+def test_keyword_inputs_reach_the_derived_degree() -> None:
+    """w·x alone is exactly of degree 1 (θᵀ∇f = f); w·x + s with a keyword input s is only
+    asymptotically so, and its residual is −s."""
+    class Shifted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.full((3,), 0.5, dtype=torch.float64))
+
+        def forward(self, x: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Tensor:
+            return self.w * x if shift is None else self.w * x + shift
+
+    x = torch.tensor([1.0, 2.0, -2.0], dtype=torch.float64)
+    (plain,) = check_euler(Shifted(), x)
+    assert (plain.grade, plain.holds()) == (Grade.EXACT, True)
+    (shifted,) = check_euler(Shifted(), x, shift=torch.ones(3, dtype=torch.float64))
+    f = [0.5 * xi + 1.0 for xi in x.tolist()]
+    assert shifted.grade is Grade.ASYMPTOTIC
+    assert shifted.error == pytest.approx(math.sqrt(3) / math.sqrt(sum(v * v for v in f)), rel=1e-12)
+
+
 def test_an_output_the_given_report_has_no_degree_for_is_skipped() -> None:
     report = analyze(nn.Linear(3, 2, bias=False), torch.randn(2, 3))  # its output is "output"
     assert check_euler(UnscaledShift(), torch.randn(3, dtype=torch.float64), report=report) == []

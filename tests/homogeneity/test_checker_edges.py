@@ -18,6 +18,7 @@ from homogeneity import HomogeneityError, checker
 from homogeneity.certificate import Certificate
 from homogeneity.certify import certify
 from homogeneity.checker import check_certificate
+from tests.homogeneity.test_certificates import Bessel
 
 torch.manual_seed(0)
 MLP = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
@@ -142,14 +143,6 @@ def test_a_step_that_cannot_be_read_gives_no_degree_to_the_next(certificate) -> 
 
 
 def test_an_honest_step_of_no_degree_reads_as_none() -> None:
-    class Bessel(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(2, 2)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.special.i0(self.lin(x))
-
     model, x = Bessel(), torch.randn(3, 2)
     verdict = check_certificate(certify(model, x).to_json(), model, x)  # the text, as the CLI reads it
     assert verdict.failures == ["node special_i0 (aten.special_i0.default): no proved lemma covers it"]

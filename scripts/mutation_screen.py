@@ -39,6 +39,17 @@ _KILLED, _SURVIVED, _TIMEOUT, _NO_TESTS = 1, 0, 24, 33  # mutmut's codes (script
 _WORDS = {_KILLED: "killed", _SURVIVED: "survived", _TIMEOUT: "timeout", _NO_TESTS: "no tests"}
 
 
+def _enter_child(mutant: str) -> None:
+    """Set up a forked test run: the mutant switched on, output silenced, and SIGINT handled as in
+    a terminal (a screen started in the background inherits an ignored SIGINT, which the tests of
+    interrupted runs, and the runs they start, would keep)."""
+    os.environ["MUTANT_UNDER_TEST"] = mutant
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+
 def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float]:
     """The verdict on mutant ``name`` (empty: none) from a forked pytest run of ``tests`` with
     ``-x``, and its wall time. The fork keeps whatever a mutant changed (caches, globals) out of
@@ -48,10 +59,7 @@ def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: run the tests with the mutant switched on, quietly
-        os.environ["MUTANT_UNDER_TEST"] = name
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        _enter_child(name)
         code = pytest.main(["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow",
                             "-W", "ignore", "--rootdir", ".", *tests])
         os._exit(int(code))
@@ -99,10 +107,7 @@ def tests_by_function(tests: Sequence[str]) -> dict[str, list[str]]:
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        os.environ["MUTANT_UNDER_TEST"] = "stats"
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        _enter_child("stats")
         hits = _Hits()
         pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow", "-W", "ignore",
                      "--rootdir", ".", *tests], plugins=[hits])

@@ -24,6 +24,7 @@ from homogeneity.certificate import Certificate, Step, graph_hash
 from homogeneity.certify import _concrete, certify, versions
 from homogeneity.checker import check_certificate
 from homogeneity.degree import Degree, K
+from homogeneity.rules import RULES
 from homogeneity.tracing import export_model
 from tests.homogeneity.test_certificates import Bessel
 
@@ -327,10 +328,17 @@ def test_the_version_of_an_uninstalled_normsat_is_unknown(monkeypatch) -> None:
     assert versions() == {"normsat": "unknown", "torch": torch.__version__}
 
 
-def test_an_op_without_a_lemma_is_written_without_lemma_case_or_conditions() -> None:
+@pytest.mark.parametrize(("rule", "degree", "grade"), [
+    (None, "none", "none"),            # no rule: no degree
+    (lambda x: x, "1", "exact"),       # a rule registered without a lemma: its degree, unproved
+])
+def test_an_op_without_a_lemma_is_written_without_lemma_case_or_conditions(monkeypatch, rule, degree,
+                                                                           grade) -> None:
+    if rule is not None:
+        monkeypatch.setitem(RULES, torch.ops.aten.special_i0.default, rule)
     certificate = certify(Bessel(), torch.randn(3, 2))
     assert certificate.steps[-1] == Step("special_i0", "aten.special_i0.default", ("linear",), None, None, (),
-                                         "none", "none")
+                                         degree, grade)
 
 
 def test_a_case_the_lemma_does_not_prove_is_written_without_the_lemma(monkeypatch) -> None:

@@ -21,7 +21,7 @@ from torch import nn
 
 from homogeneity import HomogeneityError, checker
 from homogeneity.certificate import Certificate, Step, graph_hash
-from homogeneity.certify import _concrete, certify, versions
+from homogeneity.certify import certify, versions
 from homogeneity.checker import check_certificate
 from homogeneity.degree import Degree, K
 from homogeneity.rules import RULES
@@ -376,10 +376,12 @@ def test_a_degree_with_no_simple_closed_form_is_still_a_fraction() -> None:
     assert float(Fraction(step.degree)) == pytest.approx(math.sqrt(2), rel=1e-13)
 
 
-def test_a_piecewise_degree_is_refused_with_the_node_and_the_degree() -> None:
-    node = torch.fx.Graph().placeholder("x")
+def test_a_piecewise_degree_is_refused_with_the_node_and_the_degree(monkeypatch) -> None:
+    """A rule whose degree depends on k (a symbolic component's) gives a piecewise degree even in a
+    whole model: certify names the node and the degree instead of writing a step."""
     degree = Degree.piecewise((Degree.exact(1), sympy.Eq(K, 1)), (Degree.exact(2), sympy.Eq(K, 3)))
-    expected = (r"^node x has the piecewise degree 1 \(exact\) if Eq\(k, 1\) .*; "
+    monkeypatch.setitem(RULES, torch.ops.aten.special_i0.default, lambda x: degree)
+    expected = (r"^node special_i0 has the piecewise degree 1 \(exact\) if Eq\(k, 1\) .*; "
                 r"certificates cover concrete degrees \(a whole model")
     with pytest.raises(HomogeneityError, match=expected):
-        _concrete(node, degree)
+        certify(Bessel(), torch.randn(3, 2))

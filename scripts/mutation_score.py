@@ -1099,6 +1099,17 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.probe.xǁSaturationProbeǁmeasure__mutmut_18":
         "head_atlas(paper=None) instead of False: measure_heads reads paper only for its truth "
         "(`if paper`, with_paper), and the probe keeps only layer, head and scale of the atlas",
+    "homogeneity.certify.x_certify__mutmut_24":
+        "`continue` → `break` at the output node: the graph of an exported program ends with its "
+        "one output node (torch.export writes it last; fx's code returns there), so no node is "
+        "left after it to skip",
+    "homogeneity.certify.x_versions__mutmut_4":
+        "metadata.version('NORMSAT') instead of 'normsat': importlib.metadata looks distributions "
+        "up by their normalized name, lower-cased (PEP 503), so it finds the same one",
+    "homogeneity.verify.scaling.x_classify_decay__mutmut_31":
+        "`slopes[-1] > -0.5` → `>= -0.5`: a slope is log2 of a ratio of two float64 changes, and no "
+        "float64 has a log2 of exactly -0.5 (2^-0.5 is irrational; the two floats around it give "
+        "-0.4999999999999999 and -0.5000000000000001), so the two comparisons never differ",
     "homogeneity.verify.euler.x_check_euler__mutmut_53":
         "jvp(...)[:3] instead of [:2]: torch.func.jvp returns a pair (outputs, tangents), so both "
         "slices are the whole pair",

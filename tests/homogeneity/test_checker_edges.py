@@ -8,16 +8,24 @@ linear (1, exact), relu (1, exact), linear_1 (2, asymptotic).
 
 from __future__ import annotations
 
+import importlib
+import math
 from dataclasses import replace
+from fractions import Fraction
+from importlib import metadata
 
 import pytest
+import sympy
 import torch
 from torch import nn
 
 from homogeneity import HomogeneityError, checker
-from homogeneity.certificate import Certificate
-from homogeneity.certify import certify
+from homogeneity.certificate import Certificate, Step, graph_hash
+from homogeneity.certify import certify, versions
 from homogeneity.checker import check_certificate
+from homogeneity.degree import Degree, K
+from homogeneity.rules import RULES
+from homogeneity.tracing import export_model
 from tests.homogeneity.test_certificates import Bessel
 
 torch.manual_seed(0)
@@ -273,3 +281,107 @@ def test_a_steps_keyword_arguments_reach_its_law() -> None:
         "terms of one degree", ("sum of degrees 1",), "1", "exact")
     verdict = check_certificate(certificate, model, X)
     assert verdict.ok, verdict.failures
+
+
+def _leaves(scaled: tuple[str, ...]) -> list[Step]:
+    """The MLP's leaves: each parameter scaled (1) or fixed (0), then the input, a constant."""
+    return [Step("p_" + name.replace(".", "_"), "placeholder", (), "leaf",
+                 "scaled parameter" if name in scaled else "fixed parameter", (name,),
+                 "1" if name in scaled else "0", "exact")
+            for name in ("0.weight", "0.bias", "2.weight", "2.bias")] + [
+        Step("input", "placeholder", (), "leaf", "constant input", ("input",), "0", "exact")]
+
+
+def _linear(node: str, inputs: tuple[str, ...], x: int, w: int, b: int) -> Step:
+    """linear(x, W, b): degree x + w, exact when the bias has that degree, else asymptotic."""
+    terms = "degrees add; terms of one degree" if b == x + w else "degrees add; a lower-degree term"
+    bias = f"bias of degrees {x + w}, {b}" + ("" if b == x + w else f": degree {x + w} leads")
+    return Step(node, "aten.linear.default", inputs, "linear", terms,
+                (f"linear map: degrees {x} + {w}", bias), str(x + w), "exact" if b == x + w else "asymptotic")
+
+
+@pytest.mark.parametrize(("params", "scaled"), [
+    (None, ("0.bias", "0.weight", "2.bias", "2.weight")),
+    ("2.*", ("2.bias", "2.weight")),
+])
+def test_the_certificate_writes_out_the_derivation_node_by_node(certificate, params, scaled) -> None:
+    """W₂·ReLU(W₁x + b₁) + b₂ by hand: all parameters scaled, 1 → 1 → 2 (b₂ of degree 1 lower:
+    asymptotic); the last layer's alone, 0 → 0 → 1 (b₂ of the same degree: exact)."""
+    ours = certificate if params is None else certify(MLP, X, params=params)
+    first = 1 if params is None else 0
+    relu = Step("relu", "aten.relu.default", ("linear",), "positively homogeneous", "positively homogeneous",
+                ("g(cz) = c·g(z) for c > 0",), str(first), "exact")
+    assert list(ours.steps) == [*_leaves(scaled),
+                                _linear("linear", ("input", "p_0_weight", "p_0_bias"), 0, first, first),
+                                relu,
+                                _linear("linear_1", ("relu", "p_2_weight", "p_2_bias"), first, 1, 1)]
+    assert (ours.outputs, ours.params) == ({"output": "linear_1"}, scaled)
+    assert ours.graph_hash == graph_hash(export_model(MLP, (X,), {}).graph)
+    assert ours.versions == {"normsat": metadata.version("normsat"), "torch": torch.__version__}
+
+
+def test_the_version_of_an_uninstalled_normsat_is_unknown(monkeypatch) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert versions() == {"normsat": "unknown", "torch": torch.__version__}
+
+
+@pytest.mark.parametrize(("rule", "degree", "grade"), [
+    (None, "none", "none"),            # no rule: no degree
+    (lambda x: x, "1", "exact"),       # a rule registered without a lemma: its degree, unproved
+])
+def test_an_op_without_a_lemma_is_written_without_lemma_case_or_conditions(monkeypatch, rule, degree,
+                                                                           grade) -> None:
+    if rule is not None:
+        monkeypatch.setitem(RULES, torch.ops.aten.special_i0.default, rule)
+    certificate = certify(Bessel(), torch.randn(3, 2))
+    assert certificate.steps[-1] == Step("special_i0", "aten.special_i0.default", ("linear",), None, None, (),
+                                         degree, grade)
+
+
+def test_a_case_the_lemma_does_not_prove_is_written_without_the_lemma(monkeypatch) -> None:
+    """The rule's case and conditions stay, so the checker can say which case was not proved."""
+    monkeypatch.setattr(importlib.import_module("homogeneity.certify"), "case_unproved",
+                        lambda lemma, case: "not proved" if lemma.name == "linear" else None)
+    steps = {s.node: s for s in certify(MLP, X).steps}
+    assert (steps["linear"].lemma, steps["linear"].case, steps["linear"].conditions) == (
+        None, "degrees add; terms of one degree", ("linear map: degrees 0 + 1", "bias of degrees 1, 1"))
+    assert steps["linear_1"].lemma is None and steps["relu"].lemma == "positively homogeneous"
+
+
+class Power(nn.Module):
+    """relu(W·x) ** e, of degree e."""
+
+    def __init__(self, exponent: float) -> None:
+        super().__init__()
+        self.lin, self.exponent = nn.Linear(3, 2, bias=False), exponent
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.lin(x)) ** self.exponent
+
+
+def test_a_fractional_degree_is_written_as_an_exact_fraction() -> None:
+    model = Power(0.5)
+    certificate = certify(model, X)
+    assert (certificate.steps[-1].degree, certificate.steps[-1].grade) == ("1/2", "exact")
+    assert check_certificate(certificate, model, X).ok
+
+
+def test_a_degree_with_no_simple_closed_form_is_still_a_fraction() -> None:
+    """√2 as a float exponent: recorded as a fraction within float64 rounding of it, never as
+    the symbol sqrt(2) that a simplification would find."""
+    (step,) = [s for s in certify(Power(math.sqrt(2)), X).steps if s.target == "aten.pow.Tensor_Scalar"]
+    assert float(Fraction(step.degree)) == pytest.approx(math.sqrt(2), rel=1e-13)
+
+
+def test_a_piecewise_degree_is_refused_with_the_node_and_the_degree(monkeypatch) -> None:
+    """A rule whose degree depends on k (a symbolic component's) gives a piecewise degree even in a
+    whole model: certify names the node and the degree instead of writing a step."""
+    degree = Degree.piecewise((Degree.exact(1), sympy.Eq(K, 1)), (Degree.exact(2), sympy.Eq(K, 3)))
+    monkeypatch.setitem(RULES, torch.ops.aten.special_i0.default, lambda x: degree)
+    expected = (r"^node special_i0 has the piecewise degree 1 \(exact\) if Eq\(k, 1\) .*; "
+                r"certificates cover concrete degrees \(a whole model")
+    with pytest.raises(HomogeneityError, match=expected):
+        certify(Bessel(), torch.randn(3, 2))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import signal
+from collections.abc import Iterator
 
 import pytest
 import sympy
@@ -10,9 +12,25 @@ import torch
 from torch import nn
 
 from homogeneity import Degree, Grade, GraphBuilder, HomogeneityError, analyze
+from homogeneity.degree import K
 from homogeneity.report import HomogeneityReport
 from homogeneity.verify import EulerCheck, check_euler, check_scaling, classify_decay, prove
-from homogeneity.verify.scaling import off_degree
+from homogeneity.verify.scaling import DEFAULT_SCALES, _Scaler, off_degree, scaled_outputs
+
+
+@pytest.fixture(autouse=True)
+def ends_within_a_minute() -> Iterator[None]:
+    """Every check ends: a widening of the scales that never stops fails here (SIGALRM)."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("still running after 60 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 60)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -118,6 +136,101 @@ def test_the_euler_error_is_the_relative_residual_of_each_output_with_a_degree(s
     (check,) = check_euler(UnscaledShift(), x, params="w", **kwargs)
     assert (check.output, check.degree, check.grade) == ("y", 1, Grade.ASYMPTOTIC)
     assert check.error == pytest.approx(expected, rel=1e-12) and not check.holds()
+
+
+@pytest.mark.parametrize(("params", "shift"), [("w", None), ("w", 1.0), (None, 1.0)])
+def test_scaling_analyses_and_scales_the_given_parameters_with_the_keyword_inputs(params, shift) -> None:
+    """y = A + B with A scaled and B not (A = w·x, B = v + s for params="w"; A = w·x + v, B = s
+    with every parameter): asymptotically 1-homogeneous, g(c) = A + B/c changes by
+    ‖B‖/(2c) / ‖A + B/(2c)‖ from c to 2c, a power law. The histogram has no degree: skipped."""
+    x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    kwargs = {} if shift is None else {"shift": torch.full((3,), shift, dtype=torch.float64)}
+    s = shift or 0.0
+    a = [0.1 * xi + (0.0 if params == "w" else 0.02) for xi in x.tolist()]
+    b = 0.02 + s if params == "w" else s
+    expected = [math.sqrt(3) * b / (2 * c) / math.sqrt(sum((ai + b / (2 * c)) ** 2 for ai in a))
+                for c in DEFAULT_SCALES[:-1]]
+    (check,) = check_scaling(UnscaledShift(), x, params=params, **kwargs)
+    assert (check.output, check.degree, check.grade) == ("y", 1, Grade.ASYMPTOTIC)
+    assert check.changes == pytest.approx(expected, rel=1e-9)
+    assert check.measured == "polynomial" and check.matches
+
+
+class Copies(nn.Module):
+    """The same exactly 1-homogeneous w·x under several output names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.full((2,), 0.5, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: self.w * x for name in ("symbolic", "piecewise", "none", "y")}
+
+
+def test_only_outputs_with_one_numeric_degree_are_measured() -> None:
+    """A claimed output the model does not return, a degree in k, one with cases, and no degree
+    are all skipped, wherever they stand in the report: only y is measured."""
+    report = HomogeneityReport(outputs={
+        "ghost": Degree.exact(1),
+        "symbolic": Degree.exact(K + 1),
+        "piecewise": Degree.piecewise((Degree.exact(1), sympy.Eq(K, 1)),
+                                      (Degree.of(1, Grade.APPROXIMATE), sympy.Eq(K, 3))),
+        "none": Degree.none("no rule"),
+        "y": Degree.exact(1),
+    }, nodes=[], modules=[])
+    x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    checks = check_scaling(Copies(), x, report=report)
+    assert [(c.output, c.degree, c.scales, c.measured) for c in checks] == [("y", 1, DEFAULT_SCALES, "exact")]
+
+
+def test_scales_that_do_not_double_are_refused() -> None:
+    report = HomogeneityReport(outputs={"y": Degree.exact(1)}, nodes=[], modules=[])
+    with pytest.raises(HomogeneityError, match=r"scales that double at each step, got \[1\.0, 3\.0\]"):
+        check_scaling(Copies(), torch.ones(2, dtype=torch.float64), report=report, scales=[1.0, 3.0])
+
+
+def test_a_single_scale_measures_no_change() -> None:
+    report = HomogeneityReport(outputs={"y": Degree.exact(1)}, nodes=[], modules=[])
+    (check,) = check_scaling(Copies(), torch.ones(2, dtype=torch.float64), report=report, scales=[4.0])
+    assert (check.output, check.scales, check.changes, check.measured) == ("y", (4.0,), (), "not homogeneous")
+
+
+class Lookup(nn.Module):
+    """Rows of a table picked by integer ids, their columns reordered by an integer buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.arange(15, dtype=torch.float32).reshape(5, 3))
+        self.register_buffer("order", torch.tensor([2, 0, 1]))
+
+    def forward(self, ids: torch.Tensor) -> dict[str, object]:
+        return {"rows": self.table[ids][..., self.order], "ids": ids, "count": ids.numel()}
+
+
+def test_integer_inputs_and_buffers_stay_integers_and_only_float_outputs_are_kept() -> None:
+    model = Lookup()
+    ids = torch.tensor([4, 1])
+    out = scaled_outputs(model, (ids,), {}, {"table"}, 3.0)
+    rows = 3.0 * torch.arange(15, dtype=torch.float64).reshape(5, 3)[[4, 1]][:, [2, 0, 1]]
+    assert list(out) == ["rows"] and out["rows"].dtype == torch.float64
+    assert torch.equal(out["rows"], rows)
+    assert model.order.dtype == torch.int64 and model.table.dtype == torch.float32
+
+
+def test_the_scaled_state_is_written_into_one_buffer_per_parameter() -> None:
+    """A float c reuses the same float64 buffer at every scale; a tensor c (which may need grad)
+    gets a new tensor and leaves the buffer alone; parameters that do not scale are shared."""
+    model = nn.Linear(3, 2)
+    weight = model.weight.detach().double()
+    scaler = _Scaler(model, {"weight"})
+    at2, at4 = scaler.state(2.0), scaler.state(4.0)
+    assert at2["weight"].data_ptr() == at4["weight"].data_ptr()
+    assert torch.equal(at4["weight"], 4.0 * weight) and at4["weight"].dtype == torch.float64
+    assert at4["bias"] is scaler.base["bias"] and torch.equal(at4["bias"], model.bias.double())
+    c = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    at3 = scaler.state(c)["weight"]
+    assert at3.requires_grad and at3.data_ptr() != at4["weight"].data_ptr()
+    assert torch.equal(at3.detach(), 3.0 * weight) and torch.equal(at4["weight"], 4.0 * weight)
 
 
 def test_keyword_inputs_reach_the_derived_degree() -> None:

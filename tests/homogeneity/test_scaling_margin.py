@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import itertools
+import signal
+from collections.abc import Iterator
 
+import pytest
 import torch
 from torch import nn
 
+from homogeneity.analysis import analyze
 from homogeneity.degree import Degree, Grade
 from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_scaling, classify_decay
 from homogeneity.verify.scaling import DEFAULT_SCALES, SHIFT_SCALE, UNDECIDED, WIDEST_SCALE
+
+
+@pytest.fixture(autouse=True)
+def ends_within_a_minute() -> Iterator[None]:
+    """Every widening ends (at WIDEST_SCALE at the latest): one that never stops fails here."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("still running after 60 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 60)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def tanh_unit() -> nn.Module:
@@ -36,6 +55,37 @@ def test_margin_too_small_to_decide_is_said() -> None:
     x = torch.tensor([[1.0, 0.0], [0.5, 0.5 - 1e-14]], dtype=torch.float64)
     (check,) = check_scaling(tanh_unit(), x)
     assert check.measured == UNDECIDED and not check.matches and check.scales[-1] == WIDEST_SCALE
+    assert (check.output, check.degree, check.grade) == ("output", 0, Grade.APPROXIMATE)
+    assert len(check.changes) == len(check.scales) - 1
+
+
+def counting_forwards(model: nn.Module, most: int) -> list[int]:
+    """A one-element counter of ``model``'s forward calls; a call beyond ``most`` raises."""
+    calls = [0]
+
+    def count(module: nn.Module, args: object) -> None:
+        calls[0] += 1
+        if calls[0] > most:
+            raise RuntimeError(f"forward call {calls[0]}: at most {most} expected")
+
+    model.register_forward_pre_hook(count)
+    return calls
+
+
+@pytest.mark.parametrize(("margin", "scales", "measured"), [
+    (1.0, DEFAULT_SCALES, "exponential"),  # settled at the given scales: no more forwards
+    # never settles (only the near-tie row still changes): each doubling out to WIDEST_SCALE
+    # exactly, from scales that stop at 2⁷, so that the last widening is 2³ and not 2¹⁰
+    (1e-14, (16.0, 32.0, 64.0, 128.0), UNDECIDED),
+])
+def test_the_model_runs_once_at_each_scale_up_to_the_widest(margin, scales, measured) -> None:
+    x = torch.tensor([[1.0, 0.0], [0.5, 0.5 - margin]], dtype=torch.float64)
+    model = tanh_unit()
+    report = analyze(model, x)
+    expected = scales if measured != UNDECIDED else tuple(2.0**i for i in range(4, 41))
+    calls = counting_forwards(model, most=len(expected))
+    (check,) = check_scaling(model, x, report=report, scales=scales)
+    assert (check.measured, check.scales, calls[0]) == (measured, expected, len(expected))
 
 
 def test_clear_margin_keeps_the_default_scales() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 from importlib import metadata
@@ -39,7 +40,9 @@ def _concrete(node: torch.fx.Node, degree: Degree) -> Deg:
     (case,) = degree.cases
     if case.grade is Grade.NONE:
         return Deg(None, Grade.NONE)
-    value = sympy.nsimplify(case.value, rational=True)
+    # A Float (a float exponent) as the exact binary fraction it holds: rounding it to a short
+    # decimal would hide a rule that is off by more than float rounding.
+    value = sympy.Rational(case.value) if case.value.is_Number else sympy.nsimplify(case.value, rational=True)
     return Deg(Fraction(int(value.p), int(value.q)), case.grade)
 
 
@@ -82,11 +85,12 @@ def certify(model: nn.Module, *args: Any, params: str | Sequence[str] | None = N
         if node.op == "output":
             continue
         degree = _concrete(node, node.meta[META_KEY])
-        degrees[node.name] = degree
-        if node.op != "call_function":
-            steps.append(_leaf(node, degree, param_of, scaled))
-            continue
-        steps.append(_step(node, degree, degrees))
+        if node.op == "call_function":
+            step = _step(node, degree, degrees)
+        else:
+            step = _leaf(node, degree, param_of, scaled)
+        steps.append(step)
+        degrees[node.name] = Deg.of(step.degree, step.grade)  # as the checker reads it back
     return Certificate(tuple(steps), output_names(program), tuple(sorted(scaled)),
                        graph_hash(program.graph), versions())
 
@@ -100,5 +104,23 @@ def _step(node: torch.fx.Node, degree: Deg, degrees: dict[str, Deg]) -> Step:
     args, kwargs = applied_to(node, degrees)
     claim = lemma.law(*args, **kwargs)
     proved = case_unproved(lemma, claim.case) is None
+    if _rounded(node.meta[META_KEY]) and _within_rounding(degree, claim.out):
+        degree = claim.out
     return Step(node.name, target, inputs, lemma.name if proved else None, claim.case,
                 claim.conditions, fmt(degree.value), str(degree.grade))
+
+
+def _rounded(degree: Degree) -> bool:
+    """Whether the rule computed the degree in floating point: a float exponent (``x ** 0.3``)
+    enters it as a sympy Float, and products of Floats round."""
+    return any(case.value is not None and case.value.has(sympy.Float) for case in degree.cases)
+
+
+def _within_rounding(rule: Deg, lemma: Deg) -> bool:
+    """The rule's degree is the lemma's up to the rounding of float arithmetic. The lemma reads a
+    float exponent as the exact binary fraction it stores and multiplies exactly, so its value is
+    the one recorded; a rule that differs by more disagrees with the lemma, and the checker says so."""
+    if rule.grade is not lemma.grade or rule.value is None or lemma.value is None:
+        return False
+    return math.isclose(rule.value, lemma.value, rel_tol=1e-12, abs_tol=1e-12)
+

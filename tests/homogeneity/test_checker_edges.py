@@ -369,11 +369,46 @@ def test_a_fractional_degree_is_written_as_an_exact_fraction() -> None:
     assert check_certificate(certificate, model, X).ok
 
 
-def test_a_degree_with_no_simple_closed_form_is_still_a_fraction() -> None:
-    """√2 as a float exponent: recorded as a fraction within float64 rounding of it, never as
-    the symbol sqrt(2) that a simplification would find."""
-    (step,) = [s for s in certify(Power(math.sqrt(2)), X).steps if s.target == "aten.pow.Tensor_Scalar"]
-    assert float(Fraction(step.degree)) == pytest.approx(math.sqrt(2), rel=1e-13)
+class Powers(nn.Module):
+    """relu(W·x) raised to each exponent in turn, of degree their product."""
+
+    def __init__(self, *exponents: float) -> None:
+        super().__init__()
+        self.lin, self.exponents = nn.Linear(3, 2, bias=False), exponents
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.lin(x))
+        for exponent in self.exponents:
+            y = y**exponent
+        return y
+
+
+@pytest.mark.parametrize("exponents",
+                         [(0.3,), (1 / 3,), (0.1,), (math.sqrt(2),), (0.3, 0.7), (0.1, 3.0, 0.1)],
+                         ids=["0.3", "1/3", "0.1", "sqrt2", "0.3-then-0.7", "0.1-then-3-then-0.1"])
+def test_a_float_exponent_is_recorded_as_the_binary_fraction_it_stores(exponents) -> None:
+    """The rule multiplies float exponents in floating point; the lemma reads each as the exact
+    fraction the float holds (never 3/10 for 0.3, nor the symbol sqrt(2)) and multiplies exactly,
+    and that is the degree written down, so the certificate is accepted."""
+    model = Powers(*exponents)
+    certificate = certify(model, X)
+    expected = math.prod((Fraction(e) for e in exponents), start=Fraction(1))
+    assert Fraction(certificate.steps[-1].degree) == expected
+    assert certificate.steps[-1].grade == "exact"
+    assert check_certificate(certificate, model, X).ok
+
+
+def test_a_rule_off_by_more_than_rounding_is_written_as_derived_and_rejected(monkeypatch) -> None:
+    """Only a float rounding is read as the lemma's exact value: a rule that disagrees by more is
+    written as it derived, and the checker names both degrees."""
+    monkeypatch.setitem(RULES, torch.ops.aten.pow.Tensor_Scalar,
+                        lambda *args, **kwargs: Degree.exact(sympy.Float(0.3 + 1e-9)))
+    model = Powers(0.3)
+    certificate = certify(model, X)
+    assert float(Fraction(certificate.steps[-1].degree)) == pytest.approx(0.3 + 1e-9, rel=1e-14)
+    check = check_certificate(certificate, model, X)
+    assert not check.ok
+    assert f"lemma 'power', case 'power' gives {Fraction(0.3)} (exact)" in str(check)
 
 
 def test_a_piecewise_degree_is_refused_with_the_node_and_the_degree(monkeypatch) -> None:

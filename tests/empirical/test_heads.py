@@ -351,3 +351,177 @@ def test_custom_thresholds_move_the_boundaries() -> None:
     assert strict.classify(1.0, 0.2) == "local"
     assert strict.classify(1.5, 0.2) == "mixed"
     assert strict.classify(4.0, 0.9) == "global"
+
+
+# Attention maps given as inputs: a model whose attention weights are softmax(w·s) of the scores
+# it is fed (w = 1 at θ, 1000 at 1000·θ), masked to the real keys (and to j ≤ i when causal),
+# and whose limit is the exact hardmax of the same scores. Batches of different widths, padding
+# and several layers and heads are then all hand-made, and every statistic can be recomputed by a
+# plain loop over the definitions.
+
+
+class ScoresIn(nn.Module):
+    """Attention weights softmax(w·scores) per layer; ``scores`` is (batch, layers, heads, n, n)."""
+
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(()))
+        self.causal = causal
+
+    def allowed(self, attention_mask: Tensor) -> Tensor:
+        n = attention_mask.shape[-1]
+        allowed = attention_mask.bool()[:, None, None, :].expand(-1, 1, n, n)
+        return allowed & torch.ones(n, n, dtype=torch.bool).tril() if self.causal else allowed
+
+    def forward(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+                return_dict: bool = True) -> SimpleNamespace:
+        allowed = self.allowed(attention_mask)
+        weights = torch.softmax((self.w * scores).masked_fill(~allowed[:, None], -math.inf), -1)
+        return SimpleNamespace(attentions=tuple(weights.unbind(1)))  # not a Mapping
+
+    def limit(self, scores: Tensor, attention_mask: Tensor, **_: Any) -> SimpleNamespace:
+        masked = scores.double().masked_fill(~self.allowed(attention_mask)[:, None], -math.inf)
+        top = masked == masked.amax(-1, keepdim=True)
+        exact = top / top.sum(-1, keepdim=True)
+        return SimpleNamespace(value={"attentions": tuple(exact.unbind(1))})  # a plain dict
+
+
+def _scores_batch(scores: list[Any], lengths: list[int]) -> HeadBatch:
+    """A batch of hand-made scores (batch, layers, heads, n, n); sentence b has lengths[b] real
+    positions (the rest is padding)."""
+    grid = torch.tensor(scores, dtype=torch.float32)
+    real = torch.arange(grid.shape[-1])[None, :] < torch.tensor(lengths)[:, None]
+    return HeadBatch({"scores": grid, "attention_mask": real.long()}, real)
+
+
+def _integer_scores(seed: int, batch: int, n: int) -> list[Any]:
+    """Scores in {0, 1, 2} (ties of every size, gaps of 1) for 3 layers of 2 heads; layer 2 is
+    uniform (every score 0: no head in it has a row that is not already hard)."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 3, (batch, 3, 2, n, n), generator=generator).float()
+    scores[:, 2] = 0.0
+    return scores.tolist()
+
+
+def _planted_batches() -> list[HeadBatch]:
+    """Two batches of widths 5 and 3 with padding; layer 0 head 1 of the second batch has a row
+    whose two best scores are 0.01 apart (one position in the limit, both above 1e-5 at 1000·θ)."""
+    second = _integer_scores(2, 2, 3)
+    second[0][0][1][2] = [1.0, 1.99, 2.0]
+    return [_scores_batch(_integer_scores(1, 2, 5), [5, 3]), _scores_batch(second, [3, 2])]
+
+
+def _direct_statistics(model: ScoresIn, batches: list[HeadBatch]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every head's statistics by a plain loop over the queries and keys of every batch."""
+    rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for batch in batches:
+        scores = batch.inputs["scores"].double()
+        with torch.no_grad():
+            weights = torch.stack(model(**batch.inputs).attentions, 1).double()
+        for b, length in enumerate(batch.real.sum(-1).tolist()):
+            for layer in range(scores.shape[1]):
+                for head in range(scores.shape[2]):
+                    for i in range(length):
+                        keys = list(range(i + 1 if model.causal else length))
+                        if len(keys) < 2:
+                            continue
+                        s = [float(scores[b, layer, head, i, j]) for j in keys]
+                        p = [float(weights[b, layer, head, i, j]) for j in keys]
+                        attended = [j for j, v in zip(keys, s) if v == max(s)]
+                        top = [j for j, v in zip(keys, p) if v == max(p)]
+                        losers = [v for j, v in zip(keys, p) if j not in top and v > 0]
+                        grown = [math.exp(1000 * (v - max(s))) for v in s]
+                        rows.setdefault((layer, head), []).append({
+                            "n": len(attended), "fraction": len(attended) / len(keys),
+                            "mass": sum(p[keys.index(j)] for j in attended),
+                            "entropy": -sum(v * math.log(v) for v in p if v > 0),
+                            "margin": math.log(max(p)) - math.log(max(losers)) if losers else math.inf,
+                            "agree": top == attended, "scores": s,
+                            "paper": sum(v / sum(grown) > 1e-5 for v in grown)})
+    out = {}
+    for key, measured in rows.items():
+        count = len(measured)
+
+        def mean(values: list[float], count: int = count) -> float:
+            return sum(values) / count
+
+        n, paper = [r["n"] for r in measured], [r["paper"] for r in measured]
+        margins = sorted(r["margin"] for r in measured)
+        out[key] = {
+            "queries": count, "positions": mean(n),
+            "positions_std": math.sqrt(mean([(v - mean(n)) ** 2 for v in n])),
+            "split": mean([v > 1 for v in n]), "fraction": mean([r["fraction"] for r in measured]),
+            "mass": mean([r["mass"] for r in measured]), "entropy": mean([r["entropy"] for r in measured]),
+            "margin": margins[(count - 1) // 2],  # torch's median: the lower of the middle two
+            "agreement": mean([r["agree"] for r in measured]), "undetermined": 0,
+            "paper_positions": mean(paper), "paper_std": math.sqrt(mean([(v - mean(paper)) ** 2 for v in paper])),
+            "paper_split": mean([v > 1 for v in paper]),
+            "rows": [r["scores"] for r in measured if r["margin"] < math.inf]}
+    return out
+
+
+def _check_against_direct(atlas: Any, direct: dict[tuple[int, int], dict[str, Any]], eps: float = 1e-3) -> None:
+    assert (atlas.num_layers, atlas.n_heads) == (3, 2)
+    assert [(h.layer, h.head) for h in atlas.heads] == sorted(direct)
+    for stats in atlas.heads:
+        expected = direct[stats.layer, stats.head]
+        for name in ("queries", "undetermined"):
+            assert getattr(stats, name) == expected[name], (stats.layer, stats.head, name)
+        for name in ("positions", "positions_std", "split", "fraction", "margin", "agreement",
+                     "paper_positions", "paper_std", "paper_split"):
+            assert getattr(stats, name) == pytest.approx(expected[name], rel=1e-9, abs=1e-12), \
+                (stats.layer, stats.head, name)
+        for name in ("mass", "entropy"):  # summed over a row in the attention's float32
+            assert getattr(stats, name) == pytest.approx(expected[name], rel=1e-6), (stats.layer, stats.head, name)
+        assert stats.kind == Thresholds().classify(expected["positions"], expected["fraction"])
+        if not expected["rows"]:  # every row already hard
+            assert stats.scale == (0.0, 0.0)
+            continue
+        width = max(len(row) for row in expected["rows"])
+        padded = [row + [-math.inf] * (width - len(row)) for row in expected["rows"]]
+        true = scale_to_saturate_map(padded, eps, rtol=0).maximum
+        assert stats.scale[0] <= true[0] and true[1] <= stats.scale[1], (stats.layer, stats.head)
+        assert stats.scale[1] <= stats.scale[0] * 1.01
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["causal", "bidirectional"])
+def scores_atlas(request: Any) -> tuple[ScoresIn, list[HeadBatch], Any]:
+    model = ScoresIn(causal=request.param).eval()
+    batches = _planted_batches()
+    atlas = measure_heads(model, batches, causal=model.causal, limit=model.limit)
+    return model, batches, atlas
+
+
+def test_statistics_of_padded_batches_of_several_widths_follow_a_direct_loop(scores_atlas: Any) -> None:
+    model, batches, atlas = scores_atlas
+    direct = _direct_statistics(model, batches)
+    _check_against_direct(atlas, direct)
+    # The planted near-tie: one position in the limit, two at 1000·θ.
+    assert direct[0, 1]["paper_positions"] > direct[0, 1]["positions"]
+    assert atlas.record["causal"] is model.causal
+
+
+def test_ranks_measuring_shares_of_the_batches_give_the_single_process_atlas(
+        scores_atlas: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under torchrun each rank measures its share and the totals are combined: here one process
+    plays rank 1 (the second batch; what it sends is kept) and then rank 0 (the first batch),
+    and the combined atlas must be the one a single process measures over both batches."""
+    from empirical import distributed
+
+    model, batches, single = scores_atlas
+    sent: dict[str, Any] = {}
+    monkeypatch.setattr(distributed, "current", lambda: distributed.World(1, 2, "gloo"))
+    monkeypatch.setattr(distributed, "gather", lambda value: sent.setdefault("gathered", value) and [value, value])
+    monkeypatch.setattr(distributed, "reduce_sums", lambda sums: sent.setdefault("sums", dict(sums)))
+    measure_heads(model, batches[1:], causal=model.causal, limit=model.limit, sharded=True)
+    assert set(sent) == {"gathered", "sums"}
+
+    monkeypatch.setattr(distributed, "current", lambda: distributed.World(0, 2, "gloo"))
+    monkeypatch.setattr(distributed, "gather", lambda value: [value, sent["gathered"]])
+    monkeypatch.setattr(distributed, "reduce_sums",
+                        lambda sums: {key: value + sent["sums"][key] for key, value in sums.items()})
+    merged = measure_heads(model, batches[:1], causal=model.causal, limit=model.limit, sharded=True)
+    assert merged.heads == single.heads
+    # Without the other rank's share the statistics differ: the test can tell.
+    alone = measure_heads(model, batches[:1], causal=model.causal, limit=model.limit)
+    assert [h.queries for h in alone.heads] != [h.queries for h in single.heads]

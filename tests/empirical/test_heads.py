@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import math
 from fractions import Fraction
 from types import SimpleNamespace
@@ -525,3 +526,158 @@ def test_ranks_measuring_shares_of_the_batches_give_the_single_process_atlas(
     # Without the other rank's share the statistics differ: the test can tell.
     alone = measure_heads(model, batches[:1], causal=model.causal, limit=model.limit)
     assert [h.queries for h in alone.heads] != [h.queries for h in single.heads]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"global_fraction": 0.0}, "expected global_fraction to be a number > 0 and ≤ 1, got 0.0"),
+    ({"global_fraction": 1.5}, "expected global_fraction to be a number > 0 and ≤ 1, got 1.5"),
+    ({"global_fraction": -0.5}, "expected global_fraction to be a number > 0 and ≤ 1, got -0.5"),
+    ({"local_positions": 0.5}, "expected local_positions to be a number ≥ 1, got 0.5"),
+    ({"local_positions": -1.0}, "expected local_positions to be a number ≥ 1, got -1.0"),
+])
+def test_thresholds_outside_their_range_are_refused(options: dict[str, float], message: str) -> None:
+    with pytest.raises(EmpiricalError, match=re.escape(message)):
+        Thresholds(**options)
+
+
+def test_thresholds_at_the_ends_of_their_range_are_accepted() -> None:
+    edge = Thresholds(global_fraction=1.0, local_positions=1.0)
+    assert (edge.global_fraction, edge.local_positions) == (1.0, 1.0)
+    assert edge.classify(1.0, 0.99) == "local" and edge.classify(5.0, 1.0) == "global"
+
+
+class NoAttentions(nn.Module):
+    """A model whose output carries no usable attention weights, as with a fused attention kernel."""
+
+    def __init__(self, output: Any, implementation: str | None) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(()))
+        self.output = output
+        if implementation is not None:
+            self.config = SimpleNamespace(_attn_implementation=implementation)
+
+    def forward(self, **_: Any) -> Any:
+        return self.output
+
+
+@pytest.mark.parametrize(("output", "implementation"), [
+    (SimpleNamespace(attentions=None), "sdpa"),
+    ({"last_hidden_state": torch.zeros(1)}, None),
+    (BaseModelOutput(attentions=()), "flash_attention_2"),
+    (SimpleNamespace(attentions=(torch.ones(1, 1, 2, 2) / 2, None)), None),
+], ids=["none", "mapping-without", "empty", "one-layer-missing"])
+def test_missing_attention_weights_are_refused_with_the_kernel_named(output: Any, implementation: Any) -> None:
+    model = NoAttentions(output, implementation).eval()
+    expected = (f"expected attention weights from NoAttentions called with output_attentions=True (at θ), "
+                f"got none; a fused attention kernel ({implementation or 'unknown'}) does not expose them: "
+                "load the model with attn_implementation='eager'")
+    with pytest.raises(EmpiricalError, match=re.escape(expected)):
+        measure_heads(model, [_batch(["ab"])], causal=True, paper=False, limit=lambda **_: None)
+
+
+class Unscalable(ScoresIn):
+    """Attention weights only at θ: at any other scale of its weight the output has none."""
+
+    def forward(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+                return_dict: bool = True) -> SimpleNamespace:
+        out = super().forward(scores, attention_mask)
+        return out if bool(self.w == 1) else SimpleNamespace(attentions=None)
+
+
+def test_missing_attention_at_1000_theta_or_in_the_limit_says_where() -> None:
+    batch = _planted_batches()[1]
+    model = Unscalable(causal=True).eval()
+    with pytest.raises(EmpiricalError, match=re.escape("from Unscalable called with output_attentions=True "
+                                                       "(at 1000·θ), got none")):
+        measure_heads(model, [batch], causal=True, limit=model.limit)
+    # Without the paper's approximation there is no call at 1000·θ.
+    assert measure_heads(model, [batch], causal=True, limit=model.limit, paper=False).heads[0].paper_positions is None
+    with pytest.raises(EmpiricalError, match=re.escape("(in the limit), got none")):
+        measure_heads(model, [batch], causal=True, paper=False,
+                      limit=lambda **_: SimpleNamespace(value={"attentions": None}))
+
+
+def test_a_limit_that_cannot_be_computed_is_reported_as_such() -> None:
+    from saturated.errors import SaturationError
+
+    def fails(**_: Any) -> Any:
+        raise SaturationError("a tie no order breaks at node softmax")
+
+    model = ScoresIn(causal=True).eval()
+    with pytest.raises(EmpiricalError, match=re.escape("the exact limit is not available: a tie no order "
+                                                       "breaks at node softmax")):
+        measure_heads(model, [_planted_batches()[1]], causal=True, paper=False, limit=fails)
+
+
+class Configured(nn.Module):
+    """A model with a given configuration and, optionally, a submodule marked ``is_causal``."""
+
+    def __init__(self, config: Any, marked: Any = None) -> None:
+        super().__init__()
+        if config is not None:
+            self.config = config
+        self.inner = nn.Linear(1, 1)
+        if marked is not None:
+            self.inner.is_causal = marked
+
+
+@pytest.mark.parametrize(("config", "marked", "causal"), [
+    (None, None, False),
+    (SimpleNamespace(), None, False),
+    (SimpleNamespace(is_decoder=True, model_type="bert"), None, True),
+    (SimpleNamespace(is_decoder=False, model_type="gpt2"), None, True),
+    (SimpleNamespace(model_type="llama"), None, True),
+    (SimpleNamespace(is_decoder=False, model_type="bert"), None, False),
+    (SimpleNamespace(is_decoder=False, model_type="qwen2"), True, True),
+    (None, True, True),
+    (SimpleNamespace(model_type="bert"), "yes", False),  # only True itself marks a causal module
+    (SimpleNamespace(model_type="bert"), False, False),
+])
+def test_causal_models_are_recognised_by_configuration_type_or_a_marked_module(config, marked, causal) -> None:
+    from empirical.measure.heads import _is_causal
+
+    assert _is_causal(Configured(config, marked)) is causal
+
+
+def test_the_rounding_of_the_attention_dtype() -> None:
+    from empirical.measure.heads import _rounding
+
+    assert _rounding(torch.float32) == (2.0**-24, 2.0**-149)
+    assert _rounding(torch.float64) == (2.0**-53, 2.0**-1074)
+    assert _rounding(torch.bfloat16) == (2.0**-8, 2.0**-133)
+
+
+class GivenWeights(ScoresIn):
+    """Attention weights fed in as they are, (batch, layers, heads, n, n), NaN and ∞ included."""
+
+    def forward(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+                return_dict: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(attentions=tuple((self.w * scores).unbind(1)))
+
+    def limit(self, scores: Tensor, attention_mask: Tensor, **_: Any) -> SimpleNamespace:
+        return super().limit(scores.nan_to_num(0.0, posinf=1.0), attention_mask)
+
+
+def _weights_batch(bad: dict[tuple[int, int, int, int], float], layers: int = 2) -> HeadBatch:
+    """Two sentences of 3 positions, causal weights that are one-hot on the previous key (2 layers,
+    3 heads), with the entries of ``bad`` (sentence, layer, head, query) set in key 0."""
+    weights = torch.zeros(2, layers, 3, 3, 3)
+    for i in range(3):
+        weights[..., i, max(i - 1, 0)] = 1.0
+    for (b, layer, head, i), value in bad.items():
+        weights[b, layer, head, i, 0] = value
+    real = torch.ones(2, 3, dtype=torch.bool)
+    return HeadBatch({"scores": weights, "attention_mask": real.long()}, real)
+
+
+def test_non_finite_weights_are_counted_and_located_in_the_message() -> None:
+    model = GivenWeights(causal=True).eval()
+    bad = {(0, 1, 0, 1): math.nan, (1, 1, 2, 2): math.inf, (0, 1, 2, 1): math.nan, (1, 1, 2, 1): math.nan}
+    expected = ("expected finite attention weights at θ, got 3 NaN and 1 infinite ones in layer 1, "
+                "head(s) [0, 2] (4 query rows)")
+    with pytest.raises(EmpiricalError, match=re.escape(expected)):
+        measure_heads(model, [_weights_batch(bad)], causal=True, paper=False, limit=model.limit)
+    # Query 1 of a causal model has exactly two allowed keys: it is measured, so NaN there is refused.
+    with pytest.raises(EmpiricalError, match=r"1 NaN and 0 infinite ones in layer 0, head\(s\) \[1\] \(1 query rows\)"):
+        measure_heads(model, [_weights_batch({(0, 0, 1, 1): math.nan})], causal=True, paper=False,
+                      limit=model.limit)

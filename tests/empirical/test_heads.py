@@ -681,3 +681,21 @@ def test_non_finite_weights_are_counted_and_located_in_the_message() -> None:
     with pytest.raises(EmpiricalError, match=r"1 NaN and 0 infinite ones in layer 0, head\(s\) \[1\] \(1 query rows\)"):
         measure_heads(model, [_weights_batch({(0, 0, 1, 1): math.nan})], causal=True, paper=False,
                       limit=model.limit)
+
+
+def test_non_finite_weights_in_rows_that_are_not_measured_are_ignored() -> None:
+    """The first query of a causal model has one allowed key and measures nothing; a padded query
+    measures nothing either: NaN there changes no statistic."""
+    model = GivenWeights(causal=True).eval()
+    clean = measure_heads(model, [_weights_batch({})], causal=True, paper=False, limit=model.limit)
+    batch = _weights_batch({(0, 0, 1, 0): math.nan, (1, 1, 0, 0): math.inf})
+    assert measure_heads(model, [batch], causal=True, paper=False, limit=model.limit).heads == clean.heads
+    padded = _weights_batch({(1, 0, 2, 2): math.nan})
+    real = padded.real.clone()
+    real[1, 2] = False
+    padded = HeadBatch({**padded.inputs, "attention_mask": real.long()}, real)
+    atlas = measure_heads(model, [padded], causal=True, paper=False, limit=model.limit)
+    assert [h.queries for h in atlas.heads] == [3] * 6  # queries 1 and 2, and 1: the padded one left out
+    clean_padded = HeadBatch({**padded.inputs, "scores": _weights_batch({}).inputs["scores"]}, real)
+    assert atlas.heads == measure_heads(model, [clean_padded], causal=True, paper=False,
+                                        limit=model.limit).heads

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -141,15 +141,41 @@ def test_paper_approximation_misleads_on_near_ties() -> None:
     assert stats.paper_positions == 2.0 and stats.paper_split == 1.0
 
 
-def test_classes_are_stable_across_corpora() -> None:
-    """Pretrained MiniLM (its first two layers) on two disjoint corpora of six sentences."""
+def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -> None:
+    """Pretrained MiniLM (its first two layers) on two disjoint corpora of six sentences; the first
+    measured with thresholds of its own and a progress bar, the second with the defaults."""
+    from empirical.models.corpus import Corpus
+
     model, tokenizer = load_model("minilm", num_layers=2)
     corpus = list(load_corpus(n=12))
-    first = head_atlas(model, tokenizer, corpus[:6], paper=False)
-    second = head_atlas(model, tokenizer, corpus[6:], paper=False)
-    same = sum(a.kind == b.kind for a, b in zip(first.heads, second.heads))
+    strict = Thresholds(global_fraction=0.9, local_positions=1.5)
+    first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True)
+    assert "head atlas: 100%" in capsys.readouterr().err
+    second = head_atlas(model, tokenizer, corpus[6:])
+    assert capsys.readouterr().err == ""
+    assert first.thresholds == strict and second.thresholds == Thresholds()
+    assert [a.kind for a in first.heads] == [strict.classify(a.positions, a.fraction) for a in first.heads]
+    same = sum(Thresholds().classify(a.positions, a.fraction) == b.kind for a, b in zip(first.heads, second.heads))
     assert same == len(first.heads)
     assert all(abs(a.positions - b.positions) < 0.5 for a, b in zip(first.heads, second.heads))
+    assert all(a.paper_positions is None and b.paper_positions is not None for a, b in zip(first.heads, second.heads))
+    # The record: the corpus, the defaults, one process holding every token.
+    tokens = sum(len(ids) for ids in tokenizer(corpus[6:])["input_ids"])
+    assert {key: second.record[key] for key in ("corpus", "batch_size", "max_length", "distributed", "causal")} == {
+        "corpus": {"source": "in-memory list", "n_sentences": 6, "sha256": Corpus(tuple(corpus[6:]), "").sha256},
+        "batch_size": 16, "max_length": 512, "causal": False,
+        "distributed": {"world_size": 1, "backend": None, "tokens_per_rank": [tokens]}}
+    assert second.eps == 1e-3 and (second.num_layers, second.n_heads) == (2, 12)
+    assert second.record["model"]["class"] == f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def test_head_atlas_refuses_encoder_decoder_models_and_empty_corpora() -> None:
+    with pytest.raises(EmpiricalError, match="the head atlas reads one stack of self-attention; "
+                                             "encoder–decoder models are not supported"):
+        head_atlas(Configured(SimpleNamespace(is_encoder_decoder=True)), None, ["A sentence."])
+    # A model without a configuration is no encoder–decoder: the empty corpus is what is refused.
+    with pytest.raises(EmpiricalError, match="expected at least one sentence, got an empty list"):
+        head_atlas(Configured(None).eval(), None, [])
 
 
 def test_json_and_plot(reference_atlas: Any, tmp_path: Any) -> None:
@@ -378,13 +404,21 @@ class ScoresIn(nn.Module):
                 return_dict: bool = True) -> SimpleNamespace:
         allowed = self.allowed(attention_mask)
         weights = torch.softmax((self.w * scores).masked_fill(~allowed[:, None], -math.inf), -1)
-        return SimpleNamespace(attentions=tuple(weights.unbind(1)))  # not a Mapping
+        return self.output(weights, output_attentions, return_dict)
 
-    def limit(self, scores: Tensor, attention_mask: Tensor, **_: Any) -> SimpleNamespace:
+    @staticmethod
+    def output(weights: Tensor, output_attentions: bool, return_dict: bool) -> Any:
+        """As Hugging Face models answer: attention weights only when asked for, a tuple without
+        ``return_dict``."""
+        attentions = tuple(weights.unbind(1)) if output_attentions else None
+        return SimpleNamespace(attentions=attentions) if return_dict else (weights.sum(1),)  # not a Mapping
+
+    def limit(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+              return_dict: bool = True) -> SimpleNamespace:
         masked = scores.double().masked_fill(~self.allowed(attention_mask)[:, None], -math.inf)
         top = masked == masked.amax(-1, keepdim=True)
-        exact = top / top.sum(-1, keepdim=True)
-        return SimpleNamespace(value={"attentions": tuple(exact.unbind(1))})  # a plain dict
+        out = self.output(top / top.sum(-1, keepdim=True), output_attentions, return_dict)
+        return SimpleNamespace(value=vars(out) if return_dict else out)  # a plain dict
 
 
 def _scores_batch(scores: list[Any], lengths: list[int]) -> HeadBatch:
@@ -418,7 +452,7 @@ def _direct_statistics(model: ScoresIn, batches: list[HeadBatch]) -> dict[tuple[
     for batch in batches:
         scores = batch.inputs["scores"].double()
         with torch.no_grad():
-            weights = torch.stack(model(**batch.inputs).attentions, 1).double()
+            weights = torch.stack(model(**batch.inputs, output_attentions=True).attentions, 1).double()
         for b, length in enumerate(batch.real.sum(-1).tolist()):
             for layer in range(scores.shape[1]):
                 for head in range(scores.shape[2]):
@@ -580,7 +614,7 @@ class Unscalable(ScoresIn):
 
     def forward(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
                 return_dict: bool = True) -> SimpleNamespace:
-        out = super().forward(scores, attention_mask)
+        out = super().forward(scores, attention_mask, output_attentions, return_dict)
         return out if bool(self.w == 1) else SimpleNamespace(attentions=None)
 
 
@@ -652,10 +686,11 @@ class GivenWeights(ScoresIn):
 
     def forward(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
                 return_dict: bool = True) -> SimpleNamespace:
-        return SimpleNamespace(attentions=tuple((self.w * scores).unbind(1)))
+        return self.output(self.w * scores, output_attentions, return_dict)
 
-    def limit(self, scores: Tensor, attention_mask: Tensor, **_: Any) -> SimpleNamespace:
-        return super().limit(scores.nan_to_num(0.0, posinf=1.0), attention_mask)
+    def limit(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
+              return_dict: bool = True) -> SimpleNamespace:
+        return super().limit(scores.nan_to_num(0.0, posinf=1.0), attention_mask, output_attentions, return_dict)
 
 
 def _weights_batch(bad: dict[tuple[int, int, int, int], float], layers: int = 2) -> HeadBatch:
@@ -699,3 +734,261 @@ def test_non_finite_weights_in_rows_that_are_not_measured_are_ignored() -> None:
     clean_padded = HeadBatch({**padded.inputs, "scores": _weights_batch({}).inputs["scores"]}, real)
     assert atlas.heads == measure_heads(model, [clean_padded], causal=True, paper=False,
                                         limit=model.limit).heads
+
+
+def _stats(layer: int, head: int, kind: str, **values: Any) -> Any:
+    from empirical.measure.heads import HeadStats
+
+    base = {"queries": 8, "positions": 1.25, "positions_std": 0.5, "split": 0.25, "fraction": 0.2,
+            "mass": 0.9, "entropy": 0.3, "margin": 2.5, "agreement": 0.75, "scale": (3.0, 3.5)}
+    return HeadStats(layer=layer, head=head, kind=kind, **{**base, **values})
+
+
+@pytest.fixture(scope="module")
+def hand_atlas() -> Any:
+    """Two layers of two heads, written out by hand."""
+    from empirical.measure.heads import HeadAtlas
+
+    heads = (
+        _stats(0, 0, "local", paper_positions=1.5, paper_std=0.7, paper_split=0.4),
+        _stats(0, 1, "global", positions=6.0, fraction=0.8, margin=math.inf, scale=(0.0, math.inf),
+               undetermined=2),
+        _stats(1, 0, "mixed", positions=3.0, positions_std=1.0, split=1.0, scale=(0.0, 0.0)),
+        _stats(1, 1, "local", positions=1.0, positions_std=0.0, split=0.0, scale=(12.0, 12.3456)),
+    )
+    return HeadAtlas(heads, 2, 2, 1e-3, Thresholds(), {"model": {"class": "M"}})
+
+
+def test_atlas_grid_counts_and_table(hand_atlas: Any) -> None:
+    assert hand_atlas.grid() == [["local", "global"], ["mixed", "local"]]
+    assert hand_atlas.counts() == {"local": 2, "mixed": 1, "global": 1}
+    assert hand_atlas.table().split("\n") == [
+        "layer head  class    #pos std(n) split  frac  mass     H  paper #pos/std/split  scale(eps=0.001)",
+        "    1    0  local    1.25   0.50  0.25  0.20  0.90  0.30        1.50/0.70/0.40  3.5",
+        "    1    1  global   6.00   0.50  0.25  0.80  0.90  0.30                     -  inf",
+        "    2    0  mixed    3.00   1.00  1.00  0.20  0.90  0.30                     -  0",
+        "    2    1  local    1.00   0.00  0.00  0.20  0.90  0.30                     -  12.35",
+    ]
+
+
+def test_atlas_dictionary_is_strict_json(hand_atlas: Any, tmp_path: Any) -> None:
+    data = json.loads(hand_atlas.to_json(tmp_path / "atlas.json").read_text())
+    assert data == json.loads(json.dumps(hand_atlas.to_dict()))
+    assert {key: data[key] for key in ("schema", "eps", "layers", "n_heads", "counts", "paper_approximation",
+                                       "model")} == {
+        "schema": "normsat.heads/1", "eps": 1e-3, "layers": 2, "n_heads": 2,
+        "counts": {"local": 2, "mixed": 1, "global": 1},
+        "paper_approximation": {"scale": 1000.0, "threshold": 1e-5}, "model": {"class": "M"}}
+    assert data["thresholds"] == {
+        "global_fraction": 0.5, "local_positions": 2.0,
+        "rule": "global if mean fraction of allowed positions attended >= global_fraction; else local if "
+                "mean positions attended <= local_positions; else mixed"}
+    assert data["heads"][0] == {
+        "layer": 0, "head": 0, "class": "local", "queries": 8, "positions": 1.25, "positions_std": 0.5,
+        "split": 0.25, "fraction": 0.2, "mass": 0.9, "entropy": 0.3, "margin": 2.5, "agreement": 0.75,
+        "scale": [3.0, 3.5], "undetermined": 0, "paper_positions": 1.5, "paper_std": 0.7, "paper_split": 0.4}
+    infinite = data["heads"][1]
+    assert (infinite["margin"], infinite["scale"], infinite["undetermined"]) == (None, [0.0, None], 2)
+    assert (infinite["paper_positions"], infinite["paper_std"], infinite["paper_split"]) == (None, None, None)
+    assert "kind" not in infinite and infinite["class"] == "global"
+
+
+def test_candidate_rows_at_the_floor_are_kept() -> None:
+    """A row whose upper bound equals the head's floor may still set the head's scale."""
+    from empirical.measure.heads import _Candidates
+
+    rows = _Candidates(torch.tensor([0, 1, 1, 0]), torch.tensor([2.0, 3.0, 1.0, 1.5]),
+                       torch.tensor([[0.5, 0.5], [0.9, 0.1], [0.7, 0.3], [0.6, 0.4]]),
+                       torch.tensor([[True, True], [True, False], [True, False], [False, True]]),
+                       torch.tensor([[True, True], [True, True], [True, False], [True, True]]))
+    kept = rows.above(torch.tensor([2.0, 1.0]))
+    index = torch.tensor([0, 1, 2])
+    assert torch.equal(kept.head, rows.head[index]) and torch.equal(kept.upper, rows.upper[index])
+    assert torch.equal(kept.weights, rows.weights[index]) and torch.equal(kept.winners, rows.winners[index])
+    assert torch.equal(kept.allowed, rows.allowed[index])
+
+
+def test_candidate_chunks_of_different_widths_are_padded_with_masked_keys() -> None:
+    from empirical.measure.heads import _Candidates, _merge
+
+    narrow = _Candidates(torch.tensor([1]), torch.tensor([5.0]), torch.tensor([[0.75, 0.25]]),
+                         torch.tensor([[True, False]]), torch.tensor([[True, True]]))
+    wide = _Candidates(torch.tensor([0, 1]), torch.tensor([4.0, 0.5]),
+                       torch.tensor([[0.5, 0.25, 0.25], [0.5, 0.5, 0.0]]),
+                       torch.tensor([[True, False, False], [True, True, False]]),
+                       torch.tensor([[True, True, True], [True, True, False]]))
+    merged = _merge([narrow, wide], torch.tensor([1.0, 1.0]))  # head 1's second row is pruned
+    assert merged.head.tolist() == [1, 0] and merged.upper.tolist() == [5.0, 4.0]
+    assert merged.weights.tolist() == [[0.75, 0.25, 0.0], [0.5, 0.25, 0.25]]
+    assert merged.winners.tolist() == [[True, False, False], [True, False, False]]
+    assert merged.allowed.tolist() == [[True, True, False], [True, True, True]]
+    assert _merge([narrow, wide], torch.tensor([9.0, 9.0])) is None  # every row pruned
+
+
+def test_layer_sums_add_field_by_field() -> None:
+    from empirical.measure.heads import _LayerSums
+
+    names = ("count", "undetermined", "n", "n2", "split", "fraction", "mass", "entropy", "agree")
+    first = _LayerSums(**{name: torch.tensor([float(i), 1.0]) for i, name in enumerate(names)})
+    second = _LayerSums(**{name: torch.tensor([10.0, float(i)]) for i, name in enumerate(names)})
+    assert list(first.tensors()) == list(names)  # the paper's sums left out: not measured
+    total = (first + second).tensors()
+    assert {name: value.tolist() for name, value in total.items()} == {
+        name: [i + 10.0, 1.0 + i] for i, name in enumerate(names)}
+    paper = _LayerSums(**first.tensors(), paper_n=torch.ones(2), paper_n2=torch.ones(2), paper_split=torch.zeros(2))
+    assert list(paper.tensors()) == [*names, "paper_n", "paper_n2", "paper_split"]
+
+
+@pytest.mark.parametrize("eps", [0.0, 1.0, -0.5, 1.5])
+def test_eps_outside_the_open_unit_interval_is_refused(eps: float) -> None:
+    model = ScoresIn(causal=True).eval()
+    with pytest.raises(EmpiricalError, match=re.escape(
+            f"expected eps (the certified scales' tolerance) to be a number > 0 and < 1, got {eps}")):
+        measure_heads(model, _planted_batches(), causal=True, eps=eps, limit=model.limit)
+
+
+def test_arguments_that_are_not_a_model_thresholds_or_batches_are_refused() -> None:
+    model = ScoresIn(causal=True).eval()
+    with pytest.raises(EmpiricalError, match=re.escape("expected an nn.Module for the head atlas (it runs the "
+                                                       "model), got")):
+        measure_heads(model.forward, _planted_batches(), causal=True, limit=model.limit)
+    with pytest.raises(EmpiricalError, match="expected thresholds to be a Thresholds, got dict"):
+        measure_heads(model, _planted_batches(), causal=True, limit=model.limit,
+                      thresholds={"global_fraction": 0.5})
+    with pytest.raises(EmpiricalError, match="expected at least one batch of inputs, got none"):
+        measure_heads(model, iter([]), causal=True, limit=model.limit)
+
+
+def test_given_thresholds_classify_the_heads(scores_atlas: Any) -> None:
+    model, batches, default = scores_atlas
+    strict = Thresholds(global_fraction=0.95, local_positions=1.0)
+    atlas = measure_heads(model, batches, causal=model.causal, limit=model.limit, paper=False,
+                          thresholds=strict, eps=0.01)
+    assert atlas.thresholds == strict and atlas.eps == 0.01
+    assert [h.kind for h in atlas.heads] == [strict.classify(h.positions, h.fraction) for h in default.heads]
+    assert [h.kind for h in atlas.heads] != [h.kind for h in default.heads]
+    assert all(h.paper_positions is None and h.paper_std is None and h.paper_split is None for h in atlas.heads)
+    # A larger eps needs a smaller scale.
+    assert all(a.scale[1] < d.scale[0] for a, d in zip(atlas.heads, default.heads) if d.scale[0] > 0)
+
+
+def test_record_names_model_limit_settings_and_versions(reference_atlas: Any, scores_atlas: Any) -> None:
+    from dataclasses import asdict
+
+    from empirical.models.provenance import model_record, versions
+    from saturated.rules import Settings
+
+    _, atlas = reference_atlas  # measured with the default limit
+    assert atlas.record["limit_settings"] == asdict(Settings(ties="nan"))
+    assert atlas.record["model"]["class"] == f"{Heads.__module__}.Heads"
+    assert atlas.record["causal"] is True and atlas.record["versions"] == versions()
+    model, batches, given = scores_atlas  # a limit without settings: those given, or the default
+    assert given.record["model"] == model_record(model)
+    assert given.record["limit_settings"] == asdict(Settings(ties="nan"))
+    uniform = measure_heads(model, batches[1:], causal=model.causal, limit=model.limit, paper=False,
+                            settings=Settings(ties="uniform"))
+    assert uniform.record["limit_settings"] == asdict(Settings(ties="uniform"))
+
+
+def test_progress_bar_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScoresIn(causal=True).eval()
+    measure_heads(model, _planted_batches(), causal=True, limit=model.limit, paper=False)
+    assert capsys.readouterr().err == ""
+    measure_heads(model, _planted_batches(), causal=True, limit=model.limit, paper=False, progress=True)
+    err = capsys.readouterr().err
+    assert "head atlas: 100%" in err and "2/2" in err and "batch" in err
+
+
+def _plotted(atlases: dict[str, Any], monkeypatch: pytest.MonkeyPatch, title: str = "") -> Any:
+    """The figure plot_atlas draws (its saving replaced by keeping it)."""
+    from pathlib import Path
+
+    import empirical.measure.heads as heads_module
+
+    kept: dict[str, Any] = {}
+
+    def keep(figure: Any, path: Any) -> Path:
+        kept["figure"], kept["path"] = figure, path
+        return Path("kept.png")
+
+    monkeypatch.setattr(heads_module, "save_figure", keep)
+    assert plot_atlas(atlases, "atlas.png", title=title) == Path("kept.png")
+    assert kept["path"] == "atlas.png"
+    return kept["figure"]
+
+
+def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
+        hand_atlas: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    import numpy as np
+    from matplotlib.colors import to_hex, to_rgba
+    from matplotlib.figure import Figure
+
+    other = replace(hand_atlas, heads=tuple(
+        replace(h, kind="global", positions_std=1.5 if h.head else 0.25) for h in hand_atlas.heads))
+    atlases = {"trained": hand_atlas, "random": other}
+    figure = _plotted(atlases, monkeypatch, title="MiniLM")
+    assert isinstance(figure, Figure) and figure.get_suptitle() == "MiniLM"
+    assert tuple(figure.get_size_inches()) == (12.0, 7.0) and figure.dpi == 110
+    axes = figure.axes
+    assert len(axes) == 5
+    assert [(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start) for ax in axes] == [
+        (0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
+    assert all(ax.get_subplotspec().get_gridspec().get_geometry() == (2, 3) for ax in axes)
+    colours = ["#1f77b4", "#bbbbbb", "#d62728"]  # local, mixed, global
+    for ax, (label, atlas) in zip(axes[:2], atlases.items()):
+        image = ax.images[0]
+        codes = [[["local", "mixed", "global"].index(kind) for kind in row] for row in atlas.grid()]
+        assert image.get_array().tolist() == codes
+        assert [to_hex(c) for c in image.get_cmap()(np.arange(3))] == colours
+        assert (image.norm.vmin, image.norm.vmax) == (0, 2) and ax.get_aspect() == "auto"
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("head", "layer")
+        assert list(ax.get_xticks()) == [0, 1] and list(ax.get_yticks()) == [0, 1]
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]  # layer 1 is the first block
+        counts = atlas.counts()
+        assert ax.get_title() == f"{label}: {counts['local']} local, {counts['mixed']} mixed, {counts['global']} global"
+        assert ax.title.get_fontsize() == 9
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == ["local", "mixed", "global"]
+        assert [to_hex(p.get_facecolor()) for p in legend.get_patches()] == colours
+        assert legend.get_texts()[0].get_fontsize() == 7 and not legend.get_frame_on()
+        assert legend._loc == 2 and tuple(legend.get_bbox_to_anchor().bounds[:2]) == tuple(  # upper left
+            ax.transAxes.transform((1.0, 1.0)))
+    statistics = [("positions", "# positions attended"), ("positions_std", "std(n)"),
+                  ("split", "split attention probability")]
+    for ax, (name, label) in zip(axes[2:], statistics):
+        assert (ax.get_xlabel(), ax.get_ylabel()) == (label, "heads")
+        series = [[getattr(h, name) for h in atlas.heads] for atlas in atlases.values()]
+        top = max(1.0, *(max(values) for values in series))  # at least [0, 1]
+        edges = np.linspace(0.0, top, 21)
+        assert ax.get_xlim() == pytest.approx((0.0, top))
+        for index, values in enumerate(series):
+            bars = ax.patches[20 * index:20 * (index + 1)]
+            assert [b.get_x() for b in bars] == pytest.approx(edges[:-1])
+            assert [b.get_height() for b in bars] == np.histogram(values, bins=edges)[0].tolist()
+            assert all(b.get_facecolor() == pytest.approx(to_rgba(f"C{index}", 0.55)) for b in bars)
+        assert len(ax.patches) == 40
+        assert all(float(t).is_integer() for t in ax.get_yticks())  # counts of heads
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == list(atlases)
+        assert legend.get_texts()[0].get_fontsize() == 8
+
+
+def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from empirical.measure.heads import HeadAtlas
+
+    many = HeadAtlas(tuple(replace(hand_atlas.heads[0], layer=layer, head=head)
+                           for layer in range(24) for head in range(25)), 24, 25, 1e-3, Thresholds())
+    figure = _plotted({"wide": many}, monkeypatch)
+    assert figure.get_suptitle() == "" and tuple(figure.get_size_inches()) == (12.0, 7.0)
+    grid = figure.axes[0]
+    assert list(grid.get_xticks()) == list(range(0, 25, 2)) and list(grid.get_yticks()) == list(range(0, 24, 2))
+    assert [t.get_text() for t in grid.get_yticklabels()] == [str(i + 1) for i in range(0, 24, 2)]
+    four = _plotted(dict.fromkeys("abcd", hand_atlas), monkeypatch)
+    assert tuple(four.get_size_inches()) == (16.0, 7.0) and len(four.axes) == 7
+    assert four.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 4)
+    with pytest.raises(EmpiricalError, match="expected at least one atlas to plot"):
+        plot_atlas({}, "atlas.png")

@@ -155,14 +155,16 @@ def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().err == ""
     assert first.thresholds == strict and second.thresholds == Thresholds()
     assert [a.kind for a in first.heads] == [strict.classify(a.positions, a.fraction) for a in first.heads]
-    same = sum(Thresholds().classify(a.positions, a.fraction) == b.kind for a, b in zip(first.heads, second.heads))
-    assert same == len(first.heads)
-    assert all(abs(a.positions - b.positions) < 0.5 for a, b in zip(first.heads, second.heads))
-    assert all(a.paper_positions is None and b.paper_positions is not None for a, b in zip(first.heads, second.heads))
+    pairs = list(zip(first.heads, second.heads))
+    assert all(Thresholds().classify(a.positions, a.fraction) == b.kind for a, b in pairs)
+    assert all(abs(a.positions - b.positions) < 0.5 for a, b in pairs)
+    assert all(a.paper_positions is None and b.paper_positions is not None for a, b in pairs)
     # The record: the corpus, the defaults, one process holding every token.
     tokens = sum(len(ids) for ids in tokenizer(corpus[6:])["input_ids"])
-    assert {key: second.record[key] for key in ("corpus", "batch_size", "max_length", "distributed", "causal")} == {
-        "corpus": {"source": "in-memory list", "n_sentences": 6, "sha256": Corpus(tuple(corpus[6:]), "").sha256},
+    keys = ("corpus", "batch_size", "max_length", "distributed", "causal")
+    sha256 = Corpus(tuple(corpus[6:]), "").sha256
+    assert {key: second.record[key] for key in keys} == {
+        "corpus": {"source": "in-memory list", "n_sentences": 6, "sha256": sha256},
         "batch_size": 16, "max_length": 512, "causal": False,
         "distributed": {"world_size": 1, "backend": None, "tokens_per_rank": [tokens]}}
     assert second.eps == 1e-3 and (second.num_layers, second.n_heads) == (2, 12)
@@ -489,13 +491,15 @@ def _direct_statistics(model: ScoresIn, batches: list[HeadBatch]) -> dict[tuple[
             "mass": mean([r["mass"] for r in measured]), "entropy": mean([r["entropy"] for r in measured]),
             "margin": margins[(count - 1) // 2],  # torch's median: the lower of the middle two
             "agreement": mean([r["agree"] for r in measured]), "undetermined": 0,
-            "paper_positions": mean(paper), "paper_std": math.sqrt(mean([(v - mean(paper)) ** 2 for v in paper])),
+            "paper_positions": mean(paper),
+            "paper_std": math.sqrt(mean([(v - mean(paper)) ** 2 for v in paper])),
             "paper_split": mean([v > 1 for v in paper]),
             "rows": [r["scores"] for r in measured if r["margin"] < math.inf]}
     return out
 
 
-def _check_against_direct(atlas: Any, direct: dict[tuple[int, int], dict[str, Any]], eps: float = 1e-3) -> None:
+def _check_against_direct(atlas: Any, direct: dict[tuple[int, int], dict[str, Any]],
+                          eps: float = 1e-3) -> None:
     assert (atlas.num_layers, atlas.n_heads) == (3, 2)
     assert [(h.layer, h.head) for h in atlas.heads] == sorted(direct)
     for stats in atlas.heads:
@@ -507,7 +511,8 @@ def _check_against_direct(atlas: Any, direct: dict[tuple[int, int], dict[str, An
             assert getattr(stats, name) == pytest.approx(expected[name], rel=1e-9, abs=1e-12), \
                 (stats.layer, stats.head, name)
         for name in ("mass", "entropy"):  # summed over a row in the attention's float32
-            assert getattr(stats, name) == pytest.approx(expected[name], rel=1e-6), (stats.layer, stats.head, name)
+            assert getattr(stats, name) == pytest.approx(expected[name], rel=1e-6), \
+                (stats.layer, stats.head, name)
         assert stats.kind == Thresholds().classify(expected["positions"], expected["fraction"])
         if not expected["rows"]:  # every row already hard
             assert stats.scale == (0.0, 0.0)
@@ -546,7 +551,8 @@ def test_ranks_measuring_shares_of_the_batches_give_the_single_process_atlas(
     model, batches, single = scores_atlas
     sent: dict[str, Any] = {}
     monkeypatch.setattr(distributed, "current", lambda: distributed.World(1, 2, "gloo"))
-    monkeypatch.setattr(distributed, "gather", lambda value: sent.setdefault("gathered", value) and [value, value])
+    monkeypatch.setattr(distributed, "gather",
+                        lambda value: sent.setdefault("gathered", value) and [value, value])
     monkeypatch.setattr(distributed, "reduce_sums", lambda sums: sent.setdefault("sums", dict(sums)))
     measure_heads(model, batches[1:], causal=model.causal, limit=model.limit, sharded=True)
     assert set(sent) == {"gathered", "sums"}
@@ -600,7 +606,8 @@ class NoAttentions(nn.Module):
     (BaseModelOutput(attentions=()), "flash_attention_2"),
     (SimpleNamespace(attentions=(torch.ones(1, 1, 2, 2) / 2, None)), None),
 ], ids=["none", "mapping-without", "empty", "one-layer-missing"])
-def test_missing_attention_weights_are_refused_with_the_kernel_named(output: Any, implementation: Any) -> None:
+def test_missing_attention_weights_are_refused_with_the_kernel_named(output: Any,
+                                                                     implementation: Any) -> None:
     model = NoAttentions(output, implementation).eval()
     expected = (f"expected attention weights from NoAttentions called with output_attentions=True (at θ), "
                 f"got none; a fused attention kernel ({implementation or 'unknown'}) does not expose them: "
@@ -625,7 +632,8 @@ def test_missing_attention_at_1000_theta_or_in_the_limit_says_where() -> None:
                                                        "(at 1000·θ), got none")):
         measure_heads(model, [batch], causal=True, limit=model.limit)
     # Without the paper's approximation there is no call at 1000·θ.
-    assert measure_heads(model, [batch], causal=True, limit=model.limit, paper=False).heads[0].paper_positions is None
+    plain = measure_heads(model, [batch], causal=True, limit=model.limit, paper=False)
+    assert plain.heads[0].paper_positions is None
     with pytest.raises(EmpiricalError, match=re.escape("(in the limit), got none")):
         measure_heads(model, [batch], causal=True, paper=False,
                       limit=lambda **_: SimpleNamespace(value={"attentions": None}))
@@ -667,7 +675,8 @@ class Configured(nn.Module):
     (SimpleNamespace(model_type="bert"), "yes", False),  # only True itself marks a causal module
     (SimpleNamespace(model_type="bert"), False, False),
 ])
-def test_causal_models_are_recognised_by_configuration_type_or_a_marked_module(config, marked, causal) -> None:
+def test_causal_models_are_recognised_by_configuration_type_or_a_marked_module(config: Any, marked: Any,
+                                                                               causal: bool) -> None:
     from empirical.measure.heads import _is_causal
 
     assert _is_causal(Configured(config, marked)) is causal
@@ -690,7 +699,8 @@ class GivenWeights(ScoresIn):
 
     def limit(self, scores: Tensor, attention_mask: Tensor, output_attentions: bool = False,
               return_dict: bool = True) -> SimpleNamespace:
-        return super().limit(scores.nan_to_num(0.0, posinf=1.0), attention_mask, output_attentions, return_dict)
+        finite = scores.nan_to_num(0.0, posinf=1.0)
+        return super().limit(finite, attention_mask, output_attentions, return_dict)
 
 
 def _weights_batch(bad: dict[tuple[int, int, int, int], float], layers: int = 2) -> HeadBatch:
@@ -713,7 +723,8 @@ def test_non_finite_weights_are_counted_and_located_in_the_message() -> None:
     with pytest.raises(EmpiricalError, match=re.escape(expected)):
         measure_heads(model, [_weights_batch(bad)], causal=True, paper=False, limit=model.limit)
     # Query 1 of a causal model has exactly two allowed keys: it is measured, so NaN there is refused.
-    with pytest.raises(EmpiricalError, match=r"1 NaN and 0 infinite ones in layer 0, head\(s\) \[1\] \(1 query rows\)"):
+    with pytest.raises(EmpiricalError,
+                       match=r"1 NaN and 0 infinite ones in layer 0, head\(s\) \[1\] \(1 query rows\)"):
         measure_heads(model, [_weights_batch({(0, 0, 1, 1): math.nan})], causal=True, paper=False,
                       limit=model.limit)
 
@@ -835,7 +846,8 @@ def test_layer_sums_add_field_by_field() -> None:
     total = (first + second).tensors()
     assert {name: value.tolist() for name, value in total.items()} == {
         name: [i + 10.0, 1.0 + i] for i, name in enumerate(names)}
-    paper = _LayerSums(**first.tensors(), paper_n=torch.ones(2), paper_n2=torch.ones(2), paper_split=torch.zeros(2))
+    paper = _LayerSums(**first.tensors(), paper_n=torch.ones(2), paper_n2=torch.ones(2),
+                       paper_split=torch.zeros(2))
     assert list(paper.tensors()) == [*names, "paper_n", "paper_n2", "paper_split"]
 
 
@@ -849,8 +861,8 @@ def test_eps_outside_the_open_unit_interval_is_refused(eps: float) -> None:
 
 def test_arguments_that_are_not_a_model_thresholds_or_batches_are_refused() -> None:
     model = ScoresIn(causal=True).eval()
-    with pytest.raises(EmpiricalError, match=re.escape("expected an nn.Module for the head atlas (it runs the "
-                                                       "model), got")):
+    with pytest.raises(EmpiricalError,
+                       match=re.escape("expected an nn.Module for the head atlas (it runs the model), got")):
         measure_heads(model.forward, _planted_batches(), causal=True, limit=model.limit)
     with pytest.raises(EmpiricalError, match="expected thresholds to be a Thresholds, got dict"):
         measure_heads(model, _planted_batches(), causal=True, limit=model.limit,
@@ -867,7 +879,7 @@ def test_given_thresholds_classify_the_heads(scores_atlas: Any) -> None:
     assert atlas.thresholds == strict and atlas.eps == 0.01
     assert [h.kind for h in atlas.heads] == [strict.classify(h.positions, h.fraction) for h in default.heads]
     assert [h.kind for h in atlas.heads] != [h.kind for h in default.heads]
-    assert all(h.paper_positions is None and h.paper_std is None and h.paper_split is None for h in atlas.heads)
+    assert all((h.paper_positions, h.paper_std, h.paper_split) == (None, None, None) for h in atlas.heads)
     # A larger eps needs a smaller scale.
     assert all(a.scale[1] < d.scale[0] for a, d in zip(atlas.heads, default.heads) if d.scale[0] > 0)
 
@@ -947,7 +959,8 @@ def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
         assert list(ax.get_xticks()) == [0, 1] and list(ax.get_yticks()) == [0, 1]
         assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]  # layer 1 is the first block
         counts = atlas.counts()
-        assert ax.get_title() == f"{label}: {counts['local']} local, {counts['mixed']} mixed, {counts['global']} global"
+        assert ax.get_title() == (f"{label}: {counts['local']} local, {counts['mixed']} mixed, "
+                                  f"{counts['global']} global")
         assert ax.title.get_fontsize() == 9
         legend = ax.get_legend()
         assert [t.get_text() for t in legend.get_texts()] == ["local", "mixed", "global"]
@@ -975,7 +988,8 @@ def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
         assert legend.get_texts()[0].get_fontsize() == 8
 
 
-def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
     from empirical.measure.heads import HeadAtlas
@@ -985,7 +999,8 @@ def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any, monk
     figure = _plotted({"wide": many}, monkeypatch)
     assert figure.get_suptitle() == "" and tuple(figure.get_size_inches()) == (12.0, 7.0)
     grid = figure.axes[0]
-    assert list(grid.get_xticks()) == list(range(0, 25, 2)) and list(grid.get_yticks()) == list(range(0, 24, 2))
+    assert list(grid.get_xticks()) == list(range(0, 25, 2))
+    assert list(grid.get_yticks()) == list(range(0, 24, 2))
     assert [t.get_text() for t in grid.get_yticklabels()] == [str(i + 1) for i in range(0, 24, 2)]
     four = _plotted(dict.fromkeys("abcd", hand_atlas), monkeypatch)
     assert tuple(four.get_size_inches()) == (16.0, 7.0) and len(four.axes) == 7

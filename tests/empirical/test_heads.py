@@ -911,7 +911,7 @@ def test_progress_bar_only_when_asked(capsys: pytest.CaptureFixture[str]) -> Non
     assert "head atlas: 100%" in err and "2/2" in err and "batch" in err
 
 
-def _plotted(atlases: dict[str, Any], monkeypatch: pytest.MonkeyPatch, title: str = "") -> Any:
+def _plotted(atlases: dict[str, Any], monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:
     """The figure plot_atlas draws (its saving replaced by keeping it)."""
     from pathlib import Path
 
@@ -924,7 +924,7 @@ def _plotted(atlases: dict[str, Any], monkeypatch: pytest.MonkeyPatch, title: st
         return Path("kept.png")
 
     monkeypatch.setattr(heads_module, "save_figure", keep)
-    assert plot_atlas(atlases, "atlas.png", title=title) == Path("kept.png")
+    assert plot_atlas(atlases, "atlas.png", **options) == Path("kept.png")
     assert kept["path"] == "atlas.png"
     return kept["figure"]
 
@@ -1007,3 +1007,14 @@ def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any,
     assert four.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 4)
     with pytest.raises(EmpiricalError, match="expected at least one atlas to plot"):
         plot_atlas({}, "atlas.png")
+
+
+def test_a_head_measured_on_one_query_reports_that_query() -> None:
+    """One sentence of two tokens, causal: every head has a single measured query (the second),
+    and its statistics are that row's."""
+    model = ScoresIn(causal=True).eval()
+    batches = [_scores_batch(_integer_scores(3, 1, 2), [2])]
+    atlas = measure_heads(model, batches, causal=True, limit=model.limit)
+    direct = _direct_statistics(model, batches)
+    assert all(d["queries"] == 1 for d in direct.values())
+    _check_against_direct(atlas, direct)

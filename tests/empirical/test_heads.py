@@ -1018,3 +1018,20 @@ def test_a_head_measured_on_one_query_reports_that_query() -> None:
     direct = _direct_statistics(model, batches)
     assert all(d["queries"] == 1 for d in direct.values())
     _check_against_direct(atlas, direct)
+
+
+def test_scale_is_the_largest_rows_when_more_rows_may_set_it_than_are_kept() -> None:
+    """70 sentences of 60 positions (4200 query rows, more than the 4096 kept before pruning
+    against the head's floor): every row has a margin of 1 but one, of 0.01, which alone sets the
+    head's scale (c* ≈ 700, against ≈ 11 for the others)."""
+    scores = torch.full((70, 1, 1, 60, 60), -5.0)
+    scores[..., 0] = 0.0
+    scores[..., 1] = -1.0
+    scores[3, 0, 0, 7, 1] = -0.01
+    real = torch.ones(70, 60, dtype=torch.bool)
+    model = ScoresIn(causal=False).eval()
+    batch = HeadBatch({"scores": scores, "attention_mask": real.long()}, real)
+    stats = measure_heads(model, [batch], causal=False, paper=False, limit=model.limit).heads[0]
+    true = scale_to_saturate(scores[3, 0, 0, 7].double(), 1e-3, rtol=0)
+    assert 600 < true[0] and stats.scale[0] <= true[0] and true[1] <= stats.scale[1] <= stats.scale[0] * 1.01
+    assert stats.queries == 4200 and stats.positions == 1.0

@@ -432,10 +432,11 @@ def _scores_batch(scores: list[Any], lengths: list[int]) -> HeadBatch:
 
 
 def _integer_scores(seed: int, batch: int, n: int) -> list[Any]:
-    """Scores in {0, 1, 2} (ties of every size, gaps of 1) for 3 layers of 2 heads; layer 2 is
-    uniform (every score 0: no head in it has a row that is not already hard)."""
+    """Scores in {0, 1, 2} (ties of every size, gaps of 1) for 3 layers of 2 heads; head 0 of
+    layer 1 and both heads of layer 2 are uniform (every score 0: every row already hard)."""
     generator = torch.Generator().manual_seed(seed)
     scores = torch.randint(0, 3, (batch, 3, 2, n, n), generator=generator).float()
+    scores[:, 1, 0] = 0.0
     scores[:, 2] = 0.0
     return scores.tolist()
 

@@ -1036,3 +1036,30 @@ def test_scale_is_the_largest_rows_when_more_rows_may_set_it_than_are_kept() -> 
     true = scale_to_saturate(scores[3, 0, 0, 7].double(), 1e-3, rtol=0)
     assert true[0] > 600 and stats.scale[0] <= true[0] and true[1] <= stats.scale[1] <= stats.scale[0] * 1.01
     assert stats.queries == 4200 and stats.positions == 1.0
+
+
+def test_a_head_whose_every_row_is_undetermined_has_no_margin_and_no_scale() -> None:
+    """The limit leaves every row of head 1 undetermined (NaN): all its measured queries are
+    counted as undetermined, none is measured, and neither a margin (∞, null in JSON) nor a scale
+    is reported; head 0 keeps the statistics of a direct loop."""
+    model = ScoresIn(causal=False).eval()
+    batches = _planted_batches()[1:]
+
+    def limit(**inputs: Any) -> SimpleNamespace:
+        attentions = [a.clone() for a in model.limit(**inputs).value["attentions"]]
+        for a in attentions:
+            a[:, 1] = math.nan
+        return SimpleNamespace(value={"attentions": tuple(attentions)})
+
+    atlas = measure_heads(model, batches, causal=False, limit=limit)
+    direct = _direct_statistics(model, batches)
+    for stats in atlas.heads:
+        expected = direct[stats.layer, stats.head]
+        if stats.head == 1:
+            assert (stats.queries, stats.undetermined) == (0, expected["queries"])
+            assert stats.margin == math.inf and stats.scale == (0.0, 0.0)
+            assert stats.to_dict()["margin"] is None
+        else:
+            assert (stats.queries, stats.undetermined) == (expected["queries"], 0)
+            assert stats.positions == pytest.approx(expected["positions"])
+            assert stats.margin == pytest.approx(expected["margin"])

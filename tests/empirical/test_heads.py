@@ -143,18 +143,18 @@ def test_paper_approximation_misleads_on_near_ties() -> None:
 
 def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -> None:
     """Pretrained MiniLM (its first two layers) on two disjoint corpora of six sentences; the first
-    measured with thresholds of its own, a progress bar and a shorter truncation, the second with
-    the defaults."""
+    measured with thresholds of its own, a progress bar, a shorter truncation and batches of 3, the
+    second with the defaults."""
     from empirical.models.corpus import Corpus
 
     model, tokenizer = load_model("minilm", num_layers=2)
     corpus = list(load_corpus(n=12))
     strict = Thresholds(global_fraction=0.9, local_positions=1.5)
     first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
-                       max_length=40)  # the longest sentence (45 tokens) is cut to 40
-    assert "head atlas: 100%" in capsys.readouterr().err
+                       max_length=40, batch_size=3)  # the longest sentence (45 tokens) is cut to 40
+    assert "head atlas: 100%" in (err := capsys.readouterr().err) and "2/2" in err  # two batches of 3
     ids = tokenizer(corpus[:6])["input_ids"]
-    assert max(map(len, ids)) > 40 and first.record["max_length"] == 40
+    assert max(map(len, ids)) > 40 and (first.record["max_length"], first.record["batch_size"]) == (40, 3)
     assert first.record["distributed"]["tokens_per_rank"] == [sum(min(len(i), 40) for i in ids)]
     second = head_atlas(model, tokenizer, corpus[6:])
     assert capsys.readouterr().err == ""

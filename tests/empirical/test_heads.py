@@ -150,8 +150,9 @@ def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -
     model, tokenizer = load_model("minilm", num_layers=2)
     corpus = list(load_corpus(n=12))
     strict = Thresholds(global_fraction=0.9, local_positions=1.5)
-    first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
-                       max_length=40, batch_size=3)  # the longest sentence (45 tokens) is cut to 40
+    with pytest.warns(UserWarning, match="1 of 6 sentences are longer than 40 tokens"):  # 45 tokens
+        first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
+                           max_length=40, batch_size=3)
     assert "head atlas: 100%" in (err := capsys.readouterr().err) and "2/2" in err  # two batches of 3
     ids = tokenizer(corpus[:6])["input_ids"]
     assert max(map(len, ids)) > 40 and (first.record["max_length"], first.record["batch_size"]) == (40, 3)

@@ -143,16 +143,21 @@ def test_paper_approximation_misleads_on_near_ties() -> None:
 
 def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -> None:
     """Pretrained MiniLM (its first two layers) on two disjoint corpora of six sentences; the first
-    measured with thresholds of its own, a progress bar, a shorter truncation and batches of 3, the
-    second with the defaults."""
+    measured with thresholds and limit settings of its own, a progress bar, a shorter truncation and
+    batches of 3, the second with the defaults."""
+    from dataclasses import asdict
+
     from empirical.models.corpus import Corpus
+    from saturated.rules import Settings
 
     model, tokenizer = load_model("minilm", num_layers=2)
     corpus = list(load_corpus(n=12))
     strict = Thresholds(global_fraction=0.9, local_positions=1.5)
+    uniform = Settings(ties="uniform")
     with pytest.warns(UserWarning, match="1 of 6 sentences are longer than 40 tokens"):  # 45 tokens
         first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
-                           max_length=40, batch_size=3)
+                           max_length=40, batch_size=3, settings=uniform)
+    assert first.record["limit_settings"] == asdict(uniform)
     assert "head atlas: 100%" in (err := capsys.readouterr().err) and "2/2" in err  # two batches of 3
     ids = tokenizer(corpus[:6])["input_ids"]
     assert max(map(len, ids)) > 40 and (first.record["max_length"], first.record["batch_size"]) == (40, 3)
@@ -874,7 +879,7 @@ def test_arguments_that_are_not_a_model_thresholds_or_batches_are_refused() -> N
     with pytest.raises(EmpiricalError, match="expected thresholds to be a Thresholds, got dict"):
         measure_heads(model, _planted_batches(), causal=True, limit=model.limit,
                       thresholds={"global_fraction": 0.5})
-    with pytest.raises(EmpiricalError, match="expected at least one batch of inputs, got none"):
+    with pytest.raises(EmpiricalError, match=r"^expected at least one batch of inputs, got none$"):
         measure_heads(model, iter([]), causal=True, limit=model.limit)
 
 
@@ -1007,12 +1012,14 @@ def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any,
     assert figure.get_suptitle() == "" and tuple(figure.get_size_inches()) == (12.0, 7.0)
     grid = figure.axes[0]
     assert list(grid.get_xticks()) == list(range(0, 25, 2))
+    # Every head local: the colours stay those of the classes (no rescaling to the codes present).
+    assert (grid.images[0].norm.vmin, grid.images[0].norm.vmax) == (0, 2)
     assert list(grid.get_yticks()) == list(range(0, 24, 2))
     assert [t.get_text() for t in grid.get_yticklabels()] == [str(i + 1) for i in range(0, 24, 2)]
     four = _plotted(dict.fromkeys("abcd", hand_atlas), monkeypatch)
     assert tuple(four.get_size_inches()) == (16.0, 7.0) and len(four.axes) == 7
     assert four.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 4)
-    with pytest.raises(EmpiricalError, match="expected at least one atlas to plot"):
+    with pytest.raises(EmpiricalError, match=r"^expected at least one atlas to plot$"):
         plot_atlas({}, "atlas.png")
 
 

@@ -143,8 +143,8 @@ def test_paper_approximation_misleads_on_near_ties() -> None:
 
 def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -> None:
     """Pretrained MiniLM (its first two layers) on two disjoint corpora of six sentences; the first
-    measured with thresholds and limit settings of its own, a progress bar, a shorter truncation and
-    batches of 3, the second with the defaults."""
+    measured with thresholds, limit settings and eps of its own, a progress bar, a shorter truncation
+    and batches of 3, the second with the defaults."""
     from dataclasses import asdict
 
     from empirical.models.corpus import Corpus
@@ -156,14 +156,18 @@ def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -
     uniform = Settings(ties="uniform")
     with pytest.warns(UserWarning, match="1 of 6 sentences are longer than 40 tokens"):  # 45 tokens
         first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
-                           max_length=40, batch_size=3, settings=uniform)
+                           max_length=40, batch_size=3, settings=uniform, eps=0.99)
     assert first.record["limit_settings"] == asdict(uniform)
+    # Within eps = 0.99 every row of at most 100 keys is hard already at c = 0 (a winner's error is
+    # at most 1 - 1/n, a loser's weight at most 1/2); within the default 1e-3 some head needs c > 0.
+    assert first.eps == 0.99 and all(h.scale[0] == 0.0 for h in first.heads)
     assert "head atlas: 100%" in (err := capsys.readouterr().err) and "2/2" in err  # two batches of 3
     ids = tokenizer(corpus[:6])["input_ids"]
     assert max(map(len, ids)) > 40 and (first.record["max_length"], first.record["batch_size"]) == (40, 3)
     assert first.record["distributed"]["tokens_per_rank"] == [sum(min(len(i), 40) for i in ids)]
     second = head_atlas(model, tokenizer, corpus[6:])
     assert capsys.readouterr().err == ""
+    assert any(h.scale[0] > 0.0 for h in second.heads)
     assert first.thresholds == strict and second.thresholds == Thresholds()
     assert [a.kind for a in first.heads] == [strict.classify(a.positions, a.fraction) for a in first.heads]
     pairs = list(zip(first.heads, second.heads))

@@ -155,9 +155,10 @@ def test_classes_are_stable_across_corpora(capsys: pytest.CaptureFixture[str]) -
     strict = Thresholds(global_fraction=0.9, local_positions=1.5)
     uniform = Settings(ties="uniform")
     with pytest.warns(UserWarning, match="1 of 6 sentences are longer than 40 tokens"):  # 45 tokens
-        first = head_atlas(model, tokenizer, corpus[:6], paper=False, thresholds=strict, progress=True,
+        first = head_atlas(model, tokenizer, load_corpus(n=6), paper=False, thresholds=strict, progress=True,
                            max_length=40, batch_size=3, settings=uniform, eps=0.99)
     assert first.record["limit_settings"] == asdict(uniform)
+    assert first.record["corpus"] == load_corpus(n=6).to_dict() and list(load_corpus(n=6)) == corpus[:6]
     # Within eps = 0.99 every row of at most 100 keys is hard already at c = 0 (a winner's error is
     # at most 1 - 1/n, a loser's weight at most 1/2); within the default 1e-3 some head needs c > 0.
     assert first.eps == 0.99 and all(h.scale[0] == 0.0 for h in first.heads)

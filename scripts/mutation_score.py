@@ -1191,6 +1191,9 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.heads.x_plot_atlas__mutmut_161":
         "`top >= 1.0` instead of `top > 1.0`: at top = 1.0 both branches give i / 20 (1.0 * i is "
         "exact)",
+    "empirical.measure.heads.x__measure_layer__mutmut_123":
+        "n / n_allowed.clamp_min(2) instead of clamp_min(1): a measured row has at least two "
+        "allowed keys, so the clamp acts only on rows left out of the sums",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",

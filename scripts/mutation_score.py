@@ -1194,6 +1194,15 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.heads.x__measure_layer__mutmut_123":
         "n / n_allowed.clamp_min(2) instead of clamp_min(1): a measured row has at least two "
         "allowed keys, so the clamp acts only on rows left out of the sums",
+    "empirical.measure.heads.x_head_atlas__mutmut_8":
+        "getattr(config, 'is_encoder_decoder', None) instead of False: `if None:` and `if False:` "
+        "both let the model through",
+    "empirical.measure.heads.x_measure_heads__mutmut_109":
+        "real.cumsum(+1) instead of cumsum(-1): the real-position mask is 2-d (batch, positions), "
+        "where dimension 1 is the last",
+    "empirical.measure.heads.x_measure_heads__mutmut_116":
+        "real.sum(+1, keepdim=True) instead of sum(-1, ...): the real-position mask is 2-d (batch, "
+        "positions), where dimension 1 is the last",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",

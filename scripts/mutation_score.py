@@ -1125,6 +1125,95 @@ EQUIVALENT: dict[str, str] = {
         "garbage_collect_values=True: the interpreter stores every node's degree in "
         "node.meta and propagate reads them from there, so whether the run's environment frees "
         "a value after its last use changes nothing",
+    "empirical.measure.heads.x__across_ranks__mutmut_11":
+        "the combined totals' rtol=None: rtol judges ties while each rank measures its rows "
+        "(_measure_layer); _finish, the only reader of the combined totals, never reads it",
+    "empirical.measure.heads.x__across_ranks__mutmut_17":
+        "the combined totals' rtol left at its default 0.0: rtol judges ties while each rank "
+        "measures its rows (_measure_layer); _finish, the only reader of the combined totals, never "
+        "reads it",
+    "empirical.measure.heads.x__attentions__mutmut_9":
+        "`attentions is None and isinstance(output, Mapping)` → `or`: also re-reads the field with "
+        ".get() when the attribute was found; a Hugging Face ModelOutput keeps attribute and key in "
+        "sync and a plain dict has no such attribute, so the attentions read are the same",
+    "empirical.measure.heads.x__is_causal__mutmut_14":
+        "getattr(config, 'is_decoder', None) instead of False: bool(None) is False too",
+    "empirical.measure.heads.x__is_causal__mutmut_23":
+        "getattr(config, 'model_type', None) instead of '': neither None nor '' is a causal model "
+        "type",
+    "empirical.measure.heads.x__is_causal__mutmut_29":
+        "getattr(config, 'model_type', 'XXXX') instead of '': neither is a causal model type",
+    "empirical.measure.heads.x__is_causal__mutmut_34":
+        "getattr(module, 'is_causal', None) instead of False: `None is True` is False like `False "
+        "is True`",
+    "empirical.measure.heads.x__measure_layer__mutmut_1":
+        "f32 = None: the positions counted (attended.sum, and the paper's count) are then summed as "
+        "int64 instead of float32 before .double(): both are exact integer counts",
+    "empirical.measure.heads.x__measure_layer__mutmut_11":
+        "attended.sum(-1, dtype=None): an exact int64 count instead of an exact float32 one (at "
+        "most the number of keys), then .double()",
+    "empirical.measure.heads.x__measure_layer__mutmut_13":
+        "attended.sum(-1) without dtype: an exact int64 count instead of an exact float32 one (at "
+        "most the number of keys), then .double()",
+    "empirical.measure.heads.x__measure_layer__mutmut_75":
+        "the paper's count summed with dtype=None: an exact int64 count instead of an exact float32 "
+        "one (at most the number of keys), then .double()",
+    "empirical.measure.heads.x__measure_layer__mutmut_77":
+        "the paper's count summed without dtype: an exact int64 count instead of an exact float32 "
+        "one (at most the number of keys), then .double()",
+    "empirical.measure.heads.x__measure_layer__mutmut_166":
+        "the first floor as float32 zeros (dtype=None): torch.maximum with the float64 lower bounds "
+        "promotes it to float64 at once, and 0 is exact in both",
+    "empirical.measure.heads.x__measure_layer__mutmut_168":
+        "the first floor as float32 zeros (dtype dropped): torch.maximum with the float64 lower "
+        "bounds promotes it to float64 at once, and 0 is exact in both",
+    "empirical.measure.heads.x__measure_layer__mutmut_263":
+        "prune the candidate rows at ≥ 4096 instead of > 4096: pruning keeps the rows whose upper "
+        "bound reaches the floor so far, and _merge prunes every chunk again against the final "
+        "floor, which is never lower; when the intermediate pruning happens changes the work, not "
+        "the rows certified",
+    "empirical.measure.heads.x__measure_layer__mutmut_264":
+        "prune the candidate rows above 4097 instead of 4096: pruning keeps the rows whose upper "
+        "bound reaches the floor so far, and _merge prunes every chunk again against the final "
+        "floor, which is never lower; when the intermediate pruning happens changes the work, not "
+        "the rows certified",
+    "empirical.measure.heads.x__finish__mutmut_17":
+        "`... and paper_split is not None` → `... or paper_split is not None`: the paper's sums "
+        "exist exactly when with_paper is set (measure_heads runs the 1000·θ pass iff paper), so "
+        "the condition has the same value",
+    "empirical.measure.heads.x__finish__mutmut_18":
+        "`with_paper and paper_n is not None and ...` → `... or paper_n2 is not None and ...`: the "
+        "paper's sums exist exactly when with_paper is set, so the condition has the same value",
+    "empirical.measure.heads.x__finish__mutmut_19":
+        "`with_paper and ...` → `with_paper or ...`: the paper's sums exist exactly when with_paper "
+        "is set, so the condition has the same value",
+    "empirical.measure.heads.x_measure_heads__mutmut_56":
+        "layers = heads = None instead of 0: without batches `not layers` raises the same error, "
+        "and the first batch overwrites both",
+    "empirical.measure.heads.x_plot_atlas__mutmut_150":
+        "max(..., default=None): the default is read only when no atlas has a head, and such an "
+        "atlas fails earlier, when imshow refuses its empty grid",
+    "empirical.measure.heads.x_plot_atlas__mutmut_152":
+        "max(...) without default: the default is read only when no atlas has a head, and such an "
+        "atlas fails earlier, when imshow refuses its empty grid",
+    "empirical.measure.heads.x_plot_atlas__mutmut_154":
+        "max(..., default=2.0): the default is read only when no atlas has a head, and such an "
+        "atlas fails earlier, when imshow refuses its empty grid",
+    "empirical.measure.heads.x_plot_atlas__mutmut_161":
+        "`top >= 1.0` instead of `top > 1.0`: at top = 1.0 both branches give i / 20 (1.0 * i is "
+        "exact)",
+    "empirical.measure.heads.x__measure_layer__mutmut_123":
+        "n / n_allowed.clamp_min(2) instead of clamp_min(1): a measured row has at least two "
+        "allowed keys, so the clamp acts only on rows left out of the sums",
+    "empirical.measure.heads.x_head_atlas__mutmut_8":
+        "getattr(config, 'is_encoder_decoder', None) instead of False: `if None:` and `if False:` "
+        "both let the model through",
+    "empirical.measure.heads.x_measure_heads__mutmut_109":
+        "real.cumsum(+1) instead of cumsum(-1): the real-position mask is 2-d (batch, positions), "
+        "where dimension 1 is the last",
+    "empirical.measure.heads.x_measure_heads__mutmut_116":
+        "real.sum(+1, keepdim=True) instead of sum(-1, ...): the real-position mask is 2-d (batch, "
+        "positions), where dimension 1 is the last",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",

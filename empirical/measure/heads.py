@@ -308,8 +308,8 @@ def _measure_layer(totals: _Totals, layer: int, plain: Tensor, limit: Tensor, al
     mask = counted & ~undetermined  # (batch, heads, queries)
     weight = mask.double()
 
-    def per_head(rows: Tensor) -> Tensor:
-        return (rows * weight).sum((0, 2))
+    def per_head(rows: Tensor) -> Tensor:  # a row left out may hold NaN or ±∞, and NaN·0 is NaN
+        return (rows * weight).nan_to_num().sum((0, 2))
 
     # Scores at θ up to a per-row constant (masked and underflowed positions have weight 0);
     # ties judged once, as the attention's dtype allows, and that judgement is what the

@@ -40,9 +40,12 @@ def _concrete(node: torch.fx.Node, degree: Degree) -> Deg:
     (case,) = degree.cases
     if case.grade is Grade.NONE:
         return Deg(None, Grade.NONE)
+    if not case.value.is_Number:
+        raise HomogeneityError(f"node {node.name} has the degree {degree}, not a number; certificates "
+                               "record degrees as fractions")
     # A Float (a float exponent) as the exact binary fraction it holds: rounding it to a short
     # decimal would hide a rule that is off by more than float rounding.
-    value = sympy.Rational(case.value) if case.value.is_Number else sympy.nsimplify(case.value, rational=True)
+    value = sympy.Rational(case.value)
     return Deg(Fraction(int(value.p), int(value.q)), case.grade)
 
 

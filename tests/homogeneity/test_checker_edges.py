@@ -411,6 +411,27 @@ def test_a_rule_off_by_more_than_rounding_is_written_as_derived_and_rejected(mon
     assert f"lemma 'power', case 'power' gives {Fraction(0.3)} (exact)" in str(check)
 
 
+@pytest.mark.parametrize("off", [1e-13, -1e-13])
+def test_an_exact_rule_is_written_as_derived_even_within_rounding_of_the_lemma(monkeypatch, off) -> None:
+    """Only a degree the rule computed in floating point is read as the lemma's: an exact one that
+    differs, however little, is written as it is, and the checker rejects it."""
+    derived = sympy.Rational(Fraction(0.3) + Fraction(off))
+    monkeypatch.setitem(RULES, torch.ops.aten.pow.Tensor_Scalar,
+                        lambda *args, **kwargs: Degree.exact(derived))
+    model = Powers(0.3)
+    certificate = certify(model, X)
+    assert Fraction(certificate.steps[-1].degree) == Fraction(int(derived.p), int(derived.q))
+    assert not check_certificate(certificate, model, X).ok
+
+
+def test_a_degree_that_is_not_a_number_is_refused(monkeypatch) -> None:
+    monkeypatch.setitem(RULES, torch.ops.aten.pow.Tensor_Scalar,
+                        lambda *args, **kwargs: Degree.exact(sympy.sqrt(2)))
+    expected = r"^node pow_1 has the degree sqrt\(2\) \(exact\), not a number"
+    with pytest.raises(HomogeneityError, match=expected):
+        certify(Powers(0.3), X)
+
+
 def test_a_piecewise_degree_is_refused_with_the_node_and_the_degree(monkeypatch) -> None:
     """A rule whose degree depends on k (a symbolic component's) gives a piecewise degree even in a
     whole model: certify names the node and the degree instead of writing a step."""

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
+from homogeneity.tracing import export_model
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel, saturate
+from saturated.saturate import (
+    SaturatedModel,
+    _batch_axes,
+    _fits,
+    _output_values,
+    _signature,
+    _user_inputs,
+    saturate,
+)
 
 
 def test_one_export_serves_every_batch_size_and_length() -> None:
@@ -71,3 +84,101 @@ def test_every_saturated_model_of_one_model_shares_its_export() -> None:
     assert SaturatedModel(model, Settings(ties="nan"), outputs={"hidden_states"}).program(**batch) is first
     other, _ = load_model("minilm", num_layers=1)  # an equal model is another model
     assert SaturatedModel(other, Settings()).program(**batch) is not first
+
+
+# What the exported graph says about the inputs and outputs, read from tiny programs.
+
+
+class Tagged(nn.Module):
+    """A [batch, length, 2] input and a scalar scale; outputs time-major, pooled over the batch,
+    and two that are not tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor, n: int = 2) -> tuple[Any, ...]:
+        h = self.lin(x) * scale
+        return h.transpose(0, 1), h.sum(0), n, None
+
+
+@pytest.mark.parametrize(("dynamic", "shape", "axes"), [
+    (True, (3, 4, 2), [(1,), (), (), ()]),    # the batch is a symbol of its own
+    (False, (3, 4, 2), [(1,), (), (), ()]),
+    (False, (3, 3, 2), [(0, 1), (0,), (), ()]),  # per shape, a length equal to the batch is a candidate
+])
+def test_batch_axes_are_the_output_dimensions_sized_by_the_batch(
+        dynamic: bool, shape: tuple[int, ...], axes: list[tuple[int, ...]]) -> None:
+    program = export_model(Tagged(), (torch.ones(shape), torch.tensor(2.0)), {"n": 3}, dynamic=dynamic)
+    x, scale = _user_inputs(program)  # the tensor inputs, not the parameters nor n
+    assert x.dim() == 3 and scale.dim() == 0 and x.shape[2] == 2
+    assert isinstance(x.shape[0], torch.SymInt) == dynamic
+    assert [None if fake is None else fake.dim() for fake in _output_values(program)] == [3, 2, None, None]
+    assert _batch_axes(program) == axes
+
+
+class TwoBatches(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return 2 * x, 3 * y
+
+
+def test_inputs_without_a_common_batch_size_give_no_batch_axes() -> None:
+    program = export_model(TwoBatches(), (torch.ones(3, 2), torch.ones(4, 2)), {})
+    assert _batch_axes(program) == [(), ()]
+
+
+class Summed(nn.Module):
+    """x + y: the export ties the two inputs' sizes to the same symbols."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return (x + y) * scale
+
+
+class Positioned(nn.Module):
+    """A learned position table of 5 rows: the length's symbol ranges over 0…5."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = nn.Parameter(torch.ones(5, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pos[: x.shape[1]]
+
+
+@pytest.mark.parametrize(("shapes", "fits"), [
+    ([(3, 4, 2), (3, 4, 2), ()], True),
+    ([(5, 6, 2), (5, 6, 2), ()], True),
+    ([(1, 1, 2), (1, 1, 2), ()], True),     # the symbols' lower bound, 1
+    ([(0, 4, 2), (0, 4, 2), ()], False),    # below it
+    ([(3, 4, 2), (4, 4, 2), ()], False),    # one symbol, two sizes
+    ([(3, 4, 3), (3, 4, 3), ()], False),    # a fixed size differs
+    ([(3, 4), (3, 4), ()], False),          # another number of dimensions
+    ([(3, 4, 2), (3, 4, 2)], False),        # another number of inputs
+    ([(3, 4, 2), (3, 4, 2), (1,)], False),
+])
+def test_a_dynamic_program_fits_inputs_within_its_symbols(shapes: list[tuple[int, ...]], fits: bool) -> None:
+    program = export_model(Summed(), (torch.ones(3, 4, 2), torch.ones(3, 4, 2), torch.tensor(2.0)), {},
+                           dynamic=True)
+    assert _fits(program, [torch.ones(shape) for shape in shapes]) is fits
+    if fits:
+        assert not _fits(program, [torch.ones(shape, dtype=torch.float64) for shape in shapes])
+
+
+def test_a_bounded_symbol_fits_up_to_its_bound() -> None:
+    program = export_model(Positioned(), (torch.ones(3, 4, 2),), {}, dynamic=True)
+    assert _fits(program, [torch.ones(3, 5, 2)]) and not _fits(program, [torch.ones(3, 6, 2)])
+    limit = SaturatedModel(Positioned(), Settings())
+    for length in (4, 5):  # one graph up to the table's length
+        limit(torch.ones(2, length, 2))
+    assert limit.exports == 1 and limit.exports_dynamic
+
+
+def test_a_static_program_fits_its_own_shapes_only() -> None:
+    program = export_model(Summed(), (torch.ones(3, 4, 2), torch.ones(3, 4, 2), torch.tensor(2.0)), {})
+    assert _fits(program, [torch.ones(3, 4, 2), torch.ones(3, 4, 2), torch.tensor(1.0)])
+    assert not _fits(program, [torch.ones(3, 5, 2), torch.ones(3, 5, 2), torch.tensor(1.0)])
+
+
+def test_the_signature_holds_shapes_dtypes_devices_and_other_values() -> None:
+    leaves, spec = pytree.tree_flatten(((torch.ones(2, 3), 4), {"flag": True}))
+    assert _signature(spec, leaves) == (str(spec), (((2, 3), torch.float32, "cpu"), "4", "True"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
@@ -11,12 +12,14 @@ from torch.utils import _pytree as pytree
 
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
+from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import export_model
 from saturated.rules import Settings
 from saturated.saturate import (
     SaturatedModel,
     _batch_axes,
     _fits,
+    _module_fingerprint,
     _output_values,
     _signature,
     _user_inputs,
@@ -182,3 +185,88 @@ def test_a_static_program_fits_its_own_shapes_only() -> None:
 def test_the_signature_holds_shapes_dtypes_devices_and_other_values() -> None:
     leaves, spec = pytree.tree_flatten(((torch.ones(2, 3), 4), {"flag": True}))
     assert _signature(spec, leaves) == (str(spec), (((2, 3), torch.float32, "cpu"), "4", "True"))
+
+
+class Attributed(nn.Module):
+    """Plain attributes of every kind the fingerprint reads or skips."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 2.0
+        self.flags = (1, "a", None)
+        self.nested = (1, [2])  # not plain: skipped
+        self.const = torch.ones(2)
+        self._private = 5
+        self.inner = nn.Linear(2, 3)
+
+
+def test_the_module_fingerprint_lists_classes_plain_attributes_and_tensor_versions() -> None:
+    model = Attributed()
+    expected = (
+        ("", Attributed, (("scale", 2.0), ("flags", (1, "a", None)), ("const", id(model.const), 0))),
+        ("inner", nn.Linear, (("in_features", 2), ("out_features", 3))),
+    )
+    assert _module_fingerprint(model) == expected
+    model.const.mul_(2.0)  # a new version of a tensor the graph may have lifted
+    assert _module_fingerprint(model)[0][2][2] == ("const", id(model.const), 1)
+
+
+class Keyworded(nn.Module):
+    """y = W x · n: the integer n is baked into the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 1, bias=False)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.tensor([[1.0, -2.0]]))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, n: int = 1) -> torch.Tensor:
+        out = self.lin(x) * n
+        return out if y is None else out + self.lin(y)
+
+
+def test_one_graph_per_input_structure_whatever_the_values_and_batch() -> None:
+    limit = SaturatedModel(Keyworded(), Settings())
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    first = limit.program(x)
+    assert limit(x).value[:, 0].tolist() == [1.0, -2.0]
+    assert limit(3 * x).value[:, 0].tolist() == [3.0, -6.0] and limit(x[:1]).value.tolist() == [[1.0]]
+    assert limit.program(x) is first and limit.program(torch.ones(3, 2)) is first
+    assert limit.exports == 1 and limit.exports_dynamic
+    # Another value of a non-tensor argument, another structure: each its own graph.
+    assert limit(x, n=3).value[:, 0].tolist() == [3.0, -6.0]
+    assert limit(x, n=2).value[:, 0].tolist() == [2.0, -4.0]
+    assert limit(x, x).value[:, 0].tolist() == [2.0, -4.0]
+    assert limit(x, y=x).value[:, 0].tolist() == [2.0, -4.0]
+    assert limit.exports == 5 and limit.program(x) is first
+
+
+def test_per_shape_graphs_are_kept_by_structure_and_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("saturated.saturate")
+
+    def per_shape(model: nn.Module, args: Any, kwargs: Any, dynamic: bool = False) -> Any:
+        if dynamic:
+            raise HomogeneityError("no dynamic shapes here")
+        return export_model(model, args, kwargs)
+
+    monkeypatch.setattr(module, "export_model", per_shape)
+    limit = SaturatedModel(Keyworded(), Settings())
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    first = limit.program(x)
+    assert limit(x).value[:, 0].tolist() == [1.0, -2.0] and limit.program(x) is first
+    assert not limit.exports_dynamic and limit.exports == 1
+    assert limit(x[:1]).value.tolist() == [[1.0]] and limit.exports == 2
+    assert limit(x, x).value[:, 0].tolist() == [2.0, -4.0]
+    assert limit(x, y=x).value[:, 0].tolist() == [2.0, -4.0]
+    assert limit.exports == 4 and limit.program(x) is first
+
+
+def test_an_unchanged_model_keeps_its_graph_and_a_cast_one_is_exported_again() -> None:
+    net = Keyworded()
+    limit = SaturatedModel(net, Settings())
+    x = torch.ones(2, 2)
+    first = limit.program(x)
+    limit(x)
+    assert limit.program(x) is first
+    net.double()
+    assert limit(x.double()).value.dtype == torch.float64 and limit.program(x.double()) is not first

@@ -564,3 +564,27 @@ def test_a_mask_row_without_a_position_is_refused_with_its_row(name: str) -> Non
 ])
 def test_masks_that_allow_a_position_per_row_and_other_inputs_pass(kwargs: dict[str, Any]) -> None:
     _check_masks(kwargs)
+
+
+class NeedsKeyword(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor, *, n: int) -> torch.Tensor:
+        return self.lin(x) * n
+
+
+def test_saturate_checks_the_examples_with_the_settings_given() -> None:
+    net, x = NeedsKeyword(), torch.ones(2, 2)
+    limit = saturate(net, x, n=2)
+    assert isinstance(limit, SaturatedModel) and limit.model is net and limit.exports == 1
+    assert limit.settings == Settings() and limit.undetermined == "raise" and limit.outputs is None
+    settings = Settings(orders=3, ties="nan")
+    assert saturate(net, x, settings=settings, n=2).settings is settings
+
+
+def test_a_model_without_parameters_is_saturated_exactly() -> None:
+    x = torch.tensor([[-1.0, 2.0], [3.0, -4.0]])
+    out = SaturatedModel(nn.ReLU(), Settings())(x)
+    assert out.value.tolist() == [[0.0, 2.0], [3.0, 0.0]] and out.degrees == 0.0 and out.refined == ()

@@ -115,9 +115,9 @@ def test_nan_in_one_entry_leaves_the_zero_test_of_the_others() -> None:
 
 
 class Normed(nn.Module):
-    """LayerNorm of h = x (an identity map, degree 1), h itself, h time-major and Σx (exact): the
-    limit of LayerNorm([a, b]) is [sign(a − b), sign(b − a)] (degree 0); an entry with a = b has
-    a constant row, whose limit no order of this pass decides."""
+    """LayerNorm of h = x (an identity map, degree 1), h itself, h time-major, Σx (exact) and None:
+    the limit of LayerNorm([a, b]) is [sign(a − b), sign(b − a)] (degree 0); an entry with a = b
+    has a constant row, whose limit no order of this pass decides."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -126,9 +126,9 @@ class Normed(nn.Module):
         with torch.no_grad():
             self.lin.weight.copy_(torch.eye(2))
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         h = self.lin(x)
-        return self.norm(h), h, h.transpose(0, 1), x.sum(-1)
+        return self.norm(h), h, h.transpose(0, 1), x.sum(-1), None
 
 
 NORMED = torch.tensor([[1.0, 2.0], [3.0, 3.0], [2.0, 1.0]])
@@ -143,12 +143,23 @@ def test_an_entry_whose_pass_needs_more_orders_is_nan_in_every_output() -> None:
     nan = math.nan
     expected = ([[-1.0, 1.0], [nan, nan], [1.0, -1.0]], [[1.0, 2.0], [nan, nan], [2.0, 1.0]],
                 [[1.0, nan, 2.0], [2.0, nan, 1.0]], [3.0, nan, 3.0])
-    for value, rows in zip(out.value, expected, strict=True):
+    for value, rows in zip(out.value[:4], expected, strict=True):
         torch.testing.assert_close(value, torch.tensor(rows), equal_nan=True, rtol=0, atol=0)
-    assert out.degrees == (0.0, 1.0, 1.0, 0.0) and out.orders == 1 and out.refined == (0, 1, 2)
+    assert out.value[4] is None and out.degrees == (0.0, 1.0, 1.0, 0.0, None)
+    assert out.orders == 1 and out.refined == (0, 1, 2)
+    pair = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]])
+    assert torch.isnan(pair.value[0][0]).all() and pair.value[0][1].tolist() == [-1.0, 1.0]
+    assert torch.isnan(pair.value[2][:, 0]).all() and pair.value[2][:, 1].tolist() == [1.0, 2.0]
     with pytest.raises(SaturationError) as caught:
         SaturatedModel(Normed(), Settings(orders=1))(NORMED)
     assert str(caught.value) == EQUAL_ROW
+
+
+class NormedPair(Normed):
+    """:class:`Normed`'s first output, and a second input of another size: no batch dimension."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], 2 * y
 
 
 def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
@@ -157,6 +168,11 @@ def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
         with pytest.raises(SaturationError) as caught:
             limit(x)
         assert str(caught.value) == EQUAL_ROW
+    # Inputs without a common batch dimension are one entry, recomputed whole (entry 0 alone
+    # would pass).
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]], torch.ones(3, 2))
+    assert str(caught.value) == EQUAL_ROW
 
 
 # _normalized on hand-made terms: the highest part not known to be zero leads, a part within its
@@ -374,3 +390,24 @@ def test_messages_about_a_sub_batch_number_its_entries_as_in_the_input() -> None
     message = "tie in batch entry 1 and batch entry 0 at row 1"
     assert _in_batch(message, [4, 7]) == "tie in batch entry 7 and batch entry 4 at row 1"
     assert _in_batch(message, None) == message
+
+
+class CancellingAndNormed(nn.Module):
+    """:class:`Cancelling`'s −x₁ (undetermined where x₁ = 0) beside :class:`Normed`'s LayerNorm
+    (a pass that fails where x₀ = x₁)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelling, self.normed = Cancelling(), Normed()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.cancelling(x)[0], self.normed(x)[0]
+
+
+def test_entries_computed_alone_keep_their_own_undetermined_outputs() -> None:
+    x = torch.tensor([[3.0, 0.0], [2.0, 2.0], [1.0, 2.0]])  # −x₁ undetermined; pass fails; both known
+    out = SaturatedModel(CancellingAndNormed(), Settings(orders=1), undetermined="nan")(x)
+    first, normed = out.value
+    assert math.isnan(first[0, 0]) and math.isnan(first[1, 0]) and first[2, 0] == -2.0
+    assert normed[0].tolist() == [1.0, -1.0] and torch.isnan(normed[1]).all()
+    assert normed[2].tolist() == [-1.0, 1.0] and out.degrees == (2.0, 0.0)

@@ -316,3 +316,12 @@ def test_merge_goes_along_a_time_major_batch_axis() -> None:
     whole = [(torch.zeros(3, 2), 1.0)]  # every entry with the same shape: replaced
     _merge(whole, [(torch.ones(3, 2), 1.0)], [0, 1, 2], [(0, 1)], 3)
     assert whole[0][0].tolist() == [[1.0, 1.0]] * 3
+
+
+def test_merge_refuses_an_output_without_a_batch_axis_by_its_index() -> None:
+    pairs = [(torch.zeros(3, 2), 1.0), (torch.zeros(2, 2), 1.0)]
+    with pytest.raises(SaturationError) as caught:
+        _merge(pairs, [(torch.ones(1, 2), 1.0), (torch.ones(1, 2), 1.0)], [1], [(0,), ()], 3)
+    assert str(caught.value).startswith("output 1 has no batch dimension to merge recomputed entries "
+                                        "along (shape (2, 2) for 3 entries, shape (1, 2) for 1 of 3)")
+    assert pairs[0][0][1].tolist() == [1.0, 1.0]  # output 0 was merged before

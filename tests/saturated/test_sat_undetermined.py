@@ -411,3 +411,36 @@ def test_entries_computed_alone_keep_their_own_undetermined_outputs() -> None:
     assert math.isnan(first[0, 0]) and math.isnan(first[1, 0]) and first[2, 0] == -2.0
     assert normed[0].tolist() == [1.0, -1.0] and torch.isnan(normed[1]).all()
     assert normed[2].tolist() == [-1.0, 1.0] and out.degrees == (2.0, 0.0)
+
+
+def _weighted() -> nn.Module:
+    net = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, -2.0]]))
+    return net
+
+
+WITH_NAN = torch.tensor([[1.0, 2.0], [math.nan, 1.0], [3.0, 1.0]])
+
+
+@pytest.mark.parametrize("ties", ["raise", "uniform"])
+def test_nan_from_the_inputs_is_refused_naming_the_entries(ties: str) -> None:
+    limit = SaturatedModel(_weighted(), Settings(ties=ties))
+    for x, entries in ((WITH_NAN, "[1]"), (WITH_NAN[1:2], "all")):  # one entry: no batch to name
+        with pytest.raises(SaturationError) as caught:
+            limit(x)
+        assert str(caught.value) == f"outputs hold NaN (batch entries {entries}); expected finite inputs"
+
+
+@pytest.mark.parametrize(("ties", "undetermined"), [("nan", "raise"), ("raise", "nan")])
+def test_nan_from_the_inputs_is_kept_where_nan_is_asked_for(ties: str, undetermined: str) -> None:
+    out = SaturatedModel(_weighted(), Settings(ties=ties), undetermined=undetermined)(WITH_NAN)
+    assert out.value[0, 0] == -3.0 and math.isnan(out.value[1, 0]) and out.value[2, 0] == 1.0
+    assert out.degrees == 1.0 and out.refined == (1,) and out.orders == 16
+
+
+def test_with_uniform_ties_no_zero_test_is_final() -> None:
+    """Uniform ties average the tied values, which more orders may change: the entry is
+    recomputed up to the most orders (16), as with no exact step at all."""
+    out = SaturatedModel(Cancelling(), Settings(ties="uniform"), undetermined="nan")(X[1:2])
+    assert out.orders == 16 and out.refined == (0,) and math.isnan(out.value[0].item())

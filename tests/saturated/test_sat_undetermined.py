@@ -444,3 +444,10 @@ def test_with_uniform_ties_no_zero_test_is_final() -> None:
     recomputed up to the most orders (16), as with no exact step at all."""
     out = SaturatedModel(Cancelling(), Settings(ties="uniform"), undetermined="nan")(X[1:2])
     assert out.orders == 16 and out.refined == (0,) and math.isnan(out.value[0].item())
+
+
+def test_entries_computed_alone_keep_a_float64_models_precision() -> None:
+    x = NORMED.double() / 10  # 0.1, 0.2, …: not float32 numbers
+    out = SaturatedModel(Normed().double(), Settings(orders=1), undetermined="nan")(x)
+    hidden = out.value[1]
+    assert hidden.dtype == F64 and torch.equal(hidden[[0, 2]], x[[0, 2]]) and torch.isnan(hidden[1]).all()

@@ -207,3 +207,16 @@ def test_levels_start_in_the_models_dtype_then_widen_with_more_orders(
         dtype: torch.dtype, orders: int, levels: list[tuple[torch.dtype, int]]) -> None:
     limit = SaturatedModel(nn.Linear(2, 2).to(dtype), Settings(orders=orders))
     assert limit._levels() == levels
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_a_tie_left_in_a_recomputed_entry_is_named_by_its_place_in_the_batch(dtype: torch.dtype) -> None:
+    """In float32 the tied entry alone is recomputed in float64, as entry 0 of that sub-batch; the
+    message names it as entry 1 of the batch, as a float64 model's whole batch does."""
+    untied = [[1.0, 0.0], [0.5, 0.0], [2.0, 3.0], [-1.0, 2.0]]
+    x = torch.tensor([untied, TIED[0].tolist()], dtype=dtype)
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(LowerOrderHead().to(dtype), Settings(orders=1))(x)
+    message = str(caught.value)
+    assert "the tied positions carry different values at batch entry 1, query position 0 " in message
+    assert message.endswith("(tracking 1 orders)")

@@ -1126,6 +1126,9 @@ EQUIVALENT: dict[str, str] = {
         "before, returns True only when both are set, so the assert holds either way",
     "saturated.saturate.x__check_masks__mutmut_11":
         "any(dim=+1) instead of -1: only 2-D masks reach the line, where dimension 1 is the last",
+    "saturated.saturate.x__final__mutmut_18":
+        "any(-1, keepdim=True).expand(shape) also for a 0-dim part: torch reduces a 0-dim "
+        "tensor over dim -1 to itself, so the result is the same 0-dim mask",
     "saturated.saturate.x__merge__mutmut_8":
         "`degree is None or part_degree is None` → `and`: both come from normalizing the same "
         "output of the same graph, where a degree is None exactly for a non-tensor output (which "

@@ -273,38 +273,40 @@ def test_undetermined_entries_without_a_batch_axis_are_not_told() -> None:
     assert _undetermined_entries([(_with_nan((3, 2), (1, 0)), (0,)), (nan, ())], 3, 3) is None
 
 
-def test_merge_writes_each_entry_at_the_higher_degree() -> None:
-    """Entries 2 and 0 of three, recomputed in float64, merged into float32 outputs: at the same
-    degree their rows are written as they are; at a higher one the batch's rows become zero (their
-    part at that degree) and the merged output takes it; at a lower one the entries' rows are zero;
-    a degree NaN marks the entries undetermined; an output with no row determined yet takes the
-    entries' degree. Outputs without a degree (non-tensors) are left alone."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_merge_writes_each_entry_at_the_higher_degree(dtype: torch.dtype) -> None:
+    """Entries 2 and 0 of four, recomputed in float64, merged into the batch's outputs: at the same
+    degree their rows are written as they are; at a higher one the batch's other rows become zero
+    (their part at that degree), undetermined rows stay NaN, and the merged output takes it; at a
+    lower one the entries' rows are zero; a degree NaN marks the entries undetermined; an output
+    with no row determined yet takes the entries' degree. Outputs without a degree (non-tensors)
+    are left alone."""
     nan = math.nan
 
     def batch(*rows: list[float]) -> torch.Tensor:
-        return torch.tensor(rows, dtype=torch.float32)
+        return torch.tensor(rows, dtype=torch.float64).to(dtype)
 
-    part = torch.tensor([[7.0, 8.0], [9.0, 10.0]], dtype=torch.float64)  # entries 2, 0
+    part = torch.tensor([[7.1, 8.0], [9.0, 10.3]], dtype=torch.float64)  # entries 2, 0
     pairs = [
         ("label", None),
-        (batch([1, 2], [3, 4], [5, 6]), 1.0),      # the entries undetermined
-        (batch([1, 2], [3, 4], [5, 6]), 1.0),      # the same degree
-        (batch([1, 2], [nan, nan], [5, 6]), 1.0),  # a higher degree
-        (batch([1, 2], [3, 4], [5, 6]), 1.0),      # a lower degree
-        (batch([nan, nan], [nan, nan], [nan, nan]), nan),  # nothing determined yet
+        (batch([1, 2], [3, 4], [5, 6], [0.5, 1]), 1.0),      # the entries undetermined
+        (batch([1, 2], [3, 4], [5, 6], [0.5, 1]), 1.0),      # the same degree
+        (batch([1, 2], [nan, nan], [5, 6], [0.5, 1]), 1.0),  # a higher degree
+        (batch([1, 2], [3, 4], [5, 6], [0.5, 1]), 1.0),      # a lower degree
+        (batch([nan, nan], [nan, nan], [nan, nan], [nan, nan]), nan),  # nothing determined yet
     ]
     found = [("other", None), (part, nan), (part, 1.0), (part, 2.0), (part, 0.5), (part, 1.5)]
-    _merge(pairs, found, [2, 0], [(), (0,), (0,), (0,), (0,), (0,)], 3)
+    _merge(pairs, found, [2, 0], [(), (0,), (0,), (0,), (0,), (0,)], 4)
     expected = [
-        ([[nan, nan], [3, 4], [nan, nan]], 1.0),
-        ([[9, 10], [3, 4], [7, 8]], 1.0),
-        ([[9, 10], [nan, nan], [7, 8]], 2.0),
-        ([[0, 0], [3, 4], [0, 0]], 1.0),
-        ([[9, 10], [nan, nan], [7, 8]], 1.5),
+        ([[nan, nan], [3, 4], [nan, nan], [0.5, 1]], 1.0),
+        ([[9, 10.3], [3, 4], [7.1, 8], [0.5, 1]], 1.0),
+        ([[9, 10.3], [nan, nan], [7.1, 8], [0, 0]], 2.0),
+        ([[0, 0], [3, 4], [0, 0], [0.5, 1]], 1.0),
+        ([[9, 10.3], [nan, nan], [7.1, 8], [nan, nan]], 1.5),
     ]
     assert pairs[0] == ("label", None)
     for (value, degree), (rows, want) in zip(pairs[1:], expected):
-        assert value.dtype == torch.float32 and degree == want
+        assert value.dtype == dtype and degree == want
         torch.testing.assert_close(value, batch(*rows), equal_nan=True, rtol=0, atol=0)
 
 

@@ -1151,6 +1151,15 @@ EQUIVALENT: dict[str, str] = {
     "saturated.saturate.x__normalized__mutmut_80":
         "the per-vector test skipped for a 1-D part: its one vector is the whole part, and a part "
         "whose every coefficient is within its bound was handled (continue or raise) above",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_4":
+        "range(count or 2) for inputs without a batch: both passes run the same inputs (count is "
+        "None, so nothing is selected), the first result is the one returned and the error "
+        "message is the same",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_35":
+        "known[1] instead of known[0] where count is None: that return is never reached, as the "
+        "call reaches _one_at_a_time without a batch only after the same pass (same inputs, "
+        "settings, dtype and lenient normalization) raised NeedsOrders, so the pass here raises "
+        "too and no entry is known",
     "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_57":
         "eps > float64's eps → >=: equal only for float64 itself, whose wide dtype is float64 "
         "either way",

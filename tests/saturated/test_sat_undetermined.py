@@ -147,7 +147,7 @@ def test_an_entry_whose_pass_needs_more_orders_is_nan_in_every_output() -> None:
         torch.testing.assert_close(value, torch.tensor(rows), equal_nan=True, rtol=0, atol=0)
     assert out.value[4] is None and out.degrees == (0.0, 1.0, 1.0, 0.0, None)
     assert out.orders == 1 and out.refined == (0, 1, 2)
-    pair = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]])
+    pair = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(x=NORMED[[1, 0]])  # by keyword
     assert torch.isnan(pair.value[0][0]).all() and pair.value[0][1].tolist() == [-1.0, 1.0]
     assert torch.isnan(pair.value[2][:, 0]).all() and pair.value[2][:, 1].tolist() == [1.0, 2.0]
     with pytest.raises(SaturationError) as caught:

@@ -451,3 +451,27 @@ def test_entries_computed_alone_keep_a_float64_models_precision() -> None:
     out = SaturatedModel(Normed().double(), Settings(orders=1), undetermined="nan")(x)
     hidden = out.value[1]
     assert hidden.dtype == F64 and torch.equal(hidden[[0, 2]], x[[0, 2]]) and torch.isnan(hidden[1]).all()
+
+
+class NormedAndFlagged(Normed):
+    """:class:`Normed`'s LayerNorm beside tanh(w·x) with w = (20000.001953125, −10000): for
+    x = (1, 2), w·x = 0.001953125 exactly, within float32's rounding bound (≈ 5e-3) of zero but
+    far outside float64's, so only float64 certifies its sign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flag = nn.Linear(2, 1, bias=False)
+        with torch.no_grad():
+            self.flag.weight.copy_(torch.tensor([[20000.001953125, -10000.0]]))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], torch.tanh(self.flag(x))
+
+
+def test_entries_computed_alone_are_computed_in_float64() -> None:
+    x = torch.tensor([[1.0, 2.0], [3.0, 3.0]])  # entry 1's pass fails
+    out = SaturatedModel(NormedAndFlagged(), Settings(orders=1), undetermined="nan")(x)
+    normed, flag = out.value
+    assert normed[0].tolist() == [-1.0, 1.0] and flag[0, 0] == 1.0  # the sign float64 certifies
+    assert torch.isnan(normed[1]).all() and torch.isnan(flag[1]).all()
+    assert out.degrees == (0.0, 0.0) and out.refined == (0, 1)

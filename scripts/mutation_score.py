@@ -1160,6 +1160,9 @@ EQUIVALENT: dict[str, str] = {
         "call reaches _one_at_a_time without a batch only after the same pass (same inputs, "
         "settings, dtype and lenient normalization) raised NeedsOrders, so the pass here raises "
         "too and no entry is known",
+    "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_55":
+        "the wide dtype always float64: it is float64 for every floating dtype anyway (float16, "
+        "bfloat16 and float32 have a larger eps, float64 itself is float64)",
     "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_57":
         "eps > float64's eps → >=: equal only for float64 itself, whose wide dtype is float64 "
         "either way",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 from dataclasses import replace
 
@@ -110,9 +111,13 @@ def test_kept_leaves_are_the_flattened_outputs_under_the_named_fields(
     assert _kept_leaves(spec, frozenset(names)) == kept
 
 
+Pair = collections.namedtuple("Pair", "a b")  # its fields are not a mapping's keys
+
+
 @pytest.mark.parametrize(("output", "message"), [
     ((1, 2), "outputs ['a', 'b'] were asked for, but the model returns tuple without named fields"),
     (torch.ones(1), "outputs ['a', 'b'] were asked for, but the model returns a value without named fields"),
+    (Pair(1, 2), "outputs ['a', 'b'] were asked for, but the model returns namedtuple without named fields"),
     ({"a": 1, "c": 2, "d": 3}, "the model's output has no field ['b']; expected some of ['a', 'c', 'd']"),
     ({"c": 1}, "the model's output has no field ['a', 'b']; expected some of ['c']"),
 ])

@@ -276,12 +276,13 @@ def test_carried_error_widens_the_bound() -> None:
     assert _normalized(plain, 0, Settings())[:3] == (value, 1.0, False)
 
 
-@pytest.mark.parametrize("length", [0, 1])
-def test_a_zero_part_the_exact_step_proves_zero_gives_way_to_the_next(length: int) -> None:
-    """A zero part with no error (bound 0), or one whose operands' exact values sum to 0: the next
-    part leads."""
+@pytest.mark.parametrize(("length", "exact"), [(0, None), (0, [[1.0, -1.0]] * 4), (1, [[1.0, -1.0]] * 4)])
+def test_a_zero_part_the_exact_step_proves_zero_gives_way_to_the_next(
+        length: int, exact: list[list[float]] | None) -> None:
+    """A zero part with no error (bound 0, with or without exact values), or one whose operands'
+    exact values sum to 0: the next part leads."""
     zero = torch.zeros(2, 2, dtype=F64)
-    rounding = _bounded(zero, 2.0, exact=[[1.0, -1.0]] * 4, length=length)
+    rounding = _bounded(zero, 2.0, exact=exact, length=length)
     value, degree, has_nan, final = _normalized(Term(((zero, 2.0), (NEXT, 1.0)), roundings=(rounding,)),
                                                 0, Settings())
     assert value is NEXT and degree == 1.0 and not has_nan and final is None
@@ -473,5 +474,6 @@ def test_entries_computed_alone_are_computed_in_float64() -> None:
     out = SaturatedModel(NormedAndFlagged(), Settings(orders=1), undetermined="nan")(x)
     normed, flag = out.value
     assert normed[0].tolist() == [-1.0, 1.0] and flag[0, 0] == 1.0  # the sign float64 certifies
+    assert normed.dtype == flag.dtype == torch.float32  # rounded back to the model's dtype
     assert torch.isnan(normed[1]).all() and torch.isnan(flag[1]).all()
     assert out.degrees == (0.0, 0.0) and out.refined == (0, 1)

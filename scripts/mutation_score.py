@@ -1151,6 +1151,10 @@ EQUIVALENT: dict[str, str] = {
     "saturated.saturate.x__normalized__mutmut_80":
         "the per-vector test skipped for a 1-D part: its one vector is the whole part, and a part "
         "whose every coefficient is within its bound was handled (continue or raise) above",
+    "saturated.saturate.x__placement__mutmut_8":
+        "_batch_axis(candidates, part, count, None): the candidates are also filtered by size "
+        "when count == total, where the part is an output of every entry and each candidate "
+        "dimension has the batch's size, so the filter keeps them all",
     "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_4":
         "range(count or 2) for inputs without a batch: both passes run the same inputs (count is "
         "None, so nothing is selected), the first result is the one returned and the error "

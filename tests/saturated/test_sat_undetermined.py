@@ -477,3 +477,10 @@ def test_entries_computed_alone_are_computed_in_float64() -> None:
     assert normed.dtype == flag.dtype == torch.float32  # rounded back to the model's dtype
     assert torch.isnan(normed[1]).all() and torch.isnan(flag[1]).all()
     assert out.degrees == (0.0, 0.0) and out.refined == (0, 1)
+
+
+def test_a_vector_equal_to_its_bound_is_within_rounding() -> None:
+    rounding = _bounded(torch.zeros(2, 2, dtype=F64), 1.0)
+    coef = torch.cat([rounding.bound(F64, 0.0, carried=True)[:1], _t([[1.0, 2.0]])])
+    value = _normalized(Term(((coef, 1.0),), roundings=(rounding,)), 0, Settings(), vectors=True)[0]
+    assert torch.isnan(value[0]).all() and value[1].tolist() == [1.0, 2.0]

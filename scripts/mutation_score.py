@@ -1217,6 +1217,59 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",
+    "saturated.saturate.x__batch_shape__mutmut_8":
+        "_batch_axis(candidates, shape, 1, None) instead of total: _batch_shape returns early for "
+        "total == 1, so count 1 differs from total either way and the candidates are filtered "
+        "alike; the error message reads total itself",
+    "saturated.saturate.x__exactly_zero__mutmut_14":
+        "`and` → `or` in the assert that index and partials exist: settles_exactly, checked just "
+        "before, returns True only when both are set, so the assert holds either way",
+    "saturated.saturate.x__check_masks__mutmut_11":
+        "any(dim=+1) instead of -1: only 2-D masks reach the line, where dimension 1 is the last",
+    "saturated.saturate.x__final__mutmut_18":
+        "any(-1, keepdim=True).expand(shape) also for a 0-dim part: torch reduces a 0-dim "
+        "tensor over dim -1 to itself, so the result is the same 0-dim mask",
+    "saturated.saturate.x__merge__mutmut_8":
+        "`degree is None or part_degree is None` → `and`: both come from normalizing the same "
+        "output of the same graph, where a degree is None exactly for a non-tensor output (which "
+        "the isinstance test skips already), so one None never comes without the other",
+    "saturated.saturate.x__merge__mutmut_9":
+        "`not isinstance(value, Tensor) and degree is None` instead of `or`: a degree is None "
+        "exactly for a non-tensor output, on both sides of the merge, so the test skips the same "
+        "outputs",
+    "saturated.saturate.x__normalized__mutmut_8":
+        "nan_to_num(None, ...) instead of 0.0: None is nan_to_num's own default, NaN → 0",
+    "saturated.saturate.x__normalized__mutmut_14":
+        "NaN counted as 1.0 instead of 0.0 in the size of a part that holds NaN: that size is "
+        "read only by isfinite/isinf (the zero tests are skipped for a part with NaN, as NaN is "
+        "never within its bound), and 1.0 and 0.0 are both finite",
+    "saturated.saturate.x__normalized__mutmut_15":
+        "nan_to_num(..., neginf=+inf) instead of -inf: the size is a largest magnitude, |±inf| = inf",
+    "saturated.saturate.x__normalized__mutmut_79":
+        "the per-vector test also for a 0-dim part: its one vector is the whole part, and a part "
+        "whose every coefficient is within its bound was handled (continue or raise) above",
+    "saturated.saturate.x__normalized__mutmut_80":
+        "the per-vector test skipped for a 1-D part: its one vector is the whole part, and a part "
+        "whose every coefficient is within its bound was handled (continue or raise) above",
+    "saturated.saturate.x__placement__mutmut_8":
+        "_batch_axis(candidates, part, count, None): the candidates are also filtered by size "
+        "when count == total, where the part is an output of every entry and each candidate "
+        "dimension has the batch's size, so the filter keeps them all",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_4":
+        "range(count or 2) for inputs without a batch: both passes run the same inputs (count is "
+        "None, so nothing is selected), the first result is the one returned and the error "
+        "message is the same",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_35":
+        "known[1] instead of known[0] where count is None: that return is never reached, as the "
+        "call reaches _one_at_a_time without a batch only after the same pass (same inputs, "
+        "settings, dtype and lenient normalization) raised NeedsOrders, so the pass here raises "
+        "too and no entry is known",
+    "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_55":
+        "the wide dtype always float64: it is float64 for every floating dtype anyway (float16, "
+        "bfloat16 and float32 have a larger eps, float64 itself is float64)",
+    "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_57":
+        "eps > float64's eps → >=: equal only for float64 itself, whose wide dtype is float64 "
+        "either way",
 }
 
 

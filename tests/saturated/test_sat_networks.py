@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import pytest
 import torch
 from hypothesis import given
@@ -10,7 +13,7 @@ from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.rules import Settings
-from saturated.saturate import saturate
+from saturated.saturate import SaturatedModel, _check_masks, saturate
 
 
 def grown(net: nn.Module, c: float, *args: torch.Tensor) -> torch.Tensor:
@@ -461,3 +464,127 @@ def test_a_graph_without_an_output_node_is_refused() -> None:
     with pytest.raises(SaturationError) as refused:
         run_terms(program, {}, [torch.ones(1)], Settings())  # type: ignore[arg-type]
     assert str(refused.value) == "the exported graph has no output node"
+
+
+# Arguments and inputs refused with what was expected, and what a SaturatedModel keeps of them.
+
+
+def _meta_linear() -> nn.Module:
+    with torch.device("meta"):
+        return nn.Linear(2, 2)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: SaturatedModel(3, Settings()), "expected an nn.Module to saturate, got int"),
+    (lambda: SaturatedModel(nn.Linear(2, 2), "raise"),
+     "expected settings to be a saturated.Settings, got 'raise' (str)"),
+    (lambda: SaturatedModel(nn.Linear(2, 2), Settings(), undetermined="zero"),
+     "undetermined must be 'raise' or 'nan', got 'zero'"),
+    (lambda: SaturatedModel(_meta_linear(), Settings()),
+     "expected a model with weights for a saturated limit, got Linear on the meta device"),
+    (lambda: SaturatedModel(nn.Linear(2, 2), Settings(), outputs="hidden"),
+     "expected outputs to be a list of output field names, got the bare string 'hidden'"),
+])
+def test_saturated_model_arguments_are_checked(build: Any, message: str) -> None:
+    with pytest.raises(SaturationError) as caught:
+        build()
+    assert str(caught.value).startswith(message)
+
+
+def test_a_saturated_model_keeps_its_arguments() -> None:
+    net, settings = nn.Linear(2, 2), Settings(orders=3)
+    default = SaturatedModel(net, settings)
+    assert default.model is net and default.settings is settings
+    assert default.undetermined == "raise" and default.outputs is None
+    chosen = SaturatedModel(net, settings, outputs=["hidden", "flag", "hidden"], undetermined="nan")
+    assert chosen.undetermined == "nan" and chosen.outputs == frozenset({"hidden", "flag"})
+
+
+class MixedDtypes(nn.Module):
+    """A float64 layer before a float32 one: the first floating parameter's dtype is the model's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(2, 2, bias=False).double()
+        self.second = nn.Linear(2, 2, bias=False)
+
+
+@pytest.mark.parametrize(("build", "dtype", "wide"), [
+    (lambda: nn.Linear(2, 2), torch.float32, torch.float64),
+    (lambda: nn.Linear(2, 2).double(), torch.float64, torch.float64),
+    (lambda: nn.Linear(2, 2).half(), torch.float16, torch.float64),
+    (MixedDtypes, torch.float64, torch.float64),
+    (nn.ReLU, torch.get_default_dtype(), torch.float64),  # no parameters: the default dtype
+])
+def test_the_models_dtype_is_its_first_floating_parameters(build: Any, dtype: torch.dtype,
+                                                            wide: torch.dtype) -> None:
+    limit = SaturatedModel(build(), Settings())
+    assert limit._dtype == dtype and limit._wide == wide
+
+
+def test_a_model_cast_to_another_dtype_is_saturated_in_it() -> None:
+    net = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[2.0, -1.0]]))
+    limit = SaturatedModel(net, Settings())
+    x = torch.tensor([[1.0, 3.0], [2.0, 1.0]])
+    assert limit(x).value.dtype == torch.float32
+    net.double()
+    out = limit(x.double())
+    assert out.value.dtype == torch.float64 and out.value[:, 0].tolist() == [-1.0, 3.0]
+
+
+def test_non_finite_parameters_name_the_parameter() -> None:
+    net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    limit = SaturatedModel(net, Settings())
+    x = torch.ones(1, 2)
+    limit(x)
+    with torch.no_grad():
+        net[1].bias.fill_(math.inf)  # a new version of a parameter checked before
+    with pytest.raises(SaturationError) as caught:
+        limit(x)
+    assert str(caught.value) == "parameter '1.bias' has non-finite entries; expected finite θ"
+
+
+@pytest.mark.parametrize("name", ["attention_mask", "encoder_attention_mask"])
+def test_a_mask_row_without_a_position_is_refused_with_its_row(name: str) -> None:
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]])
+    with pytest.raises(SaturationError) as caught:
+        _check_masks({"x": torch.ones(4, 3), name: mask})
+    assert str(caught.value) == (f"{name} masks every position of row 2; expected at least one real "
+                                 "token per sequence")
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"attention_mask": torch.tensor([[1, 0, 0], [0, 0, 1]])},   # every row allows a position
+    {"attention_mask": torch.tensor([[1, 0], [1, 0]])},         # a column masked everywhere is fine
+    {"attention_mask": None, "x": torch.zeros(2, 3)},           # not a mask: any values
+    {"attention_mask": torch.zeros(2, 3, 3)},                   # not a row-per-sequence mask
+    {"head_mask": torch.zeros(2, 3)},
+])
+def test_masks_that_allow_a_position_per_row_and_other_inputs_pass(kwargs: dict[str, Any]) -> None:
+    _check_masks(kwargs)
+
+
+class NeedsKeyword(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor, *, n: int) -> torch.Tensor:
+        return self.lin(x) * n
+
+
+def test_saturate_checks_the_examples_with_the_settings_given() -> None:
+    net, x = NeedsKeyword(), torch.ones(2, 2)
+    limit = saturate(net, x, n=2)
+    assert isinstance(limit, SaturatedModel) and limit.model is net and limit.exports == 1
+    assert limit.settings == Settings() and limit.undetermined == "raise" and limit.outputs is None
+    settings = Settings(orders=3, ties="nan")
+    assert saturate(net, x, settings=settings, n=2).settings is settings
+
+
+def test_a_model_without_parameters_is_saturated_exactly() -> None:
+    x = torch.tensor([[-1.0, 2.0], [3.0, -4.0]])
+    out = SaturatedModel(nn.ReLU(), Settings())(x)
+    assert out.value.tolist() == [[0.0, 2.0], [3.0, 0.0]] and out.degrees == 0.0 and out.refined == ()

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 from dataclasses import replace
 
 import pytest
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
 from saturated.errors import SaturationError
 from saturated.interpreter import _looked_up
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel
+from saturated.saturate import SaturatedModel, _kept_leaves
 
 
 class TwoHeads(nn.Module):
@@ -96,3 +98,31 @@ def test_embedding_tables_are_cast_after_the_lookup() -> None:
             continue
         assert ours.lead.dtype == torch.float64
         assert torch.equal(ours.lead, theirs.lead)  # the same values: a lookup commutes with a cast
+
+
+@pytest.mark.parametrize(("output", "names", "kept"), [
+    ({"hidden": 1, "flag": 2}, {"flag"}, [False, True]),
+    ({"a": (1, 2), "b": 3, "c": [4, (5, 6)]}, {"a", "c"}, [True, True, False, True, True, True]),
+    ({"a": (1, 2), "b": 3}, {"b"}, [False, False, True]),
+])
+def test_kept_leaves_are_the_flattened_outputs_under_the_named_fields(
+        output: dict[str, object], names: set[str], kept: list[bool]) -> None:
+    _, spec = pytree.tree_flatten(output)
+    assert _kept_leaves(spec, frozenset(names)) == kept
+
+
+Pair = collections.namedtuple("Pair", "a b")  # its fields are not a mapping's keys
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    ((1, 2), "outputs ['a', 'b'] were asked for, but the model returns tuple without named fields"),
+    (torch.ones(1), "outputs ['a', 'b'] were asked for, but the model returns a value without named fields"),
+    (Pair(1, 2), "outputs ['a', 'b'] were asked for, but the model returns namedtuple without named fields"),
+    ({"a": 1, "c": 2, "d": 3}, "the model's output has no field ['b']; expected some of ['a', 'c', 'd']"),
+    ({"c": 1}, "the model's output has no field ['a', 'b']; expected some of ['c']"),
+])
+def test_kept_leaves_name_what_was_asked_for_and_what_there_is(output: object, message: str) -> None:
+    _, spec = pytree.tree_flatten(output)
+    with pytest.raises(SaturationError) as caught:
+        _kept_leaves(spec, frozenset({"b", "a"}))
+    assert str(caught.value) == message

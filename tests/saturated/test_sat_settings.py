@@ -16,7 +16,7 @@ from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.rules import Settings
-from saturated.saturate import saturate
+from saturated.saturate import SaturatedModel, _schedule, saturate
 
 F64 = torch.float64
 
@@ -184,3 +184,39 @@ def test_invalid_settings_say_what_is_expected(field: str, value: object, messag
 ])
 def test_boundary_settings_are_valid(field: str, value: object) -> None:
     assert getattr(Settings(**{field: value}), field) == value  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("most", "steps"), [
+    (1, [1]), (2, [1, 2]), (3, [1, 2, 3]), (5, [1, 2, 4, 5]), (12, [1, 2, 4, 8, 12]), (16, [1, 2, 4, 8, 16]),
+])
+def test_orders_are_tried_doubling_up_to_the_most(most: int, steps: list[int]) -> None:
+    assert _schedule(most) == steps
+
+
+F32 = torch.float32
+
+
+@pytest.mark.parametrize(("dtype", "orders", "levels"), [
+    (F32, 1, [(F32, 1), (F64, 1)]),
+    (F32, 5, [(F32, 1), (F64, 1), (F64, 2), (F64, 4), (F64, 5)]),
+    (F64, 1, [(F64, 1)]),  # float64 is the widest: its leading order is tried once
+    (F64, 4, [(F64, 1), (F64, 2), (F64, 4)]),
+    (torch.float16, 2, [(torch.float16, 1), (F64, 1), (F64, 2)]),
+])
+def test_levels_start_in_the_models_dtype_then_widen_with_more_orders(
+        dtype: torch.dtype, orders: int, levels: list[tuple[torch.dtype, int]]) -> None:
+    limit = SaturatedModel(nn.Linear(2, 2).to(dtype), Settings(orders=orders))
+    assert limit._levels() == levels
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_a_tie_left_in_a_recomputed_entry_is_named_by_its_place_in_the_batch(dtype: torch.dtype) -> None:
+    """In float32 the tied entry alone is recomputed in float64, as entry 0 of that sub-batch; the
+    message names it as entry 1 of the batch, as a float64 model's whole batch does."""
+    untied = [[1.0, 0.0], [0.5, 0.0], [2.0, 3.0], [-1.0, 2.0]]
+    x = torch.tensor([untied, TIED[0].tolist()], dtype=dtype)
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(LowerOrderHead().to(dtype), Settings(orders=1))(x)
+    message = str(caught.value)
+    assert "the tied positions carry different values at batch entry 1, query position 0 " in message
+    assert message.endswith("(tracking 1 orders)")

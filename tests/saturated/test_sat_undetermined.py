@@ -4,6 +4,7 @@ exactly the batch entries (and vectors) it is undetermined in; every other value
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,8 +13,8 @@ from torch import nn
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel, _final, _normalized
-from saturated.terms import Term
+from saturated.saturate import SaturatedModel, _final, _in_batch, _largest, _normalize_all, _normalized
+from saturated.terms import NeedsOrders, Term
 
 
 class Cancelling(nn.Module):
@@ -111,3 +112,375 @@ def test_nan_in_one_entry_leaves_the_zero_test_of_the_others() -> None:
     assert degree == 1.0 and has_nan
     assert math.isnan(value[0, 0]) and value[0, 1] == 1.0  # the tie's element stays as it is
     assert torch.isnan(value[1]).all() and value[2].tolist() == [1.0, 2.0]
+
+
+class Normed(nn.Module):
+    """LayerNorm of h = x (an identity map, degree 1), h itself, h time-major, Σx (exact) and None:
+    the limit of LayerNorm([a, b]) is [sign(a − b), sign(b − a)] (degree 0); an entry with a = b
+    has a constant row, whose limit no order of this pass decides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2, bias=False)
+        self.norm = nn.LayerNorm(2, elementwise_affine=False)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.eye(2))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        h = self.lin(x)
+        return self.norm(h), h, h.transpose(0, 1), x.sum(-1), None
+
+
+NORMED = torch.tensor([[1.0, 2.0], [3.0, 3.0], [2.0, 1.0]])
+EQUAL_ROW = ("layer_norm of a row whose leading coefficients are all equal [at node 'layer_norm' (op "
+             "aten.layer_norm.default, module norm)] (tracking 1 orders)")
+
+
+def test_an_entry_whose_pass_needs_more_orders_is_nan_in_every_output() -> None:
+    """With one order the batch's pass fails on entry 1 (its constant row): each entry is then
+    computed alone, entries 0 and 2 to their limits, entry 1 NaN in every output."""
+    out = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(NORMED)
+    nan = math.nan
+    expected = ([[-1.0, 1.0], [nan, nan], [1.0, -1.0]], [[1.0, 2.0], [nan, nan], [2.0, 1.0]],
+                [[1.0, nan, 2.0], [2.0, nan, 1.0]], [3.0, nan, 3.0])
+    for value, rows in zip(out.value[:4], expected, strict=True):
+        torch.testing.assert_close(value, torch.tensor(rows), equal_nan=True, rtol=0, atol=0)
+    assert out.value[4] is None and out.degrees == (0.0, 1.0, 1.0, 0.0, None)
+    assert out.orders == 1 and out.refined == (0, 1, 2)
+    pair = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(x=NORMED[[1, 0]])  # by keyword
+    assert torch.isnan(pair.value[0][0]).all() and pair.value[0][1].tolist() == [-1.0, 1.0]
+    assert torch.isnan(pair.value[2][:, 0]).all() and pair.value[2][:, 1].tolist() == [1.0, 2.0]
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(Normed(), Settings(orders=1))(NORMED)
+    assert str(caught.value) == EQUAL_ROW
+
+
+class NormedPair(Normed):
+    """:class:`Normed`'s first output, and a second input of another size: no batch dimension."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], 2 * y
+
+
+def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
+    limit = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")
+    for x in (NORMED[1:2], NORMED[[1, 1]]):  # one entry (no batch), two alike
+        with pytest.raises(SaturationError) as caught:
+            limit(x)
+        assert str(caught.value) == EQUAL_ROW
+    # Inputs without a common batch dimension are one entry, recomputed whole (entry 0 alone
+    # would pass).
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]], torch.ones(3, 2))
+    assert str(caught.value) == EQUAL_ROW
+
+
+# _normalized on hand-made terms: the highest part not known to be zero leads, a part within its
+# rounding bound of zero is undetermined, and where no order can settle that it is final.
+
+F64 = torch.float64
+
+
+def _t(rows: list[Any]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=F64)
+
+
+def _bounded(coef: torch.Tensor, degree: float, *, exact: list[list[float]] | None = None,
+             carried: float | None = None, length: int = 1) -> Rounding:
+    """A bound γ₁·1 per element (about 1.1e-16 in float64; 0 with ``length`` 0); ``exact``: each
+    element's partials, whose exact sum is its exact value; ``carried``: error carried in."""
+    index = None if exact is None else (lambda: torch.arange(coef.numel()).reshape(coef.shape))
+    partials = None if exact is None else (lambda at: _t(exact)[at])
+    carry = None if carried is None else (lambda dtype, rtol: torch.full(coef.shape, carried, dtype=dtype))
+    magnitude = torch.ones_like(coef) if length else torch.zeros_like(coef)
+    return Rounding(degree, lambda: magnitude, length, index, partials, carried=carry)
+
+
+def test_the_largest_coefficient_in_magnitude() -> None:
+    assert _largest(_t([[-3.0, 2.0]])) == 3.0 and _largest(_t([0.5, 1.0])) == 1.0
+    assert _largest(torch.empty(0, 2)) == 0.0 and _largest(torch.zeros(2)) == 0.0
+    assert math.isnan(_largest(_t([math.nan, 1.0]))) and _largest(_t([-math.inf, 1.0])) == math.inf
+
+
+LEAD, NEXT = _t([[3.0, -4.0], [1.0, 0.0]]), _t([[1.0, 2.0], [5.0, 6.0]])
+
+
+@pytest.mark.parametrize(("parts", "floor", "degree"), [
+    (((LEAD, 2.0), (NEXT, 1.0)), -math.inf, 2.0),          # the highest part leads
+    (((torch.zeros(2, 2, dtype=F64), 2.0), (NEXT, 1.0)), -math.inf, 1.0),  # a known zero does not
+    (((torch.zeros(2, 2, dtype=F64), 2.0),), -math.inf, -math.inf),  # zero all the way down
+    (((torch.empty(0, 2, dtype=F64), 1.0),), -math.inf, -math.inf),  # no elements
+])
+def test_the_highest_part_not_known_to_be_zero_leads(parts: Any, floor: float, degree: float) -> None:
+    term = Term(parts, floor)
+    for vectors in (False, True):
+        value, found, has_nan, final = _normalized(term, 0, Settings(), vectors=vectors)
+        assert found == degree and value is (parts[0][0] if degree != 1.0 else parts[1][0])
+        assert has_nan is False and final is None
+
+
+def test_a_part_zero_at_every_tracked_order_needs_more_orders() -> None:
+    term = Term(((torch.zeros(2, 2, dtype=F64), 2.0),), floor=0.0)
+    with pytest.raises(NeedsOrders) as caught:
+        _normalized(term, 3, Settings())
+    assert str(caught.value) == "output 3 is zero at every tracked order"
+
+
+def test_nan_elements_are_kept_and_marked() -> None:
+    coef = _t([[math.nan, 0.0], [0.0, 0.0]])  # the other elements zero: not a known-zero part
+    value, degree, has_nan, final = _normalized(Term(((coef, 2.0), (NEXT, 1.0))), 0, Settings())
+    assert value is coef and degree == 2.0 and has_nan is True and final is None
+
+
+@pytest.mark.parametrize(("coef", "degree", "message"), [
+    ([[math.inf, 1.0]], 1.0, "output 2 has non-finite leading coefficients (overflow or 0·∞)"),
+    ([[math.nan, math.inf]], 1.0, "output 2 has non-finite leading coefficients (overflow or 0·∞)"),
+    ([[math.nan, -math.inf]], 1.0, "output 2 has non-finite leading coefficients (overflow or 0·∞)"),
+    ([[1.0, 1.0]], math.inf, "output 2 holds a masking constant (±∞ in the limit)"),
+    ([[1.0, 1.0]], -math.inf, "output 2 holds a masking constant (±∞ in the limit)"),
+])
+@pytest.mark.parametrize("bounded", [False, True])
+def test_non_finite_leading_parts_are_refused(coef: list[list[float]], degree: float, message: str,
+                                              bounded: bool) -> None:
+    value = _t(coef)
+    roundings = (_bounded(value, degree),) if bounded else ()
+    with pytest.raises(SaturationError) as caught:
+        _normalized(Term(((value, degree),), roundings=roundings), 2, Settings())
+    assert type(caught.value) is SaturationError and str(caught.value) == message
+
+
+@pytest.mark.parametrize("coef", [[[1e-20, 0.0], [0.0, -1e-18]], [[0.0, 0.0], [0.0, 0.0]]])
+def test_a_part_within_rounding_of_zero_is_undetermined_and_final_without_exact_values(
+        coef: list[list[float]]) -> None:
+    value = _t(coef)
+    term = Term(((value, 1.5), (NEXT, 1.0)), roundings=(_bounded(value, 1.5),))
+    with pytest.raises(NeedsOrders) as caught:
+        _normalized(term, 5, Settings())
+    assert str(caught.value) == "output 5 is within rounding of zero at its leading degree 1.5"
+    assert caught.value.final.tolist() == [[True, True], [True, True]]  # type: ignore[attr-defined]
+
+
+def test_a_coefficient_equal_to_its_bound_is_within_rounding() -> None:
+    rounding = _bounded(torch.zeros(1, 2, dtype=F64), 1.0)
+    value = rounding.bound(F64, 0.0, carried=True).expand(1, 2).clone()
+    with pytest.raises(NeedsOrders, match="within rounding of zero"):
+        _normalized(Term(((value, 1.0), (NEXT[:1], 0.0)), roundings=(rounding,)), 0, Settings())
+
+
+def test_carried_error_widens_the_bound() -> None:
+    value = _t([[0.5, -0.25]])  # far above γ₁, within an error of 1 carried in
+    term = Term(((value, 1.0), (NEXT[:1], 0.0)), roundings=(_bounded(value, 1.0, carried=1.0),))
+    with pytest.raises(NeedsOrders, match="within rounding of zero"):
+        _normalized(term, 0, Settings())
+    plain = Term(((value, 1.0), (NEXT[:1], 0.0)), roundings=(_bounded(value, 1.0),))
+    assert _normalized(plain, 0, Settings())[:3] == (value, 1.0, False)
+
+
+@pytest.mark.parametrize(("length", "exact"), [(0, None), (0, [[1.0, -1.0]] * 4), (1, [[1.0, -1.0]] * 4)])
+def test_a_zero_part_the_exact_step_proves_zero_gives_way_to_the_next(
+        length: int, exact: list[list[float]] | None) -> None:
+    """A zero part with no error (bound 0, with or without exact values), or one whose operands'
+    exact values sum to 0: the next part leads."""
+    zero = torch.zeros(2, 2, dtype=F64)
+    rounding = _bounded(zero, 2.0, exact=exact, length=length)
+    value, degree, has_nan, final = _normalized(Term(((zero, 2.0), (NEXT, 1.0)), roundings=(rounding,)),
+                                                0, Settings())
+    assert value is NEXT and degree == 1.0 and not has_nan and final is None
+
+
+@pytest.mark.parametrize(("settings", "carried", "final"), [
+    (Settings(), None, False),                  # the exact step decides: not final
+    (Settings(exact_ties=False), None, True),   # no exact step
+    (Settings(), 0.0, True),                    # operands that carry error in: none can settle it
+])
+def test_a_computed_zero_with_nonzero_exact_value_is_undetermined(settings: Settings,
+                                                                  carried: float | None, final: bool) -> None:
+    zero = torch.zeros(1, 2, dtype=F64)
+    rounding = _bounded(zero, 2.0, exact=[[1e-30, 0.0], [0.0, 0.0]], carried=carried)
+    with pytest.raises(NeedsOrders) as caught:
+        _normalized(Term(((zero, 2.0), (NEXT[:1], 1.0)), roundings=(rounding,)), 0, settings)
+    found = caught.value.final  # type: ignore[attr-defined]
+    assert (found is None) if not final else found.tolist() == [[True, True]]
+
+
+@pytest.mark.parametrize(("count", "exact_zero"), [(4096, True), (4097, False)])
+def test_the_exact_step_sums_at_most_4096_elements(count: int, exact_zero: bool) -> None:
+    zero = torch.zeros(1, count, dtype=F64)
+    rounding = _bounded(zero, 2.0, exact=[[0.5, -0.5]] * count)
+    term = Term(((zero, 2.0), (torch.ones(1, count, dtype=F64), 1.0)), roundings=(rounding,))
+    if exact_zero:
+        assert _normalized(term, 0, Settings())[1] == 1.0
+    else:
+        with pytest.raises(NeedsOrders, match="within rounding of zero"):
+            _normalized(term, 0, Settings())
+
+
+def test_a_zero_part_whose_operands_carry_error_is_not_settled_exactly() -> None:
+    zero = torch.zeros(1, 2, dtype=F64)
+    rounding = _bounded(zero, 2.0, exact=[[1.0, -1.0]] * 2, carried=0.0)
+    with pytest.raises(NeedsOrders, match="within rounding of zero"):
+        _normalized(Term(((zero, 2.0), (NEXT[:1], 1.0)), roundings=(rounding,)), 0, Settings())
+
+
+VECTORS = _t([[[1e-20, 0.0], [1.0, 2.0]], [[3.0, 4.0], [0.0, -1e-20]]])  # two hidden vectors
+
+
+@pytest.mark.parametrize(("exact", "final"), [
+    (None, [[True, False], [False, True]]),   # no exact values: final where hidden
+    ([[0.0, 1.0]] * 8, None),                 # exact values could settle it: nowhere final
+])
+def test_each_vector_within_rounding_of_zero_is_nan_with_vectors(exact: list[list[float]] | None,
+                                                                 final: list[list[bool]] | None) -> None:
+    term = Term(((VECTORS, 1.0),), roundings=(_bounded(VECTORS, 1.0, exact=exact),))
+    value, degree, has_nan, found = _normalized(term, 0, Settings(), vectors=True)
+    expected = VECTORS.clone()
+    expected[0, 0] = expected[1, 1] = math.nan
+    torch.testing.assert_close(value, expected, equal_nan=True, rtol=0, atol=0)
+    assert degree == 1.0 and has_nan is True
+    if final is None:
+        assert found is None
+    else:
+        assert found is not None and found.all(-1).tolist() == final and found.any(-1).tolist() == final
+    for plain in (_normalized(term, 0, Settings()), _normalized(term, 0, Settings(), vectors=False)):
+        assert plain[0] is VECTORS and plain[2] is False and plain[3] is None
+
+
+def test_final_holds_for_a_whole_vector_with_a_positive_bound() -> None:
+    coef = torch.zeros(2, 2, 3, dtype=F64)
+    bound = torch.zeros(2, 2, 3, dtype=F64)
+    bound[0, 1, 2] = bound[1, 0, 0] = 1e-9
+    final = _final(coef, bound, _bounded(coef, 1.0, carried=0.0), Settings())
+    assert final is not None and final.all(-1).tolist() == [[False, True], [True, False]]
+    assert final.any(-1).tolist() == final.all(-1).tolist()
+    exact = _bounded(coef, 1.0, exact=[[0.0]] * 12, carried=0.0)  # error carried in: final
+    assert _final(coef, bound, exact, Settings()) is not None
+    assert _final(coef, bound, _bounded(coef, 1.0, exact=[[0.0]] * 12), Settings()) is None
+
+
+def test_normalize_all_marks_undetermined_outputs_only_when_lenient() -> None:
+    """Outputs in order: a tensor computed exactly (degree 0), a non-tensor, a term whose part is
+    within rounding of zero, a term zero at every tracked order, one with a hidden vector, and one
+    that leads plainly."""
+    within = _t([[1e-20, 0.0], [0.0, 0.0]]).float()
+    hidden = _t([[1e-20, 0.0], [1.0, 2.0]])
+    outputs = [
+        torch.tensor([1, 2]), "label",
+        Term(((within, 1.0), (NEXT.float(), 0.0)), roundings=(_bounded(within, 1.0),)),
+        Term(((torch.zeros(2, 2, dtype=F64), 1.0),), floor=0.0),
+        Term(((hidden, 1.0),), roundings=(_bounded(hidden, 1.0),)),
+        Term(((LEAD, 2.0),)),
+    ]
+    with pytest.raises(NeedsOrders, match="output 2 is within rounding of zero"):
+        _normalize_all(outputs, Settings())
+    with pytest.raises(NeedsOrders, match="output 2 is within rounding of zero"):
+        _normalize_all(outputs, Settings(), lenient=False)
+    pairs, with_nan, finals = _normalize_all(outputs, Settings(), lenient=True)
+    assert pairs[0][0] is outputs[0] and pairs[0][1] == 0.0 and pairs[1] == ("label", None)
+    for index, dtype in ((2, torch.float32), (3, F64)):  # undetermined: NaN of the output's shape
+        value, degree = pairs[index]
+        assert value.shape == (2, 2) and value.dtype == dtype and torch.isnan(value).all()
+        assert math.isnan(degree)
+    assert torch.isnan(pairs[4][0][0]).all() and pairs[4][0][1].tolist() == [1.0, 2.0]
+    assert pairs[4][1] == 1.0 and pairs[5] == (LEAD, 2.0)
+    assert with_nan == [2, 3, 4]
+    assert sorted(finals) == [2, 4]  # no final for a part zero at every order: more orders may help
+    assert finals[2].all() and finals[4].tolist() == [[True, True], [False, False]]
+
+
+def test_messages_about_a_sub_batch_number_its_entries_as_in_the_input() -> None:
+    message = "tie in batch entry 1 and batch entry 0 at row 1"
+    assert _in_batch(message, [4, 7]) == "tie in batch entry 7 and batch entry 4 at row 1"
+    assert _in_batch(message, None) == message
+
+
+class CancellingAndNormed(nn.Module):
+    """:class:`Cancelling`'s −x₁ (undetermined where x₁ = 0) beside :class:`Normed`'s LayerNorm
+    (a pass that fails where x₀ = x₁)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelling, self.normed = Cancelling(), Normed()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.cancelling(x)[0], self.normed(x)[0]
+
+
+def test_entries_computed_alone_keep_their_own_undetermined_outputs() -> None:
+    x = torch.tensor([[3.0, 0.0], [2.0, 2.0], [1.0, 2.0]])  # −x₁ undetermined; pass fails; both known
+    out = SaturatedModel(CancellingAndNormed(), Settings(orders=1), undetermined="nan")(x)
+    first, normed = out.value
+    assert math.isnan(first[0, 0]) and math.isnan(first[1, 0]) and first[2, 0] == -2.0
+    assert normed[0].tolist() == [1.0, -1.0] and torch.isnan(normed[1]).all()
+    assert normed[2].tolist() == [-1.0, 1.0] and out.degrees == (2.0, 0.0)
+
+
+def _weighted() -> nn.Module:
+    net = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, -2.0]]))
+    return net
+
+
+WITH_NAN = torch.tensor([[1.0, 2.0], [math.nan, 1.0], [3.0, 1.0]])
+
+
+@pytest.mark.parametrize("ties", ["raise", "uniform"])
+def test_nan_from_the_inputs_is_refused_naming_the_entries(ties: str) -> None:
+    limit = SaturatedModel(_weighted(), Settings(ties=ties))
+    for x, entries in ((WITH_NAN, "[1]"), (WITH_NAN[1:2], "all")):  # one entry: no batch to name
+        with pytest.raises(SaturationError) as caught:
+            limit(x)
+        assert str(caught.value) == f"outputs hold NaN (batch entries {entries}); expected finite inputs"
+
+
+@pytest.mark.parametrize(("ties", "undetermined"), [("nan", "raise"), ("raise", "nan")])
+def test_nan_from_the_inputs_is_kept_where_nan_is_asked_for(ties: str, undetermined: str) -> None:
+    out = SaturatedModel(_weighted(), Settings(ties=ties), undetermined=undetermined)(WITH_NAN)
+    assert out.value[0, 0] == -3.0 and math.isnan(out.value[1, 0]) and out.value[2, 0] == 1.0
+    assert out.degrees == 1.0 and out.refined == (1,) and out.orders == 16
+
+
+def test_with_uniform_ties_no_zero_test_is_final() -> None:
+    """Uniform ties average the tied values, which more orders may change: the entry is
+    recomputed up to the most orders (16), as with no exact step at all."""
+    out = SaturatedModel(Cancelling(), Settings(ties="uniform"), undetermined="nan")(X[1:2])
+    assert out.orders == 16 and out.refined == (0,) and math.isnan(out.value[0].item())
+
+
+def test_entries_computed_alone_keep_a_float64_models_precision() -> None:
+    x = NORMED.double() / 10  # 0.1, 0.2, …: not float32 numbers
+    out = SaturatedModel(Normed().double(), Settings(orders=1), undetermined="nan")(x)
+    hidden = out.value[1]
+    assert hidden.dtype == F64 and torch.equal(hidden[[0, 2]], x[[0, 2]]) and torch.isnan(hidden[1]).all()
+
+
+class NormedAndFlagged(Normed):
+    """:class:`Normed`'s LayerNorm beside tanh(w·x) with w = (20000.001953125, −10000): for
+    x = (1, 2), w·x = 0.001953125 exactly, within float32's rounding bound (≈ 5e-3) of zero but
+    far outside float64's, so only float64 certifies its sign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flag = nn.Linear(2, 1, bias=False)
+        with torch.no_grad():
+            self.flag.weight.copy_(torch.tensor([[20000.001953125, -10000.0]]))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], torch.tanh(self.flag(x))
+
+
+def test_entries_computed_alone_are_computed_in_float64() -> None:
+    x = torch.tensor([[1.0, 2.0], [3.0, 3.0]])  # entry 1's pass fails
+    out = SaturatedModel(NormedAndFlagged(), Settings(orders=1), undetermined="nan")(x)
+    normed, flag = out.value
+    assert normed[0].tolist() == [-1.0, 1.0] and flag[0, 0] == 1.0  # the sign float64 certifies
+    assert normed.dtype == flag.dtype == torch.float32  # rounded back to the model's dtype
+    assert torch.isnan(normed[1]).all() and torch.isnan(flag[1]).all()
+    assert out.degrees == (0.0, 0.0) and out.refined == (0, 1)
+
+
+def test_a_vector_equal_to_its_bound_is_within_rounding() -> None:
+    rounding = _bounded(torch.zeros(2, 2, dtype=F64), 1.0)
+    coef = torch.cat([rounding.bound(F64, 0.0, carried=True)[:1], _t([[1.0, 2.0]])])
+    value = _normalized(Term(((coef, 1.0),), roundings=(rounding,)), 0, Settings(), vectors=True)[0]
+    assert torch.isnan(value[0]).all() and value[1].tolist() == [1.0, 2.0]

@@ -398,17 +398,42 @@ def test_a_float_exponent_is_recorded_as_the_binary_fraction_it_stores(exponents
     assert check_certificate(certificate, model, X).ok
 
 
-def test_a_rule_off_by_more_than_rounding_is_written_as_derived_and_rejected(monkeypatch) -> None:
-    """Only a float rounding is read as the lemma's exact value: a rule that disagrees by more is
-    written as it derived, and the checker names both degrees."""
+@pytest.mark.parametrize(("derived", "grade"), [(0.3 * (1 + 1e-10), "exact"), (0.3, "approximate")],
+                         ids=["off-by-1e-10-relative", "another-grade"])
+def test_a_rule_off_by_more_than_rounding_is_written_as_derived_and_rejected(monkeypatch, derived,
+                                                                            grade) -> None:
+    """Only a float rounding (relative 1e-12) is read as the lemma's exact value: a rule that
+    disagrees by more, or in its grade, is written as it derived, and the checker names both."""
     monkeypatch.setitem(RULES, torch.ops.aten.pow.Tensor_Scalar,
-                        lambda *args, **kwargs: Degree.exact(sympy.Float(0.3 + 1e-9)))
+                        lambda *args, **kwargs: Degree.of(sympy.Float(derived), grade))
     model = Powers(0.3)
     certificate = certify(model, X)
-    assert float(Fraction(certificate.steps[-1].degree)) == pytest.approx(0.3 + 1e-9, rel=1e-14)
+    assert (Fraction(certificate.steps[-1].degree), certificate.steps[-1].grade) == (Fraction(derived), grade)
     check = check_certificate(certificate, model, X)
     assert not check.ok
     assert f"lemma 'power', case 'power' gives {Fraction(0.3)} (exact)" in str(check)
+
+
+class CancellingPowers(nn.Module):
+    """z^0.1 · z^0.2 · z^(−0.3) of z = relu(W·x): the rule's float sum of the degrees is 2⁻⁵⁴,
+    the exact sum of the three binary fractions is 2⁻⁵⁵."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.relu(self.lin(x))
+        return z**0.1 * z**0.2 * z**-0.3
+
+
+def test_degrees_that_cancel_up_to_rounding_are_recorded_exactly() -> None:
+    """Near zero the rounding is absolute (1e-12): the recorded degree is the exact sum, and the
+    checker accepts it."""
+    model = CancellingPowers()
+    certificate = certify(model, X)
+    assert Fraction(certificate.steps[-1].degree) == Fraction(0.1) + Fraction(0.2) + Fraction(-0.3)
+    assert check_certificate(certificate, model, X).ok
 
 
 @pytest.mark.parametrize("off", [1e-13, -1e-13])

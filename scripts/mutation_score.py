@@ -1106,6 +1106,9 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.certify.x_versions__mutmut_4":
         "metadata.version('NORMSAT') instead of 'normsat': importlib.metadata looks distributions "
         "up by their normalized name, lower-cased (PEP 503), so it finds the same one",
+    "homogeneity.certify.x__within_rounding__mutmut_1":
+        "`or` → `and` between the two None tests: past the grade test both degrees have one grade, "
+        "and a degree's value is None exactly when its grade is none, so both are None or neither",
     "homogeneity.verify.scaling.x_classify_decay__mutmut_31":
         "`slopes[-1] > -0.5` → `>= -0.5`: a slope is log2 of a ratio of two float64 changes, and no "
         "float64 has a log2 of exactly -0.5 (2^-0.5 is irrational; the two floats around it give "

@@ -452,7 +452,8 @@ def test_an_exact_rule_is_written_as_derived_even_within_rounding_of_the_lemma(m
 def test_a_degree_that_is_not_a_number_is_refused(monkeypatch) -> None:
     monkeypatch.setitem(RULES, torch.ops.aten.pow.Tensor_Scalar,
                         lambda *args, **kwargs: Degree.exact(sympy.sqrt(2)))
-    expected = r"^node pow_1 has the degree sqrt\(2\) \(exact\), not a number"
+    expected = (r"^node pow_1 has the degree sqrt\(2\) \(exact\), not a number; "
+                r"certificates record degrees as fractions$")
     with pytest.raises(HomogeneityError, match=expected):
         certify(Powers(0.3), X)
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import signal
-from collections.abc import Iterator
 
 import pytest
 import sympy
@@ -17,20 +15,8 @@ from homogeneity.report import HomogeneityReport
 from homogeneity.verify import EulerCheck, check_euler, check_scaling, classify_decay, prove
 from homogeneity.verify.scaling import DEFAULT_SCALES, _Scaler, off_degree, scaled_outputs
 
-
-@pytest.fixture(autouse=True)
-def ends_within_a_minute() -> Iterator[None]:
-    """Every check ends: a widening of the scales that never stops fails here (SIGALRM)."""
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError("still running after 60 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 60)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+# Every widening of the scales ends (at WIDEST_SCALE at the latest): one that never stops fails.
+pytestmark = pytest.mark.usefixtures("ends_within_a_minute")
 
 
 @pytest.mark.parametrize(("changes", "expected"), [

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import signal
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,20 +14,8 @@ from homogeneity.report import HomogeneityReport
 from homogeneity.verify import check_scaling, classify_decay
 from homogeneity.verify.scaling import DEFAULT_SCALES, SHIFT_SCALE, UNDECIDED, WIDEST_SCALE
 
-
-@pytest.fixture(autouse=True)
-def ends_within_a_minute() -> Iterator[None]:
-    """Every widening ends (at WIDEST_SCALE at the latest): one that never stops fails here."""
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError("still running after 60 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 60)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+# Every widening of the scales ends (at WIDEST_SCALE at the latest): one that never stops fails.
+pytestmark = pytest.mark.usefixtures("ends_within_a_minute")
 
 
 def tanh_unit() -> nn.Module:

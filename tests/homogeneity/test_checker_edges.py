@@ -351,24 +351,6 @@ def test_a_case_the_lemma_does_not_prove_is_written_without_the_lemma(monkeypatc
     assert steps["linear_1"].lemma is None and steps["relu"].lemma == "positively homogeneous"
 
 
-class Power(nn.Module):
-    """relu(W·x) ** e, of degree e."""
-
-    def __init__(self, exponent: float) -> None:
-        super().__init__()
-        self.lin, self.exponent = nn.Linear(3, 2, bias=False), exponent
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.lin(x)) ** self.exponent
-
-
-def test_a_fractional_degree_is_written_as_an_exact_fraction() -> None:
-    model = Power(0.5)
-    certificate = certify(model, X)
-    assert (certificate.steps[-1].degree, certificate.steps[-1].grade) == ("1/2", "exact")
-    assert check_certificate(certificate, model, X).ok
-
-
 class Powers(nn.Module):
     """relu(W·x) raised to each exponent in turn, of degree their product."""
 
@@ -381,6 +363,13 @@ class Powers(nn.Module):
         for exponent in self.exponents:
             y = y**exponent
         return y
+
+
+def test_a_fractional_degree_is_written_as_an_exact_fraction() -> None:
+    model = Powers(0.5)
+    certificate = certify(model, X)
+    assert (certificate.steps[-1].degree, certificate.steps[-1].grade) == ("1/2", "exact")
+    assert check_certificate(certificate, model, X).ok
 
 
 @pytest.mark.parametrize("exponents",

@@ -4,7 +4,9 @@
 tests of Hugging Face models and training runs too, for a function they happen to call. A module
 whose own test files are fast is screened in a fraction of that time by running only those files:
 one run records which tests call which mutated function, then each mutant runs, in a process forked
-after a single collection, the given tests that call its function, up to the first failure. A
+after a single collection, the given tests that call its function, up to the first failure (the
+tests that killed earlier mutants of the same function first: most of a function's mutants fall to
+the same few tests, so a kill is usually decided by the first test run). A
 mutant counts as killed when one of them fails with it in place (the same switch mutmut uses, the
 ``MUTANT_UNDER_TEST`` variable read by its trampolines); a survivor here may still be killed by
 another file, so the score is a lower bound of the suite's. Verdicts are written into
@@ -50,30 +52,68 @@ def _enter_child(mutant: str) -> None:
     os.dup2(devnull, 2)
 
 
-def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float]:
+class _FirstFailure:
+    """pytest plugin of a forked run: writes the id of the first failing test to a pipe."""
+
+    def __init__(self, write: int) -> None:
+        self._write = write
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed and self._write >= 0:
+            os.write(self._write, report.nodeid.encode())
+            os.close(self._write)
+            self._write = -1
+
+
+def run_one(name: str, tests: Sequence[str], timeout: float) -> tuple[int, float, str | None]:
     """The verdict on mutant ``name`` (empty: none) from a forked pytest run of ``tests`` with
-    ``-x``, and its wall time. The fork keeps whatever a mutant changed (caches, globals) out of
-    the next mutant's run."""
+    ``-x``, its wall time, and the test that failed first (None if none did). The fork keeps
+    whatever a mutant changed (caches, globals) out of the next mutant's run."""
     import pytest
 
     start = time.monotonic()
+    read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run the tests with the mutant switched on, quietly
+        os.close(read)
         _enter_child(name)
-        code = pytest.main(["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow",
-                            "-W", "ignore", "--rootdir", ".", *tests])
+        # --tb=no: the output is thrown away, and formatting a traceback through sympy's or
+        # mpmath's frames can take longer than the tests.
+        code = pytest.main(["-x", "-q", "--tb=no", "-n", "0", "-p", "no:cacheprovider", "-m",
+                            "not slow", "-W", "ignore", "--rootdir", ".", *tests],
+                           plugins=[_FirstFailure(write)])
         os._exit(int(code))
+    os.close(write)
     deadline = start + timeout
+    code = _TIMEOUT
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             # pytest's exit code: 0 all passed, 1 a test failed (killed); any other (a usage
             # error, no test found) is kept as it is and scored as neither.
-            return os.waitstatus_to_exitcode(status), time.monotonic() - start
+            code = os.waitstatus_to_exitcode(status)
+            break
         time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return _TIMEOUT, time.monotonic() - start
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    # Not a blocking read: a process the tests started may still hold the pipe open, while the
+    # child wrote its one id before it exited.
+    os.set_blocking(read, False)
+    try:
+        first = os.read(read, 1 << 16).decode()
+    except BlockingIOError:
+        first = ""
+    os.close(read)
+    return code, time.monotonic() - start, first or None
+
+
+def _killers_first(tests: list[str], killers: list[str]) -> list[str]:
+    """``tests`` with the ones that killed earlier mutants (most recent first) moved to the front.
+    Node ids from a forked run are relative to the rootdir, the given ones absolute: match by the
+    part after the file."""
+    rank = {killer.partition("::")[2]: index for index, killer in enumerate(reversed(killers))}
+    return sorted(tests, key=lambda test: rank.get(test.partition("::")[2], len(rank)))
 
 
 class _Hits:
@@ -173,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", "--rootdir", ".", *tests]):
         print("the tests cannot be collected", file=sys.stderr)
         return 2
-    code, clean = run_one("", tests, timeout=3600)
+    code, clean, _ = run_one("", tests, timeout=3600)
     if code != _SURVIVED:
         print("the tests fail without any mutant: fix them first", file=sys.stderr)
         return 2
@@ -185,14 +225,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"clean run {clean:.1f} s; each mutant may take {timeout:.0f} s", flush=True)
 
     tally: Counter[str] = Counter()
+    killers: dict[str, list[str]] = {}  # per function, the tests that killed its mutants
     for module, names in by_module.items():
         meta_path = _meta_path(mutants, module)
         for number, name in enumerate(sorted(set(names)), 1):
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta["exit_code_by_key"].get(name) is not None and not args.rerun:
                 continue
-            reaching = covering.get(mangled_name_from_mutant_name(name), [])
-            verdict, seconds = run_one(name, reaching, timeout) if reaching else (_NO_TESTS, 0.0)
+            function = mangled_name_from_mutant_name(name)
+            reaching = _killers_first(covering.get(function, []), killers.get(function, []))
+            verdict, seconds, failed = (run_one(name, reaching, timeout) if reaching
+                                        else (_NO_TESTS, 0.0, None))
+            if verdict == _KILLED and failed is not None:
+                known = killers.setdefault(function, [])
+                if failed in known:
+                    known.remove(failed)
+                known.append(failed)
             meta["exit_code_by_key"][name] = verdict
             meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
             word = _WORDS.get(verdict, f"pytest exit code {verdict}")

@@ -616,3 +616,38 @@ def test_ops_outside_the_symbolic_table_are_named() -> None:
     with pytest.raises(HomogeneityError, match="formal proofs cover the exact GELU, not "
                                                "approximate='tanh'"):
         prove(nn.Sequential(nn.Linear(2, 2), nn.GELU(approximate="tanh")), torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("norm", [nn.LayerNorm(2, eps=1.0, elementwise_affine=False),
+                                  nn.RMSNorm(2, elementwise_affine=False)])
+def test_exactness_beside_a_normalization_with_eps_holds_at_theta_only(norm: nn.Module) -> None:
+    # (h, norm(h)) for h = c·(1, −1): h is exact, but the graph is not symbolic all through (eps 1,
+    # or None: machine eps), so its proof speaks of this θ; norm(h) = (1, −1)·c/√(c² + eps).
+    class Beside(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear, self.norm = nn.Linear(1, 2, bias=False), norm
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = self.linear(x)
+            return h, self.norm(h)
+
+    model = Beside()
+    _set(model.linear, [[1.0], [-1.0]])
+    exact, normed = prove(model, torch.ones(1, 1))
+    assert exact == FormalProof("0", 1, 0, Grade.EXACT, Grade.EXACT, (1, -1), HERE)
+    assert (normed.output, normed.grade, normed.limit, normed.quantifier) == (
+        "1", Grade.ASYMPTOTIC, (1, -1), HERE)
+
+
+def test_a_concrete_proof_needs_every_input_to_be_a_tensor() -> None:
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(1, 1, bias=False)
+
+        def forward(self, x: torch.Tensor, k: float) -> torch.Tensor:
+            return torch.tanh(self.linear(x) * k)
+
+    with pytest.raises(HomogeneityError, match="expected 2 tensor inputs for a concrete proof, got 1"):
+        prove(Scaled(), torch.ones(1, 1), 2.0)  # type: ignore[arg-type]

@@ -651,3 +651,22 @@ def test_a_concrete_proof_needs_every_input_to_be_a_tensor() -> None:
 
     with pytest.raises(HomogeneityError, match="expected 2 tensor inputs for a concrete proof, got 1"):
         prove(Scaled(), torch.ones(1, 1), 2.0)  # type: ignore[arg-type]
+
+
+def test_every_parameter_and_input_entry_is_its_own_symbol() -> None:
+    # f = (XWᵀ − WXᵀ) + XWᵀWᵀ: a degree-1 part that vanishes only if X and W were the same
+    # matrix, and a degree-2 part. Asymptotic: (XWᵀ − WXᵀ)/c is the rest.
+    class Skew(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(2, 2, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x) - self.linear.weight @ x.t() + self.linear(self.linear(x))
+
+    model = Skew()
+    _set(model.linear, [[1.0, 2.0], [3.0, 4.0]])
+    # X = I: the skew part Wᵀ − W = [[0, 1], [−1, 0]], the limit (Wᵀ)² = [[7, 15], [10, 22]];
+    # entry 1 is c·1 + 15c², against c²·16 at θ.
+    assert prove(model, torch.eye(2)) == [FormalProof(
+        "output", 2, C - C**2, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (7, 15, 10, 22), HERE)]

@@ -600,11 +600,12 @@ def test_the_limit_and_the_first_power_after_it(series: Series, limit: Any, afte
     (_series({}, 0), "the main part's limit is beyond the expansion's precision"),
     (_series({1: 2}, 0), "the main part's limit is beyond the expansion's precision"),
     (_series({0: 2}, 1), "the rest after the limit is below c^-1: beyond the expansion's precision"),
-    (_series({0: 2}, 3), "the rest after the limit is below c^-3"),
+    (_series({0: 2}, 3), "the rest after the limit is below c^-3: beyond the expansion's precision"),
 ])
 def test_a_limit_or_rest_past_the_expansion_is_refused(series: Series, message: str) -> None:
-    with pytest.raises(Undecided, match=re.escape(message)):
+    with pytest.raises(Undecided) as refused:
         _limit_and_rest(Approximation(series, None))
+    assert str(refused.value) == message
 
 
 def test_ops_outside_the_symbolic_table_are_named() -> None:

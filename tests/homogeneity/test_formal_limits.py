@@ -671,3 +671,34 @@ def test_every_parameter_and_input_entry_is_its_own_symbol() -> None:
     # entry 1 is c·1 + 15c², against c²·16 at θ.
     assert prove(model, torch.eye(2)) == [FormalProof(
         "output", 2, C - C**2, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (7, 15, 10, 22), HERE)]
+
+
+@pytest.mark.parametrize(("activation", "limit"), [
+    (nn.GELU(), (3, 0)),                   # x·Φ(x), Φ by erf(x/√2): relu in the limit
+    (nn.SiLU(), (3, 0)),                   # x·σ(x)
+    (nn.Sigmoid(), (1, 0)),
+])
+def test_saturating_activations_move_by_their_exact_formula(activation: nn.Module,
+                                                            limit: tuple[int, ...]) -> None:
+    model = nn.Sequential(nn.Linear(1, 2, bias=False), activation)
+    _set(model[0], [[3.0], [-2.0]])
+    (proof,) = prove(model, torch.ones(1, 1))
+    assert (proof.grade, proof.limit) == (Grade.APPROXIMATE, limit)
+    _residual_at(proof, model, torch.ones(1, 1))
+
+
+@pytest.mark.parametrize(("norm", "limit"), [
+    (nn.LayerNorm(2), (7, -10)),           # γ·(1, −1) + β
+    (nn.RMSNorm(2), (2, -3)),              # γ·(1, −1)
+])
+def test_the_affine_part_of_a_normalization_scales_and_shifts_its_limit(
+        norm: nn.Module, limit: tuple[int, ...]) -> None:
+    # h = c·(1, −1) normalizes to (1, −1)·c/√(c² + eps); cγ and cβ make the output degree 1.
+    model = nn.Sequential(nn.Linear(1, 2, bias=False), norm)
+    _set(model[0], [[1.0], [-1.0]])
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([2.0, 3.0]))
+        if getattr(norm, "bias", None) is not None:
+            norm.bias.copy_(torch.tensor([5.0, -7.0]))
+    (proof,) = prove(model, torch.ones(1, 1))
+    assert (proof.degree, proof.grade, proof.limit) == (1, Grade.ASYMPTOTIC, limit)

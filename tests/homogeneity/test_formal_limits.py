@@ -620,10 +620,11 @@ def test_ops_outside_the_symbolic_table_are_named() -> None:
 
 
 @pytest.mark.parametrize("norm", [nn.LayerNorm(2, eps=1.0, elementwise_affine=False),
-                                  nn.RMSNorm(2, elementwise_affine=False)])
+                                  nn.RMSNorm(2, elementwise_affine=False), nn.RMSNorm(2)])
 def test_exactness_beside_a_normalization_with_eps_holds_at_theta_only(norm: nn.Module) -> None:
     # (h, norm(h)) for h = c·(1, −1): h is exact, but the graph is not symbolic all through (eps 1,
-    # or None: machine eps), so its proof speaks of this θ; norm(h) = (1, −1)·c/√(c² + eps).
+    # or None: machine eps, with or without a weight γ = 1), so its proof speaks of this θ;
+    # norm(h) = (1, −1)·c/√(c² + eps), times cγ with the weight.
     class Beside(nn.Module):
         def __init__(self) -> None:
             super().__init__()

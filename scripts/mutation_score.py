@@ -1332,6 +1332,33 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_127":
         "the binomial term added exact instead of O(t^term.order): the running sum already has order "
         "keep ≤ term.order, and its terms are below keep",
+    "homogeneity.verify.formal.x__evaluate__mutmut_51":
+        "rms_norm's eps looked up in args[3:5] instead of args[3:4]: rms_norm takes at most four "
+        "arguments (input, normalized_shape, weight, eps), so both slices hold the eps or nothing",
+    "homogeneity.verify.formal.x__evaluate__mutmut_55":
+        "the padded rms_norm arguments keep args[:4] instead of args[:3]: the padding runs only when "
+        "eps is absent or None, and torch.export drops a trailing default argument (the node is "
+        "rms_norm(x, shape) or rms_norm(x, shape, weight)), so args has at most three entries",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_10":
+        "approximate(..., cache=None) makes a fresh cache per output entry: the cache only maps an "
+        "expression to its own approximation, so only shared work is lost",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_12":
+        "approximate(...) without the shared cache makes a fresh one per output entry: the cache only"
+        " maps an expression to its own approximation, so only shared work is lost",
+    "homogeneity.verify.formal.x__layer_norm__mutmut_1":
+        "layer_norm's default eps 1e-5 → 1.00001: torch.export writes the eps into every layer_norm "
+        "node (F.layer_norm passes it positionally), so the default is never read",
+    "homogeneity.verify.formal.x__limit_and_rest__mutmut_7":
+        "oo·sign(a) → oo/sign(a) for the leading coefficient a: a is nonzero, its sign ±1, and oo/±1 "
+        "= oo·±1",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_2":
+        "eps=None → the float32 eps is never chosen: _evaluate replaces an rms_norm eps of None by "
+        "the input dtype's eps before calling _rms_norm, which never sees None",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_4":
+        "torch.finfo(None) for eps=None: _evaluate replaces an rms_norm eps of None by the input "
+        "dtype's eps before calling _rms_norm, which never sees None",
+    "homogeneity.verify.formal.x_prove__mutmut_150":
+        "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
 }
 
 

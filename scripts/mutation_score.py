@@ -1339,6 +1339,9 @@ EQUIVALENT: dict[str, str] = {
         "the padded rms_norm arguments keep args[:4] instead of args[:3]: the padding runs only when "
         "eps is absent or None, and torch.export drops a trailing default argument (the node is "
         "rms_norm(x, shape) or rms_norm(x, shape, weight)), so args has at most three entries",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_7":
+        "the shared cache None: approximate(..., None) makes a fresh cache per output entry; the "
+        "cache only maps an expression to its own approximation, so only shared work is lost",
     "homogeneity.verify.formal.x__grade_proof__mutmut_10":
         "approximate(..., cache=None) makes a fresh cache per output entry: the cache only maps an "
         "expression to its own approximation, so only shared work is lost",

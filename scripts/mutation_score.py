@@ -1354,6 +1354,9 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.formal.x__limit_and_rest__mutmut_7":
         "oo·sign(a) → oo/sign(a) for the leading coefficient a: a is nonzero, its sign ±1, and oo/±1 "
         "= oo·±1",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_9":
+        "centre=False → centre=None for RMSNorm: _normalized only tests `if centre`, and None is "
+        "falsy like False",
     "homogeneity.verify.formal.x__rms_norm__mutmut_2":
         "eps=None → the float32 eps is never chosen: _evaluate replaces an rms_norm eps of None by "
         "the input dtype's eps before calling _rms_norm, which never sees None",

@@ -1273,6 +1273,98 @@ EQUIVALENT: dict[str, str] = {
     "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_57":
         "eps > float64's eps → >=: equal only for float64 itself, whose wide dtype is float64 "
         "either way",
+    "homogeneity.verify.asymptotic.x__approximate__mutmut_13":
+        "polynomials other than c itself go to the Add/Mul/Pow branches instead of Series.of: those "
+        "rebuild the same exact series (Series.make sums and drops zeros as Poly does) with every "
+        "rate None; only the cache then also holds the sub-terms",
+    "homogeneity.verify.asymptotic.x__approximate__mutmut_82":
+        "`_sign(value) > 0` → `>= 0`: _sign returns 1 or -1 (or raises), never 0",
+    "homogeneity.verify.asymptotic.x__approximate__mutmut_86":
+        "passes None as _saturating's `value`, a parameter _saturating never reads",
+    "homogeneity.verify.asymptotic.x__approximate__mutmut_127":
+        "passes None as _saturating's `value`, a parameter _saturating never reads",
+    "homogeneity.verify.asymptotic.x__approximate__mutmut_180":
+        "the sign for an argument exactly 0 (value None) → 1: that argument's main part has no term "
+        "to multiply, so the product is the empty series either way",
+    "homogeneity.verify.asymptotic.x__argument__mutmut_7":
+        "the power returned with value None → 1: every caller reads the power only when value is not "
+        "None (exp, tanh/erf and _power test `value is None` first; Abs ignores it)",
+    "homogeneity.verify.asymptotic.x__power__mutmut_24":
+        "getattr(term, 'args', ()) → default None: every sympy expression has .args, the default is "
+        "never used",
+    "homogeneity.verify.asymptotic.x__power__mutmut_27":
+        "getattr(term, 'args', ()) → getattr(term, 'args'): every sympy expression has .args, the "
+        "default is never used",
+    "homogeneity.verify.asymptotic.x__power__mutmut_44":
+        "`_sign(value) > 0` → `>= 0`: _sign returns 1 or -1 (or raises), never 0",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_23":
+        "`_sign(value) < 0` → `<= 0`: _sign returns 1 or -1 (or raises), never 0",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_24":
+        "`_sign(value) < 0` → `< 1`: _sign returns 1 or -1 (or raises), and only -1 is below either",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_56":
+        "`assert gap is not None and gap > 0` → `or`: gap is never None there (a rest that is not "
+        "exactly 0 has a term or an order) and always > 0, so both asserts pass",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_58":
+        "`gap > 0` → `gap >= 0` in an assert: gap is a later exponent (or the order) minus the first "
+        "exponent, always > 0",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_70":
+        "the binomial sum starts exact instead of O(t^keep): each addition takes the smaller order "
+        "(keep, from the capped term), and the result is re-made with order keep anyway",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_79":
+        "the first power of the rest starts exact instead of O(t^keep): the loop re-makes it with "
+        "order keep before it is used",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_102":
+        "one more binomial term, j = ⌊keep/gap⌋ + 1: its powers are ≥ j·gap > keep, all dropped by "
+        "the truncation to keep, so it adds nothing",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_112":
+        "the power of the rest made exact instead of O(t^keep) before multiplying: its terms are "
+        "already below keep and the product's order is capped at keep on the next line (an exactly 0 "
+        "term then stays 0, which adds nothing to a sum of order keep)",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_117":
+        "the power of the rest left without the cap at keep: the sum it is added to has order keep "
+        "and drops the terms past it, and the next step re-makes it with order keep",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_120":
+        "_min(term.order, keep) → _min(None, keep) = keep: the product's order is already ≥ keep "
+        "(keep + the rest's valuation, or the rest's order ≥ keep plus a valuation ≥ 0)",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_121":
+        "_min(term.order, keep) → term.order (≥ keep): the sum it is added to has order keep and "
+        "drops the terms past it, and the next step re-makes it with order keep",
+    "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_127":
+        "the binomial term added exact instead of O(t^term.order): the running sum already has order "
+        "keep ≤ term.order, and its terms are below keep",
+    "homogeneity.verify.formal.x__evaluate__mutmut_51":
+        "rms_norm's eps looked up in args[3:5] instead of args[3:4]: rms_norm takes at most four "
+        "arguments (input, normalized_shape, weight, eps), so both slices hold the eps or nothing",
+    "homogeneity.verify.formal.x__evaluate__mutmut_55":
+        "the padded rms_norm arguments keep args[:4] instead of args[:3]: the padding runs only when "
+        "eps is absent or None, and torch.export drops a trailing default argument (the node is "
+        "rms_norm(x, shape) or rms_norm(x, shape, weight)), so args has at most three entries",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_7":
+        "the shared cache None: approximate(..., None) makes a fresh cache per output entry; the "
+        "cache only maps an expression to its own approximation, so only shared work is lost",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_10":
+        "approximate(..., cache=None) makes a fresh cache per output entry: the cache only maps an "
+        "expression to its own approximation, so only shared work is lost",
+    "homogeneity.verify.formal.x__grade_proof__mutmut_12":
+        "approximate(...) without the shared cache makes a fresh one per output entry: the cache only"
+        " maps an expression to its own approximation, so only shared work is lost",
+    "homogeneity.verify.formal.x__layer_norm__mutmut_1":
+        "layer_norm's default eps 1e-5 → 1.00001: torch.export writes the eps into every layer_norm "
+        "node (F.layer_norm passes it positionally), so the default is never read",
+    "homogeneity.verify.formal.x__limit_and_rest__mutmut_7":
+        "oo·sign(a) → oo/sign(a) for the leading coefficient a: a is nonzero, its sign ±1, and oo/±1 "
+        "= oo·±1",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_9":
+        "centre=False → centre=None for RMSNorm: _normalized only tests `if centre`, and None is "
+        "falsy like False",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_2":
+        "eps=None → the float32 eps is never chosen: _evaluate replaces an rms_norm eps of None by "
+        "the input dtype's eps before calling _rms_norm, which never sees None",
+    "homogeneity.verify.formal.x__rms_norm__mutmut_4":
+        "torch.finfo(None) for eps=None: _evaluate replaces an rms_norm eps of None by the input "
+        "dtype's eps before calling _rms_norm, which never sees None",
+    "homogeneity.verify.formal.x_prove__mutmut_150":
+        "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
 }
 
 

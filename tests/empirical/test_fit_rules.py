@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.optimize import OptimizeWarning
 from scipy.stats import t as student
 
 from empirical.errors import EmpiricalError
@@ -18,7 +19,9 @@ from empirical.training.fits import (
     LAWS,
     NESTED_TOLERANCE,
     Fit,
+    Law,
     _choose,
+    _curve_fit,
     _equilibrium_starts,
     _fixed_power,
     _lag1_autocorrelation,
@@ -392,3 +395,72 @@ def test_the_information_choice_stands_within_the_extrapolation_tolerance(power,
             "equilibrium": _fit("equilibrium", 2.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
     floor = 2.0 if power > 1 else 0.0
     assert choose_law(fits, {"power": power, "equilibrium": floor}) == best
+
+
+@pytest.mark.parametrize("units", [1.0, 1e-3])
+def test_r2_does_not_depend_on_the_norms_units(units: float) -> None:
+    """R² = 1 − RSS/TSS is a ratio: norms in other units (a total sum of squares below 1 here)
+    give the same R²."""
+    t, r = PERSISTENT
+    y = units * (2 * t + 1 + r)
+    fit = fit_law(t, y, "linear")
+    total = float(np.sum((y - y.mean()) ** 2))
+    assert (total < 1) == (units < 1)
+    assert fit.r2 == pytest.approx(1 - 8 / float(np.sum((2 * t + r - (2 * t + r).mean()) ** 2)))
+    assert fit.r2 == pytest.approx(1 - fit.rss / total)
+
+
+def test_a_flat_run_keeps_the_first_start_among_equally_good_ones() -> None:
+    """All-zero norms fit the power law for every exponent and the equilibrium for every τ (RSS 0
+    at every start): the search keeps its first start, p = ¼, and τ = 3% of the last step (the
+    starts are in units of the last step, here 190, not of the span, 90)."""
+    t = 100.0 + 10.0 * np.arange(10)
+    assert fit_law(t, np.zeros(10), "power").params == {"a": 0.0, "p": 0.25, "b": 0.0}
+    assert _power_starts(t / 190.0, np.zeros(10))[0][1] == 0.25
+    fit = fit_law(t, np.zeros(10), "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 0.0, "rho_0": 0.0, "tau": 0.03 * 190.0}, abs=1e-12)
+
+
+def test_a_refit_that_cannot_start_keeps_the_searchs_optimum_without_standard_errors() -> None:
+    """τ's lower bound, 10⁻⁶, holds in the search's units (a fraction of the run) and again in the
+    refit's (steps): over a span of 10⁻⁶ steps, τ = 10⁻⁸ steps is 1% of the run, found by the
+    search, but outside the refit's bounds. The fit keeps the search's parameters, rescaled to
+    steps, with the covariance unknown (no standard errors); RSS, R² and AIC are those of that
+    curve."""
+    t = np.linspace(0.0, 1e-6, 21)
+    y = LAWS["equilibrium"].fn(t, 9.0, 5.0, 1e-8)
+    fit = fit_law(t, y, "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 9.0, "rho_0": 5.0, "tau": 1e-8}, rel=1e-6)
+    assert fit.stderr == {"rho_inf": None, "rho_0": None, "tau": None}
+    rss = float(np.sum((fit.predict(t) - y) ** 2))
+    assert fit.rss == pytest.approx(rss, rel=1e-9, abs=1e-30) and fit.r2 == pytest.approx(1.0)
+    floor = 21 * (np.finfo(float).eps * 9.0) ** 2
+    assert fit.aic == pytest.approx(21 * math.log(max(rss, floor) / 21) + 2 * 4, rel=1e-6)
+
+
+def _warning_line(warns: type[Warning]):
+    """A line a·t + b whose evaluation warns with ``warns``, as a law to fit."""
+    def fn(t, a, b):
+        warnings.warn("evaluated", warns, stacklevel=2)
+        return a * t + b
+
+    return Law("line", "a·t + b", ("a", "b"), fn, lambda t, y: [(1.0, 0.0)],
+               lambda p, T, Y: tuple(p))
+
+
+@pytest.mark.parametrize(("warns", "silenced"), [
+    (OptimizeWarning, True), (RuntimeWarning, True), (UserWarning, False), (DeprecationWarning, False)])
+def test_fitting_silences_only_the_covariance_and_overflow_warnings(warns, silenced) -> None:
+    """curve_fit's OptimizeWarning (an undefined covariance, reported as stderr None) and the
+    RuntimeWarning of an overflowing trial curve are silenced; any other warning raised while
+    fitting reaches the caller."""
+    t = np.arange(5.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        params, _cov = _curve_fit(_warning_line(warns), t, 2.0 * t + 1.0, (1.0, 0.0))
+    assert params == pytest.approx([2.0, 1.0])
+    passed = [w.category for w in caught if str(w.message) == "evaluated"]
+    if silenced:
+        assert passed == []
+    else:
+        assert passed and set(passed) == {warns}

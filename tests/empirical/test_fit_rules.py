@@ -4,6 +4,7 @@ boundaries of their tolerances on hand-made fits."""
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -20,6 +21,7 @@ from empirical.training.fits import (
     NESTED_TOLERANCE,
     Fit,
     Law,
+    _by_extrapolation,
     _choose,
     _curve_fit,
     _equilibrium_starts,
@@ -28,6 +30,7 @@ from empirical.training.fits import (
     _power_starts,
     choose_law,
     extrapolation_scores,
+    fit_growth,
     fit_law,
     parameter_intervals,
 )
@@ -464,3 +467,57 @@ def test_fitting_silences_only_the_covariance_and_overflow_warnings(warns, silen
         assert passed == []
     else:
         assert passed and set(passed) == {warns}
+
+
+def _all_laws() -> dict[str, Fit]:
+    return {"linear": _fit("linear", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "sqrt": _fit("sqrt", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "quarter": _fit("quarter", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "power": _fit("power", 1.0, a=(1, 0.1), p=(0.7, 0.01), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 1.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+
+
+@pytest.mark.parametrize(("scores", "best"), [
+    ({"sqrt": 1.05, "power": 1.0}, "sqrt"),              # 2 parameters before 3, whatever the names
+    ({"equilibrium": 1.0, "quarter": 1.08}, "quarter"),
+    ({"linear": 1.05, "sqrt": 1.0}, "sqrt"),             # as many parameters: the smaller error
+    ({"power": 1.0, "equilibrium": 1.02}, "power"),
+    ({"linear": 1.0, "sqrt": 1.2, "power": None}, "linear"),  # beyond 1.1 × the best: not near
+    ({"linear": None, "sqrt": None}, None),              # nothing scored: no choice
+])
+def test_the_extrapolations_choice_is_the_fewest_parameters_then_the_smaller_error(scores, best) -> None:
+    assert _by_extrapolation(scores, _all_laws()) == best
+
+
+def test_the_equilibrium_law_runs_from_rho_0_to_rho_inf_with_time_constant_tau() -> None:
+    """ρ(0) = ρ0, ρ(τ) = ρ∞ − (ρ∞ − ρ0)/e, ρ(t) → ρ∞; fitted to 9 − 4·exp(−t/500) (written out
+    here, not by the law), it recovers ρ∞ = 9, ρ0 = 5, τ = 500."""
+    fn = LAWS["equilibrium"].fn
+    t = np.array([0.0, 500.0, 1e6])
+    assert fn(t, 9.0, 5.0, 500.0) == pytest.approx([5.0, 9.0 - 4.0 / math.e, 9.0])
+    steps = np.arange(0.0, 2001.0, 50.0)
+    fit = fit_law(steps, 9.0 - 4.0 * np.exp(-steps / 500.0), "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 9.0, "rho_0": 5.0, "tau": 500.0}, rel=1e-6)
+
+
+def test_an_extrapolation_error_beyond_float_range_is_no_score() -> None:
+    """A line fitted on t = 0..6 (1 + 2t exactly) predicts 2·10²⁰⁰ at t = 10²⁰⁰, where the norm
+    levelled off at 1: the squared error overflows, so the law gets no score (None), not inf; at
+    t = 10¹⁰⁰ the same error is scored."""
+    t = np.array([0.0, 1, 2, 3, 4, 5, 6, 1e200, 2e200, 3e200])
+    y = np.concatenate([1.0 + 2.0 * t[:7], np.ones(3)])
+    assert extrapolation_scores(t, y, ["linear"]) == {"linear": None}
+    t[7:] = [1e100, 2e100, 3e100]  # errors 2·10¹⁰⁰·(1, 2, 3): their squares are in range
+    assert extrapolation_scores(t, y, ["linear"])["linear"] == pytest.approx(2e100 * math.sqrt(14 / 3))
+
+
+@pytest.mark.parametrize("law", ["linear", "sqrt", "quarter"])
+def test_a_growth_document_has_no_interval_where_the_standard_error_is_undefined(law: str) -> None:
+    """Constant norms: the covariance, so the standard errors, are undefined; the document's
+    intervals are null, and it stays strict JSON."""
+    t = np.arange(10.0)
+    result = fit_growth(t, np.full(10, 3.0), (law,))
+    (document,) = result["fits"]
+    assert document["stderr"] == {"a": None, "b": None}
+    assert document["interval"] == {"a": None, "b": None}
+    json.dumps(result, allow_nan=False)

@@ -522,3 +522,12 @@ def test_a_growth_document_has_no_interval_where_the_standard_error_is_undefined
     assert document["stderr"] == {"a": None, "b": None}
     assert document["interval"] == {"a": None, "b": None}
     json.dumps(result, allow_nan=False)
+
+
+def test_a_fit_predicts_at_steps_given_as_any_real_numbers() -> None:
+    """Steps are read as floats: Python integers beyond 64 bits and exact fractions included."""
+    from fractions import Fraction
+
+    fit = Fit("equilibrium", {"rho_inf": 9.0, "rho_0": 5.0, "tau": 500.0}, {}, r2=1.0, aic=0.0,
+              rss=0.0, n=4, span=1.0)
+    assert fit.predict([0, 10**20, Fraction(1000, 2)]) == pytest.approx([5.0, 9.0, 9.0 - 4.0 / math.e])

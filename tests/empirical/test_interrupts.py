@@ -263,8 +263,7 @@ def _resume_state(previous: bool = True):
 
 
 @pytest.mark.parametrize("previous", [True, False])
-def test_a_resume_file_reads_back_every_part_of_the_state(previous, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # anything written beside the given path stays in the test's folder
+def test_a_resume_file_reads_back_every_part_of_the_state(previous, tmp_path):
     state = _resume_state(previous)
     path = resume_path(tmp_path / "run")
     assert path == tmp_path / "run" / "resume.safetensors"

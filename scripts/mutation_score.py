@@ -617,6 +617,9 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.fits.x_fit_law__mutmut_28":
         "the step scale for t[-1] ≤ 0 becomes 2.0: unreachable, at least 3 strictly increasing steps "
         "≥ 0 make t[-1] > 0",
+    "empirical.training.resume.x_save_state__mutmut_36":
+        "json.dumps(allow_nan=False) → allow_nan=None: json tests `not allow_nan` (the C encoder "
+        "too), so None refuses NaN and infinity exactly as False does",
     "empirical.training.fits.x_extrapolation_scores__mutmut_14":
         "the head-size check `cut < k + 1` → `cut < k - 1`: for k - 1 ≤ cut < k + 1 fit_law refuses "
         "the head (k + 1 points needed) and the EmpiricalError is scored None, as the check would",

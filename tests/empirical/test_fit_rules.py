@@ -4,11 +4,13 @@ boundaries of their tolerances on hand-made fits."""
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
 import numpy as np
 import pytest
+from scipy.optimize import OptimizeWarning
 from scipy.stats import t as student
 
 from empirical.errors import EmpiricalError
@@ -18,13 +20,17 @@ from empirical.training.fits import (
     LAWS,
     NESTED_TOLERANCE,
     Fit,
+    Law,
+    _by_extrapolation,
     _choose,
+    _curve_fit,
     _equilibrium_starts,
     _fixed_power,
     _lag1_autocorrelation,
     _power_starts,
     choose_law,
     extrapolation_scores,
+    fit_growth,
     fit_law,
     parameter_intervals,
 )
@@ -392,3 +398,136 @@ def test_the_information_choice_stands_within_the_extrapolation_tolerance(power,
             "equilibrium": _fit("equilibrium", 2.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
     floor = 2.0 if power > 1 else 0.0
     assert choose_law(fits, {"power": power, "equilibrium": floor}) == best
+
+
+@pytest.mark.parametrize("units", [1.0, 1e-3])
+def test_r2_does_not_depend_on_the_norms_units(units: float) -> None:
+    """R² = 1 − RSS/TSS is a ratio: norms in other units (a total sum of squares below 1 here)
+    give the same R²."""
+    t, r = PERSISTENT
+    y = units * (2 * t + 1 + r)
+    fit = fit_law(t, y, "linear")
+    total = float(np.sum((y - y.mean()) ** 2))
+    assert (total < 1) == (units < 1)
+    assert fit.r2 == pytest.approx(1 - 8 / float(np.sum((2 * t + r - (2 * t + r).mean()) ** 2)))
+    assert fit.r2 == pytest.approx(1 - fit.rss / total)
+
+
+def test_a_flat_run_keeps_the_first_start_among_equally_good_ones() -> None:
+    """All-zero norms fit the power law for every exponent and the equilibrium for every τ (RSS 0
+    at every start): the search keeps its first start, p = ¼, and τ = 3% of the last step (the
+    starts are in units of the last step, here 190, not of the span, 90)."""
+    t = 100.0 + 10.0 * np.arange(10)
+    assert fit_law(t, np.zeros(10), "power").params == {"a": 0.0, "p": 0.25, "b": 0.0}
+    assert _power_starts(t / 190.0, np.zeros(10))[0][1] == 0.25
+    fit = fit_law(t, np.zeros(10), "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 0.0, "rho_0": 0.0, "tau": 0.03 * 190.0}, abs=1e-12)
+
+
+def test_a_refit_that_cannot_start_keeps_the_searchs_optimum_without_standard_errors() -> None:
+    """τ's lower bound, 10⁻⁶, holds in the search's units (a fraction of the run) and again in the
+    refit's (steps): over a span of 10⁻⁶ steps, τ = 10⁻⁸ steps is 1% of the run, found by the
+    search, but outside the refit's bounds. The fit keeps the search's parameters, rescaled to
+    steps, with the covariance unknown (no standard errors); RSS, R² and AIC are those of that
+    curve."""
+    t = np.linspace(0.0, 1e-6, 21)
+    y = LAWS["equilibrium"].fn(t, 9.0, 5.0, 1e-8)
+    fit = fit_law(t, y, "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 9.0, "rho_0": 5.0, "tau": 1e-8}, rel=1e-6)
+    assert fit.stderr == {"rho_inf": None, "rho_0": None, "tau": None}
+    rss = float(np.sum((fit.predict(t) - y) ** 2))
+    assert fit.rss == pytest.approx(rss, rel=1e-9, abs=1e-30) and fit.r2 == pytest.approx(1.0)
+    floor = 21 * (np.finfo(float).eps * 9.0) ** 2
+    assert fit.aic == pytest.approx(21 * math.log(max(rss, floor) / 21) + 2 * 4, rel=1e-6)
+
+
+def _warning_line(warns: type[Warning]):
+    """A line a·t + b whose evaluation warns with ``warns``, as a law to fit."""
+    def fn(t, a, b):
+        warnings.warn("evaluated", warns, stacklevel=2)
+        return a * t + b
+
+    return Law("line", "a·t + b", ("a", "b"), fn, lambda t, y: [(1.0, 0.0)],
+               lambda p, T, Y: tuple(p))
+
+
+@pytest.mark.parametrize(("warns", "silenced"), [
+    (OptimizeWarning, True), (RuntimeWarning, True), (UserWarning, False), (DeprecationWarning, False)])
+def test_fitting_silences_only_the_covariance_and_overflow_warnings(warns, silenced) -> None:
+    """curve_fit's OptimizeWarning (an undefined covariance, reported as stderr None) and the
+    RuntimeWarning of an overflowing trial curve are silenced; any other warning raised while
+    fitting reaches the caller."""
+    t = np.arange(5.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        params, _cov = _curve_fit(_warning_line(warns), t, 2.0 * t + 1.0, (1.0, 0.0))
+    assert params == pytest.approx([2.0, 1.0])
+    passed = [w.category for w in caught if str(w.message) == "evaluated"]
+    if silenced:
+        assert passed == []
+    else:
+        assert passed and set(passed) == {warns}
+
+
+def _all_laws() -> dict[str, Fit]:
+    return {"linear": _fit("linear", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "sqrt": _fit("sqrt", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "quarter": _fit("quarter", 1.0, a=(1, 0.1), b=(0, 0.1)),
+            "power": _fit("power", 1.0, a=(1, 0.1), p=(0.7, 0.01), b=(0, 0.1)),
+            "equilibrium": _fit("equilibrium", 1.0, rho_inf=(9, 0.1), rho_0=(5, 0.1), tau=(50, 1.0))}
+
+
+@pytest.mark.parametrize(("scores", "best"), [
+    ({"sqrt": 1.05, "power": 1.0}, "sqrt"),              # 2 parameters before 3, whatever the names
+    ({"equilibrium": 1.0, "quarter": 1.08}, "quarter"),
+    ({"linear": 1.05, "sqrt": 1.0}, "sqrt"),             # as many parameters: the smaller error
+    ({"power": 1.0, "equilibrium": 1.02}, "power"),
+    ({"linear": 1.0, "sqrt": 1.2, "power": None}, "linear"),  # beyond 1.1 × the best: not near
+    ({"linear": None, "sqrt": None}, None),              # nothing scored: no choice
+])
+def test_the_extrapolations_choice_is_the_fewest_parameters_then_the_smaller_error(scores, best) -> None:
+    assert _by_extrapolation(scores, _all_laws()) == best
+
+
+def test_the_equilibrium_law_runs_from_rho_0_to_rho_inf_with_time_constant_tau() -> None:
+    """ρ(0) = ρ0, ρ(τ) = ρ∞ − (ρ∞ − ρ0)/e, ρ(t) → ρ∞; fitted to 9 − 4·exp(−t/500) (written out
+    here, not by the law), it recovers ρ∞ = 9, ρ0 = 5, τ = 500."""
+    fn = LAWS["equilibrium"].fn
+    t = np.array([0.0, 500.0, 1e6])
+    assert fn(t, 9.0, 5.0, 500.0) == pytest.approx([5.0, 9.0 - 4.0 / math.e, 9.0])
+    steps = np.arange(0.0, 2001.0, 50.0)
+    fit = fit_law(steps, 9.0 - 4.0 * np.exp(-steps / 500.0), "equilibrium")
+    assert fit.params == pytest.approx({"rho_inf": 9.0, "rho_0": 5.0, "tau": 500.0}, rel=1e-6)
+
+
+def test_an_extrapolation_error_beyond_float_range_is_no_score() -> None:
+    """A line fitted on t = 0..6 (1 + 2t exactly) predicts 2·10²⁰⁰ at t = 10²⁰⁰, where the norm
+    levelled off at 1: the squared error overflows, so the law gets no score (None), not inf; at
+    t = 10¹⁰⁰ the same error is scored."""
+    t = np.array([0.0, 1, 2, 3, 4, 5, 6, 1e200, 2e200, 3e200])
+    y = np.concatenate([1.0 + 2.0 * t[:7], np.ones(3)])
+    with np.errstate(over="ignore"):
+        assert extrapolation_scores(t, y, ["linear"]) == {"linear": None}
+    t[7:] = [1e100, 2e100, 3e100]  # errors 2·10¹⁰⁰·(1, 2, 3): their squares are in range
+    assert extrapolation_scores(t, y, ["linear"])["linear"] == pytest.approx(2e100 * math.sqrt(14 / 3))
+
+
+@pytest.mark.parametrize("law", ["linear", "sqrt", "quarter"])
+def test_a_growth_document_has_no_interval_where_the_standard_error_is_undefined(law: str) -> None:
+    """Constant norms: the covariance, so the standard errors, are undefined; the document's
+    intervals are null, and it stays strict JSON."""
+    t = np.arange(10.0)
+    result = fit_growth(t, np.full(10, 3.0), (law,))
+    (document,) = result["fits"]
+    assert document["stderr"] == {"a": None, "b": None}
+    assert document["interval"] == {"a": None, "b": None}
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_fit_predicts_at_steps_given_as_any_real_numbers() -> None:
+    """Steps are read as floats: Python integers beyond 64 bits and exact fractions included."""
+    from fractions import Fraction
+
+    fit = Fit("equilibrium", {"rho_inf": 9.0, "rho_0": 5.0, "tau": 500.0}, {}, r2=1.0, aic=0.0,
+              rss=0.0, n=4, span=1.0)
+    assert fit.predict([0, 10**20, Fraction(1000, 2)]) == pytest.approx([5.0, 9.0, 9.0 - 4.0 / math.e])

@@ -4,6 +4,7 @@ hidden remnant, and the run resumes to the numbers of a run that was never inter
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -15,13 +16,14 @@ from pathlib import Path
 
 import pytest
 import safetensors.torch
+import torch
 
 import empirical.training.runs as runs
 from empirical.cli import main
 from empirical.errors import EmpiricalError
 from empirical.interrupts import Interrupted, deferred, exit_code, signals_as_interrupts
 from empirical.models.corpus import load_corpus
-from empirical.training.resume import RESUME_FILE
+from empirical.training.resume import RESUME_FILE, ResumeState, load_state, resume_path, save_state
 from empirical.training.runs import (
     TrainConfig,
     TrainingInterrupted,
@@ -240,3 +242,130 @@ def test_the_report_folder_keeps_its_old_files_when_a_report_is_interrupted(tmp_
     assert "![similarity](similarity.png)" in (tmp_path / "report.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "results.json", "similarity.png"]
     assert json.loads((tmp_path / "results.json").read_text())["sections"] == {"figure": {}}
+
+
+# --- the resume file on its own: what save_state writes, load_state reads back ----------------
+
+
+def _resume_state(previous: bool = True):
+    """A state as a run's checkpoint hands it over: optimizer entries with tensors and plain
+    numbers (an index with only tensors, one with only numbers), a schedule, a generator state."""
+    generator = torch.Generator().manual_seed(11)
+    optimizer = {
+        "state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.tensor([0.5, -1.5]), "scale": 0.25},
+                  2: {"exp_avg_sq": torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)},
+                  5: {"step": 7, "clipped": True}},
+        "param_groups": [{"lr": 0.01, "betas": [0.9, 0.999], "params": [0, 2, 5]}]}
+    return ResumeState(step=4, document={"records": [{"step": 1, "norm": 2.5}], "stopped": None},
+                       optimizer=optimizer, schedule={"last_epoch": 4, "base_lrs": [0.01]},
+                       generator=generator.get_state(),
+                       previous=torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64) if previous else None)
+
+
+@pytest.mark.parametrize("previous", [True, False])
+def test_a_resume_file_reads_back_every_part_of_the_state(previous, tmp_path):
+    state = _resume_state(previous)
+    path = resume_path(tmp_path / "run")
+    assert path == tmp_path / "run" / "resume.safetensors"
+    assert save_state(path, state) == path
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["resume.safetensors"]
+    loaded = load_state(path)  # the default device: the CPU
+    assert (loaded.step, loaded.document, loaded.schedule) == (4, state.document, state.schedule)
+    assert loaded.optimizer["param_groups"] == state.optimizer["param_groups"]
+    assert list(loaded.optimizer["state"]) == [0, 2, 5]  # integer indices, in order
+    for index, values in state.optimizer["state"].items():
+        back = loaded.optimizer["state"][index]
+        assert sorted(back) == sorted(values), index
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                assert back[name].device.type == "cpu"
+                assert back[name].dtype == value.dtype and torch.equal(back[name], value), (index, name)
+            else:
+                assert back[name] == value and type(back[name]) is type(value), (index, name)
+    assert torch.equal(loaded.generator, state.generator)
+    if previous:
+        assert loaded.previous is not None and torch.equal(loaded.previous, state.previous)
+    else:
+        assert loaded.previous is None
+    # The file itself: tensors by name, the rest as JSON under one metadata key.
+    tensors = safetensors.torch.load_file(path)
+    assert sorted(tensors) == sorted(["generator", "optimizer.0.step", "optimizer.0.exp_avg",
+                                      "optimizer.2.exp_avg_sq"] + (["tracker.previous"] if previous else []))
+    with safetensors.safe_open(str(path), framework="pt") as handle:
+        meta = json.loads(handle.metadata()["normsat.resume"])
+    assert meta["optimizer"]["scalars"] == {"0": {"scale": 0.25}, "5": {"step": 7, "clipped": True}}
+    assert meta["optimizer"]["indices"] == [0, 2, 5] and meta["step"] == 4
+
+
+def test_a_resumed_optimizer_takes_the_same_next_step(tmp_path):
+    """AdamW's moments and step count written and read back: the optimizer built anew and loaded
+    from the file makes the step the original makes, to the last bit."""
+    def model_and_optimizer():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        return model, torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def step(model, optimizer, x):
+        optimizer.zero_grad()
+        model(x).square().sum().backward()
+        optimizer.step()
+
+    x = torch.tensor([[1.0, -2.0, 0.5]])
+    model, optimizer = model_and_optimizer()
+    for _ in range(2):
+        step(model, optimizer, x)
+    path = tmp_path / "resume.safetensors"
+    save_state(path, ResumeState(step=2, document={}, optimizer=optimizer.state_dict(), schedule={},
+                                 generator=torch.Generator().get_state(), previous=None))
+    saved = load_state(path)
+    again, resumed = model_and_optimizer()
+    again.load_state_dict(model.state_dict())
+    resumed.load_state_dict(saved.optimizer)
+    step(model, optimizer, x)
+    step(again, resumed, x)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
+
+
+def test_optimizer_tensors_go_to_the_device_asked_for(tmp_path):
+    """The meta device stands in for an accelerator: the optimizer's tensors move there, the
+    generator state and the previous parameters stay on the CPU (where they are used)."""
+    path = tmp_path / "resume.safetensors"
+    save_state(path, _resume_state())
+    loaded = load_state(path, device="meta")
+    for index, name in ((0, "step"), (0, "exp_avg"), (2, "exp_avg_sq")):
+        assert loaded.optimizer["state"][index][name].device.type == "meta", (index, name)
+    assert loaded.optimizer["state"][5] == {"step": 7, "clipped": True}
+    assert loaded.generator.device.type == "cpu" and loaded.previous.device.type == "cpu"
+
+
+def test_a_resume_state_that_is_not_strict_json_is_refused_and_nothing_written(tmp_path):
+    state = dataclasses.replace(_resume_state(), document={"records": [{"loss": math.nan}]})
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        save_state(tmp_path / "resume.safetensors", state)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_resume_file_is_refused_saying_what_was_expected(tmp_path):
+    path = tmp_path / "resume.safetensors"
+    with pytest.raises(EmpiricalError) as caught:
+        load_state(path)
+    assert str(caught.value) == (
+        f"expected the resume file {path} of an unfinished run, but it does not exist (a finished "
+        "run has none; a run stopped before its first checkpoint has nothing to resume)")
+
+
+def test_a_file_that_is_not_a_resume_file_is_refused_saying_why(tmp_path):
+    """A safetensors file without the resume metadata (a checkpoint, say), and bytes that are no
+    safetensors file at all."""
+    checkpoint = tmp_path / "checkpoint.safetensors"
+    safetensors.torch.save_file({"w": torch.ones(2)}, str(checkpoint), metadata={"format": "pt"})
+    with pytest.raises(EmpiricalError) as caught:
+        load_state(checkpoint)
+    assert str(caught.value) == (f"expected a normsat resume file at {checkpoint}, got one that cannot "
+                                 "be read: no normsat.resume metadata")
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"not a safetensors file")
+    with pytest.raises(EmpiricalError) as caught:
+        load_state(garbage)
+    assert str(caught.value).startswith(f"expected a normsat resume file at {garbage}, got one that "
+                                        "cannot be read: ")

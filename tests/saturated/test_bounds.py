@@ -229,6 +229,25 @@ def test_interval_fallback_certifies_from_a_wrong_estimate(row: list[float], eps
     assert lo <= true <= hi and hi <= lo * (1 + 1e-3)
 
 
+@pytest.mark.parametrize(("estimate", "eps", "rel_width"),
+                         [(1.7, 0.3, 1e-3), (1.3, 0.3, 1e-3), (1.7, 0.3035, 1.0)])
+def test_interval_fallback_crosses_a_dip_of_the_error_below_eps(estimate: float, eps: float,
+                                                                 rel_width: float) -> None:
+    """With tied winners the error can fall below eps and rise above it again: for the rising row
+    it is 0.275 at c = 1, 0.29 at c = 1.7, 0.3037 at c = 2 (near the top loser's peak), and meets
+    eps = 0.3 last near c = 3.05 (eps = 0.3035 near 2.64). From an estimate inside the dip, the
+    mpmath bisection must still return an interval around the true scale with the error above eps
+    at lo (checked from the definition), not give up where the error is below eps; also when the
+    allowed width (rel_width = 1) is wider than the stretch above eps before c*."""
+    true = float(_true_scale(_RISING, eps))
+    with mpmath.workdps(40):
+        assert _direct_softmax_error(_RISING, 1.0, 40) < eps < _direct_softmax_error(_RISING, 2.0, 40)
+        assert _direct_softmax_error(_RISING, estimate, 40) < eps
+    lo, hi = bounds._certify(bounds._row(_RISING), estimate, eps, rel_width)
+    assert lo <= true <= hi and hi <= lo * (1 + rel_width)
+    assert _direct_softmax_error(_RISING, lo, 40) > eps
+
+
 def test_interval_fallback_with_nothing_to_certify() -> None:
     """Every allowed position tied, or an error never above eps: the scale is 0."""
     assert bounds._certify(bounds._row([1.0, 1.0, -math.inf]), 5.0, 1e-3, 1e-3) == (0.0, 0.0)

@@ -248,6 +248,19 @@ def test_interval_fallback_crosses_a_dip_of_the_error_below_eps(estimate: float,
     assert _direct_softmax_error(_RISING, lo, 40) > eps
 
 
+@pytest.mark.parametrize(("row", "eps"), [
+    ([0.0, -1.0], 0.5),  # at c = 0 the winner's error is 1 − 1/2 = 1/2
+    ([0.0, 0.0, 0.0, -1.0], 0.25),  # at c = 0 the loser's weight is 1/4, the winners' error 1/3 − 1/4
+])
+def test_an_error_equal_to_eps_is_not_above_it(row: list[float], eps: float) -> None:
+    """"Above eps" is strict: at c = 0 the weights are uniform and the error is exactly eps (a
+    float, so the interval check is exact), which is not above eps; 10⁻¹² lower it is."""
+    assert _direct_softmax_error(row, 0.0, 40) == eps
+    with bounds.interval_bits(80):
+        assert not bounds._above_eps(bounds._row(row), 0.0, mpmath.iv.mpf(eps))
+        assert bounds._above_eps(bounds._row(row), 0.0, mpmath.iv.mpf(eps * (1 - 1e-12)))
+
+
 def test_interval_fallback_with_nothing_to_certify() -> None:
     """Every allowed position tied, or an error never above eps: the scale is 0."""
     assert bounds._certify(bounds._row([1.0, 1.0, -math.inf]), 5.0, 1e-3, 1e-3) == (0.0, 0.0)

@@ -299,6 +299,44 @@ def test_map_matches_rows_and_its_maximum() -> None:
     assert result.maximum == (max(lo for lo, _ in result.rows), max(hi for _, hi in result.rows))
 
 
+def test_map_defaults_and_tie_tolerance() -> None:
+    """eps = 1e-3 and a relative width of 1e-3 by default, as for one row; a given rtol decides the
+    ties: with rtol = 1e-2, −1e-3 ties with 0 and the row is (0, 0, −1)."""
+    scores = [[0.0, -1e-3, -1.0], [0.0, -2.0, -2.5]]
+    found = scale_to_saturate_map(scores)
+    assert found == scale_to_saturate_map(scores, 1e-3, rel_width=1e-3, rtol=None)
+    assert found.rows == tuple(scale_to_saturate(row) for row in scores)
+    assert scale_to_saturate_map(scores, rtol=1e-2).rows[0] == scale_to_saturate([0.0, 0.0, -1.0], rtol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_map_reads_its_scores_as_float64_numbers(dtype: type) -> None:
+    """A float32 or integer map gives what its values give as float64, with float64's tie
+    tolerance: 0.999999 in float32 is 1 − 1.0·10⁻⁶, a loser by 1.4·10⁻¹⁴ (float32's own tolerance,
+    7.6·10⁻⁶, would tie it and give a scale near 7 instead of 6.8·10⁶)."""
+    values = [[1.0, 0.999999, 0.0], [2.0, 0.0, 1.0]] if dtype is np.float32 else [[2, 0, 1], [0, -1, -3]]
+    scores = np.array(values, dtype=dtype)
+    found = scale_to_saturate_map(scores, 1e-3)
+    assert found == scale_to_saturate_map(scores.astype(np.float64), 1e-3)
+    assert found.rows == tuple(scale_to_saturate(row, 1e-3) for row in scores.astype(np.float64))
+    if dtype is np.float32:
+        margin = 1.0 - float(np.float32(0.999999))
+        assert found.rows[0][0] > math.log(1 / 1e-3 - 1) / margin * (1 - 1e-3)
+
+
+@pytest.mark.parametrize(("scores", "shape"), [
+    ([0.0, -1.0], r"\(2,\)"), ([[]], r"\(1, 0\)"), ([[[0.0, -1.0]]], r"\(1, 1, 2\)"),
+])
+def test_a_map_must_be_two_dimensional_and_non_empty(scores: list, shape: str) -> None:
+    with pytest.raises(SaturationError, match=f"^expected a non-empty 2-d map of scores, got shape {shape}$"):
+        scale_to_saturate_map(scores, 0.1)
+
+
+def test_a_one_by_one_map_is_a_map() -> None:
+    """One query, one key: the error is 0 from c = 0 on."""
+    assert scale_to_saturate_map([[0.5]], 0.1) == bounds.MapScales(((0.0, 0.0),), (0.0, 0.0))
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: scale_to_saturate([0.0, -1.0], eps=0.0), "eps in"),
     (lambda: scale_to_saturate([0.0, -1.0], eps=1.0), "eps in"),
@@ -1004,6 +1042,23 @@ def test_cheap_scale_bounds_follow_their_formulas_and_contain_the_scale(margin, 
     assert float(low[0]) == pytest.approx(lower, rel=1e-12)
     lo, hi = scale_to_saturate([0.0] * t + [-margin] * (n - t), eps)
     assert float(low[0]) <= hi and lo <= float(high[0]) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("margin", "slack", "t", "n", "eps"), [
+    (0.1, 0.2, 1, 3, 1e-3),  # δ − slack < 0: the margin may be 0 (rounding may hide a tie)
+    (0.5, 0.5, 3, 4, 0.5),  # δ = slack and K = 1/3 ≤ eps: 0/0 in the formula
+    (math.nan, 0.0, 1, 3, 1e-3),  # no margin known at all
+])
+def test_cheap_scale_bounds_claim_nothing_without_a_positive_margin(margin, slack, t, n, eps) -> None:
+    """Where the margin is not known to be positive, no finite upper bound holds (∞, as the
+    certified scale of such a row is, see certified_row_scales); the lower bound is the formula
+    −log(x)/(δ + slack) where δ + slack is a number, and 0 where it is not."""
+    margins, slacks = torch.tensor([margin], dtype=torch.float64), torch.tensor([slack], dtype=torch.float64)
+    low, high = bounds.scale_bounds_of_rows(margins, torch.tensor([t]), torch.tensor([n]), eps, slacks)
+    assert float(high[0]) == math.inf
+    x = eps * t**2 / (1 - eps * t)
+    lower = -math.log(x) / (margin + slack) if 0 < x < 1 and not math.isnan(margin) else 0.0
+    assert float(low[0]) == pytest.approx(lower, rel=1e-12)
 
 
 def test_log_error_bound_of_a_rounded_softmax() -> None:

@@ -501,7 +501,7 @@ def _float_scales(rows: _Padded, eps: float) -> np.ndarray:
 
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         scales = bisect(lambda c: log_winners(c) > log_eps, np.zeros_like(upper), upper)
-        tied = np.nonzero((t > 1) & (n > t))[0]
+        tied = np.nonzero((t > 1) & (n > 0))[0]  # n counts the losers
         if len(tied):
             sub = _Padded(rows.gaps[tied], t[tied], margin[tied])
             found = _float_scales_of_loser(sub, upper[tied], eps)

@@ -181,6 +181,8 @@ def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
     ([3.0, 1.0, 0.5, -2.0, -math.inf], 1e-6),
     ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),  # tied winners: the top loser's error first rises
     ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
+    ([0.0, 0.0, -1.0, -3.0], 0.01),  # as many losers as winners: the top loser's error sets c*
+    ([5.0, 5.0, 5.0, 4.0], 0.05),  # one loser, three winners
 ])
 def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float) -> None:
     lo, hi = scale_to_saturate(row, eps)

@@ -276,6 +276,115 @@ def test_scores_too_close_to_certify_are_refused() -> None:
         scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
 
 
+def _float_certificate(rows: list[list[float]], eps: float, rel_width: float,
+                       estimates: list[float] | None = None) -> tuple[np.ndarray, ...]:
+    """The float64 certificate of ``rows`` side by side, from their float estimates or the ones given."""
+    padded = bounds._Padded.of([bounds._row(row) for row in rows])
+    found = bounds._float_scales(padded, eps) if estimates is None else np.array(estimates, dtype=np.float64)
+    return (found, *bounds._certify_rows(padded, found, eps, rel_width))
+
+
+@pytest.mark.parametrize(("rows", "eps"), [
+    # one winner; a scale below 1; tied winners whose top loser sets c*; no loser at all
+    ([[0.0, -1.0], [0.0, -10.0], [0.0, 0.0, -1.0, -3.0], [1.0, 1.0, -math.inf]], 0.01),
+    # one winner whose top loser still rises at c* (its error is the winner's, which falls)
+    ([[0.0, -0.001] + [-3.0] * 30, [0.0, -1.0, -1.0]], 0.6),
+])
+def test_float_certificate_of_rows_side_by_side(rows: list[list[float]], eps: float) -> None:
+    """Rows of different lengths at once: each row's interval is its float estimate c times
+    (1 ∓ h), certified, and checked here from the definition (the error above eps at lo, within
+    eps at hi and beyond); a row without losers is certified at (0, 0) whatever its estimate."""
+    h = 0.9e-3 / (2 + 0.9e-3)
+    losers = [len(set(row) - {-math.inf}) > 1 for row in rows]
+    estimates = np.where(losers, _float_certificate(rows, eps, 1e-3)[0], 5.0)
+    _, lo, hi, certified = _float_certificate(rows, eps, 1e-3, list(estimates))
+    assert certified.all()
+    for row, c, a, b, any_loser in zip(rows, estimates, lo, hi, losers):
+        if not any_loser:
+            assert (a, b) == (0.0, 0.0)
+            continue
+        assert (a, b) == (c * (1 - h), c * (1 + h))
+        assert 0 < a < 1 if row in ([0.0, -10.0], [0.0, -1.0, -1.0]) else a > 0
+        assert _direct_softmax_error(row, a, 60) > eps
+        assert all(_direct_softmax_error(row, b * k, 60) <= eps for k in (1, 1.5, 3, 10))
+
+
+@pytest.mark.parametrize(("row", "where"), [([0.0, -1.0], "lo"), ([0.0, -1.0], "hi")])
+def test_float_certificate_refuses_an_end_within_rounding_of_the_scale(row: list[float], where: str) -> None:
+    """One loser: c* = log(1/eps − 1) exactly. An estimate that puts lo (or hi) within a few
+    units of rounding of c* leaves the error there within rounding of eps: neither above nor within
+    can be proved, so the row is not certified (the interval fallback takes it)."""
+    eps, h = 0.01, 0.9e-3 / (2 + 0.9e-3)
+    true = math.log(1 / eps - 1)
+    estimate = true / (1 - h) if where == "lo" else true / (1 + h)
+    _, lo, hi, certified = _float_certificate([row], eps, 1e-3, [estimate])
+    assert (lo[0] if where == "lo" else hi[0]) == pytest.approx(true, rel=1e-15)
+    assert not certified[0]
+
+
+def test_float_certificate_refuses_a_hi_where_the_top_loser_still_rises() -> None:
+    """The rising row at eps = 0.3 (c* ≈ 3.05): from an estimate giving [0.79, 1.50] at width 1,
+    the error exceeds eps at lo and is below eps at hi (0.285), but the top loser still rises
+    there (slope ≈ 0.27 > 0) and crosses eps again later: not certified."""
+    eps = 0.3
+    _, lo, hi, certified = _float_certificate([_RISING], eps, 1.0, [1.5 / (1 + 0.9 / 2.9)])
+    assert _direct_softmax_error(_RISING, lo[0], 40) > eps > _direct_softmax_error(_RISING, hi[0], 40)
+    assert _direct_softmax_error(_RISING, 2.0, 40) > eps
+    assert not certified[0]
+
+
+@pytest.mark.parametrize(("row", "end"), [([0.0, -1.0], "winners at lo"), ([0.0, 0.0, -1.0], "loser at lo"),
+                                          ([0.0, -1.0], "winners at hi"), ([0.0, 0.0, -1.0], "loser at hi")])
+def test_float_certificate_compares_with_eps_as_its_contract_says(row: list[float], end: str) -> None:
+    """The error must be strictly above eps at lo and at most eps at hi: with eps set to the end of
+    an enclosure that decides it (the winners' with one winner, the top loser's with two), the
+    certificate flips between eps and the float just below it: not certified at lo's end, and
+    certified at hi's (with eps one float lower, the reverse)."""
+    estimate, h = 2.0, 0.9e-3 / (2 + 0.9e-3)
+    padded = bounds._Padded.of([bounds._row(row)])
+    which, at = end.split(" at ")
+    box = bounds._Box.at(padded, np.array([estimate * (1 - h if at == "lo" else 1 + h)]))
+    enclosure = box.winners() if which == "winners" else box.loser()
+    eps = float(enclosure[0 if at == "lo" else 1][0])
+    below = float(np.nextafter(eps, 0.0))
+    certified = [_float_certificate([row], e, 1e-3, [estimate])[3][0] for e in (eps, below)]
+    assert certified == ([False, True] if at == "lo" else [True, False])
+
+
+def test_float_certificate_of_rows_without_losers_warns_nothing() -> None:
+    """A map with an all-tied row (its enclosures are NaN and set apart) raises no warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = scale_to_saturate_map([[1.0, 1.0], [0.0, -1.0]], 0.01)
+    assert result.rows[0] == (0.0, 0.0) and result.rows[1] == scale_to_saturate([0.0, -1.0], 0.01)
+
+
+def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
+    """R, the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors and the slope's upper
+    bound, for rows of different lengths at a scale each, contain the mpmath values and are tight
+    (10⁻¹² relatively)."""
+    rows = [[0.0, 0.0, -0.5, -1.0, -4.0], [0.0, -2.0], [3.0, 1.0, 0.5, 0.5, -2.0, -7.0]]
+    scales = np.array([0.7, 3.0, 12.0])
+    parsed = [bounds._row(row) for row in rows]
+    box = bounds._Box.at(bounds._Padded.of(parsed), scales)
+    for i, (row, c) in enumerate(zip(parsed, scales)):
+        with mpmath.workdps(60):
+            gaps = [mpmath.mpf(g) for g in row.exact_gaps()]
+            terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in gaps]
+            r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
+            t = row.t
+            exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
+                     "loser": terms[0] / (t + r)}
+            slope = -gaps[0] + m / (t + r)
+        ends = {"r": box.r, "moment": box.moment, "top": box.top, "winners": box.winners(),
+                "loser": box.loser()}
+        for name, value in exact.items():
+            low, high = float(ends[name][0][i]), float(ends[name][1][i])
+            assert low <= value <= high, (i, name)
+            assert high - low <= 1e-12 * value, (i, name)
+        assert slope <= box.slope_high()[i] <= slope + 1e-12 * abs(gaps[0])
+
+
 def test_float_enclosures_contain_the_exponential() -> None:
     """The IEEE-754 enclosures of e^(−c·a) contain mpmath's value, across magnitudes."""
     rng = np.random.default_rng(1)
@@ -288,6 +397,34 @@ def test_float_enclosures_contain_the_exponential() -> None:
             assert lo <= true <= hi
             if true > 2.0**-990:
                 assert hi - lo <= 1e-9 * true
+
+
+def test_float_enclosure_below_the_normal_range() -> None:
+    """Where 2^(−k) falls below the normal range (k > 1000, here c·a = 800 and 10⁶) the enclosure
+    is [0, 2^(−999)]; an infinite exponent (padding, or c·a overflowing) gives [0, 0]; neither that
+    overflow nor 0·∞ (c = 0 on padding) raises a warning."""
+    c = np.array([1.0, 1e3, 2.0, 1e300, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low, high = bounds._exp_neg(c, np.array([[800.0, 1e3, math.inf, 1e300, math.inf]]).T)
+    with mpmath.workdps(30):
+        assert mpmath.exp(-800) < mpmath.mpf(2) ** -999
+    assert low[:, 0].tolist() == [0.0] * 5
+    assert high[:4, 0].tolist() == [2.0**-999, 2.0**-999, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("rel_width", [0.0, 1e-13, 1.000001, 2.0, "0.1", None])
+def test_a_relative_width_outside_its_range_is_refused(rel_width: object) -> None:
+    message = rf"^expected a relative width in \[1e-12, 1\], got {rel_width!r}$"
+    with pytest.raises(SaturationError, match=message):
+        scale_to_saturate([0.0, -1.0], 0.01, rel_width=rel_width)  # type: ignore[arg-type]
+
+
+def test_the_narrowest_relative_width_is_allowed() -> None:
+    """rel_width = 10⁻¹² (the smallest allowed): one loser, c* = log(1/eps − 1) inside, that narrow."""
+    lo, hi = scale_to_saturate([0.0, -1.0], 0.01, rel_width=1e-12)
+    with mpmath.workdps(40):
+        assert lo <= mpmath.log(99) <= hi and hi / lo - 1 <= 1e-12
 
 
 def test_map_matches_rows_and_its_maximum() -> None:
@@ -964,11 +1101,14 @@ def _lower_errors(t: int, near: list[float], far: list[float]) -> tuple[object, 
 
 
 @pytest.mark.parametrize(("t", "near", "far", "eps"), [
-    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the winners' error sets the scale
+    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the top loser's error crosses last (3.90, the winners' 3.2)
     (2, [0.05, 3.0], [3.0] * 30, 0.02),  # the top loser's error rises first and sets it
     (3, [0.2] + [6.0] * 5, [6.0] * 5, 0.05),
     (2, [1.0], [], 0.165),  # the winners' error crosses eps at c = 0.015, early in the scan
     (2, [1.0, 2.0], [2.0], 0.4),  # never above eps
+    (2, [1.0] * 10, [1.0] * 9, 0.01),  # ten losers at the margin: the winners' error crosses last (5.50)
+    (2, [1.0] * 10, [1.0] * 9, 0.415),  # the winners' crossing (0.024) between the scan's first two points
+    (2, [0.05], [3.0] * 30, 0.2),  # the winners' error never exceeds eps, the rising top loser's does
 ])
 def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far, eps) -> None:
     """The interval check says each error exceeds eps just below its last crossing (relative
@@ -985,6 +1125,18 @@ def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far,
     found = bounds._exceeds(t, np.array(near), np.array(far), eps)
     assert found == pytest.approx(max(crossings) * (1 - 1e-6), rel=1e-9, abs=0)
     assert bounds._exceeds(t, np.array([]), np.array(far), eps) == 0.0
+@pytest.mark.parametrize(("t", "near", "far", "eps", "which"), [
+    (1, [1.0], [], 0.5, 0),  # at c = 0 the winners' lower bound is 1/(1·(1 + 1)) = 1/2
+    (2, [1.0], [5.0], 0.25, 1),  # and the top loser's 1/(2 + 1 + 1) = 1/4
+])
+def test_exceeding_is_strict(t: int, near: list[float], far: list[float], eps: float, which: int) -> None:
+    """"Exceeds eps" is strict: at c = 0 every term e^(−c·g) is exactly 1 and the lower bound is
+    exactly eps (a float), which does not exceed it; 10⁻¹² lower it does."""
+    near_, far_ = np.array(near), np.array(far)
+    assert not bounds._certify_exceeds(t, near_, far_, 0.0, eps, which)
+    assert bounds._certify_exceeds(t, near_, far_, 0.0, eps * (1 - 1e-12), which)
+
+
 def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
     """The row as the limit sees it, its top loser's error e^(−cδ)/(t + R) from the definition,
     and the height of that error's peak (its log is concave: bisection on the slope's sign)."""

@@ -183,6 +183,7 @@ def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
     ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
     ([0.0, 0.0, -1.0, -3.0], 0.01),  # as many losers as winners: the top loser's error sets c*
     ([5.0, 5.0, 5.0, 4.0], 0.05),  # one loser, three winners
+    ([0.0, 0.0] + [-0.1] * 10, 0.01),  # K = (n − t)/t² = 2.5 sets the float search's end (c* ≈ 55)
 ])
 def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float) -> None:
     lo, hi = scale_to_saturate(row, eps)
@@ -272,8 +273,11 @@ def test_interval_fallback_with_nothing_to_certify() -> None:
 def test_scores_too_close_to_certify_are_refused() -> None:
     """A subnormal margin (10⁻³¹⁰) needs c ~ 10³¹⁰, beyond the float range: no float64 estimate,
     and the interval search gives up at 10³⁰⁰."""
-    with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too close$"):
-        scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
+    with warnings.catch_warnings():  # the float search overflows quietly on the way
+        warnings.simplefilter("error")
+        with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too "
+                                                  r"close$"):
+            scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
 
 
 def _float_certificate(rows: list[list[float]], eps: float, rel_width: float,
@@ -351,12 +355,16 @@ def test_float_certificate_compares_with_eps_as_its_contract_says(row: list[floa
     assert certified == ([False, True] if at == "lo" else [True, False])
 
 
-def test_float_certificate_of_rows_without_losers_warns_nothing() -> None:
-    """A map with an all-tied row (its enclosures are NaN and set apart) raises no warning."""
+def test_maps_with_padding_and_rows_without_losers_warn_nothing() -> None:
+    """A map with an all-tied row (its enclosures are NaN and set apart), rows of different
+    lengths (padded with +∞ gaps) and a far loser (its term underflows) raises no warning."""
+    scores = [[1.0, 1.0, -math.inf, -math.inf], [0.0, -1.0, -math.inf, -math.inf],
+              [0.0, -0.5, -1e300, -1.0]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = scale_to_saturate_map([[1.0, 1.0], [0.0, -1.0]], 0.01)
-    assert result.rows[0] == (0.0, 0.0) and result.rows[1] == scale_to_saturate([0.0, -1.0], 0.01)
+        result = scale_to_saturate_map(scores, 0.01)
+    assert result.rows[0] == (0.0, 0.0)
+    assert result.rows[1:] == tuple(scale_to_saturate(row, 0.01) for row in scores[1:])
 
 
 def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
@@ -411,6 +419,18 @@ def test_float_enclosure_below_the_normal_range() -> None:
         assert mpmath.exp(-800) < mpmath.mpf(2) ** -999
     assert low[:, 0].tolist() == [0.0] * 5
     assert high[:4, 0].tolist() == [2.0**-999, 2.0**-999, 0.0, 0.0]
+
+
+def test_float_enclosure_at_the_edge_of_the_normal_range() -> None:
+    """c·a in [1000, 1001)·ln 2 (k = 1000): 2^(−k) is still normal and the enclosure tight (its
+    budget is about 8u·c·a relatively); one step further (k = 1001) it is [0, 2^(−999)] as
+    documented."""
+    a = np.array([[1000.5 * math.log(2), 1001.5 * math.log(2)]]).T
+    low, high = bounds._exp_neg(np.array([1.0, 1.0]), a)
+    with mpmath.workdps(40):
+        true = mpmath.exp(-mpmath.mpf(float(a[0, 0])))
+        assert 0 < low[0, 0] <= true <= high[0, 0] and high[0, 0] - low[0, 0] <= 1e-11 * true  # ~8u·c·a
+    assert (low[1, 0], high[1, 0]) == (0.0, 2.0**-999)
 
 
 @pytest.mark.parametrize("rel_width", [0.0, 1e-13, 1.000001, 2.0, "0.1", None])

@@ -1321,3 +1321,30 @@ def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> N
     expected = bounds.certified_row_scales(weights.astype(np.float64), winners, allowed, 1e-3, unit)
     assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
     assert np.all(found[0] > 0) and np.all(found[0] <= found[1])
+
+
+def test_row_scales_contain_the_scale_of_the_scores_softmaxed() -> None:
+    """Weights computed by torch in float32 from known scores: each (lo, hi) contains the
+    certified scale of those scores (taken exactly, in float64, 10⁻⁹ wide) and is within 2·10⁻³
+    of it relatively; one winner, tied winners, a masked key, a weight that underflows to 0, a
+    far loser, and a loser 10⁻⁷ below the winner, its weight a few ulps from the winner's: rounding
+    may hide a tie there, so no finite upper bound (hi = ∞) and lo still below the scale."""
+    scores = torch.tensor([[2.0, 0.5, -1.0, -3.0, -1e4],
+                           [1.0, 1.0, 0.2, -0.5, -math.inf],
+                           [0.0, -0.3, -0.3, -0.3, -2.0],
+                           [3.0, 3.0, 3.0, 1.0, -200.0],
+                           [0.0, -1e-7, -1.0, -2.0, -3.0]], dtype=torch.float32)
+    weights = torch.softmax(scores, -1)
+    assert weights[0, 4].item() == 0 and weights[3, 4].item() == 0
+    assert abs(weights[4, 0].item() - weights[4, 1].item()) <= 2.0**-22 * weights[4, 0].item()
+    allowed = scores > -math.inf
+    winners = scores == scores.max(-1, keepdim=True).values
+    lo, hi = bounds.certified_row_scales(weights.numpy(), winners.numpy(), allowed.numpy(), 1e-3,
+                                         (2.0**-24, 2.0**-149))
+    for i, row in enumerate(scores.double()):
+        low, high = scale_to_saturate(row, 1e-3, rel_width=1e-9, rtol=0.0)
+        assert lo[i] <= low and high <= hi[i], i
+        if i < 4:
+            assert hi[i] <= lo[i] * (1 + 2e-3), i
+    assert hi[4] == math.inf and lo[4] > 0
+

@@ -1126,7 +1126,7 @@ def _lower_errors(t: int, near: list[float], far: list[float]) -> tuple[object, 
     (3, [0.2] + [6.0] * 5, [6.0] * 5, 0.05),
     (2, [1.0], [], 0.165),  # the winners' error crosses eps at c = 0.015, early in the scan
     (2, [1.0, 2.0], [2.0], 0.4),  # never above eps
-    (2, [1.0] * 10, [1.0] * 9, 0.01),  # ten losers at the margin: the winners' error crosses last (5.50)
+    (2, [0.5] * 10, [0.5] * 9, 0.01),  # ten losers at the margin: the winners' error crosses last (11.0)
     (2, [1.0] * 10, [1.0] * 9, 0.415),  # the winners' crossing (0.024) between the scan's first two points
     (2, [0.05], [3.0] * 30, 0.2),  # the winners' error never exceeds eps, the rising top loser's does
 ])

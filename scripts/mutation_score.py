@@ -826,6 +826,8 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x_certify_bound__mutmut_77":
         "max over point intervals (r.b) without key=float: their comparison is exact, so the same "
         "largest one is picked and converted",
+    "saturated.bounds.x__certify__mutmut_60":
+        "`hi > 1e300` written `hi > 1e+300`: the same float",
     "saturated.bounds.x__certify__mutmut_19":
         "`lo > 0` → `lo >= 0` in the quick check: lo = 0 only for an estimate of 0, and then hi = 0 "
         "too; the error cannot be both above eps at 0 and within eps from 0 on, and if the check "

@@ -501,7 +501,7 @@ def _float_scales(rows: _Padded, eps: float) -> np.ndarray:
 
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         scales = bisect(lambda c: log_winners(c) > log_eps, np.zeros_like(upper), upper)
-        tied = np.nonzero((t > 1) & (n > t))[0]
+        tied = np.nonzero((t > 1) & (n > 0))[0]  # n counts the losers
         if len(tied):
             sub = _Padded(rows.gaps[tied], t[tied], margin[tied])
             found = _float_scales_of_loser(sub, upper[tied], eps)
@@ -676,22 +676,25 @@ def _certify(row: _Row, estimate: float, eps: float, rel_width: float) -> tuple[
             return lo, hi
         if _within_from(row, 0.0, e):
             return 0.0, 0.0
-        # The float estimate was off (extreme inputs): bisect with certified tests only.
+        # The float estimate was off (extreme inputs): bisect on the certified "within eps from c
+        # on", which is monotone in c. The error itself is not: with tied winners it may dip below
+        # eps before the top loser's peak. So lo moves to every point not certified within, until
+        # the bracket is narrow enough and lo certified above eps (the error exceeds eps just
+        # below c*, so narrowing further gets there unless the two meet to 80 bits).
         lo, hi = 0.0, max(estimate, 1.0)
         while not _within_from(row, hi, e):
-            lo, hi = (hi if _above_eps(row, hi, e) else lo), 2 * hi  # lo only where certified
+            lo, hi = hi, 2 * hi
             if hi > 1e300:
                 raise SaturationError("no certified scale below 1e300; the scores are too close")
-        while not hi - lo <= 0.9 * rel_width * lo:  # hi/lo − 1 ≤ 0.9·rel_width (and lo > 0)
+        # hi/lo − 1 ≤ 0.9·rel_width (and lo > 0)
+        while not (hi - lo <= 0.9 * rel_width * lo and _above_eps(row, lo, e)):
             mid = (lo + hi) / 2
+            if not lo < mid < hi:
+                raise SaturationError(f"cannot certify the scale: the error meets eps at c = {lo} to 80 bits")
             if _within_from(row, mid, e):
                 hi = mid
-            elif _above_eps(row, mid, e):
-                lo = mid
             else:
-                raise SaturationError(
-                    f"cannot certify the scale to a relative width of {rel_width} at c = {mid}: the "
-                    "error meets eps there to 80 bits; ask for a wider interval")
+                lo = mid
         return lo, hi
 
 

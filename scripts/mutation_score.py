@@ -829,6 +829,201 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x_certify_bound__mutmut_77":
         "max over point intervals (r.b) without key=float: their comparison is exact, so the same "
         "largest one is picked and converted",
+    "saturated.bounds.x__certify__mutmut_60":
+        "`hi > 1e300` written `hi > 1e+300`: the same float",
+    "saturated.bounds.x__certify__mutmut_19":
+        "`lo > 0` → `lo >= 0` in the quick check: lo = 0 only for an estimate of 0, and then hi = 0 "
+        "too; the error cannot be both above eps at 0 and within eps from 0 on, and if the check "
+        "passed it would return (0, 0), what the next line returns",
+    "saturated.bounds.x__certify_rows__mutmut_48":
+        "`lo > 0` → `lo >= 0`: lo = 0 only for an estimate of 0, where hi = 0 as well, and the error "
+        "cannot be above eps at 0 (winners' or loser's lower end > eps) and within eps at 0 (their "
+        "upper ends ≤ eps) at once",
+    "saturated.bounds.x__exceeds__mutmut_18":
+        "`if len(far) or True`: np.logaddexp.reduce of an empty array is −∞, what the else branch "
+        "gives",
+    "saturated.bounds.x__exceeds__mutmut_99":
+        "`c > best` → `c >= best`: at c == best, best = c leaves it as it is",
+    "saturated.bounds.x__exp_neg__mutmut_49":
+        "np.minimum(k, 1100) → 1101: only entries with k > 1100 change, and every entry with k > 1000 "
+        "is replaced by the tiny enclosure",
+    "saturated.bounds.x__exp_neg__mutmut_70":
+        "error > 1e-3 → ≥ 1e-3 or > 1.001: the error passes 1e-3 only for c·a > 2·10¹², where k > "
+        "1000 already marks the entry tiny; a NaN error (NaN c·a) fails every comparison, and k ≤ "
+        "1000 fails for it too",
+    "saturated.bounds.x__exp_neg__mutmut_71":
+        "error > 1e-3 → ≥ 1e-3 or > 1.001: the error passes 1e-3 only for c·a > 2·10¹², where k > "
+        "1000 already marks the entry tiny; a NaN error (NaN c·a) fails every comparison, and k ≤ "
+        "1000 fails for it too",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_38":
+        "`x > 0` → `x >= 0`: x = eps·t²/(1 − eps·t) is never 0 for eps > 0 and t ≥ 1 (at least "
+        "eps·t², negative, or ∞); its one caller (empirical.measure.heads) passes tie sets that hold "
+        "at least the maximal weight",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_40":
+        "`x < 1` → `x <= 1` or `x < 2`: for 1 ≤ x the clamp at 1 gives −log(1) = 0, so the lower "
+        "bound is −0.0 (or NaN → 0.0 where δ + slack = 0), equal to the 0.0 the else branch gives",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_41":
+        "`x < 1` → `x <= 1` or `x < 2`: for 1 ≤ x the clamp at 1 gives −log(1) = 0, so the lower "
+        "bound is −0.0 (or NaN → 0.0 where δ + slack = 0), equal to the 0.0 the else branch gives",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_46":
+        "the clamp's upper end (1) dropped or moved to 2: it changes log(x) only where x ≥ 1, and "
+        "torch.where keeps those entries' 0.0",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_48":
+        "the clamp's upper end (1) dropped or moved to 2: it changes log(x) only where x ≥ 1, and "
+        "torch.where keeps those entries' 0.0",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_50":
+        "the clamp's upper end (1) dropped or moved to 2: it changes log(x) only where x ≥ 1, and "
+        "torch.where keeps those entries' 0.0",
+    "saturated.bounds.x_scale_bounds_of_rows__mutmut_53":
+        "lower.nan_to_num(None): torch reads nan=None as its default, 0.0",
+    "saturated.bounds.xǁ_Boxǁat__mutmut_14":
+        "padding gaps read as 1.0 instead of 0.0 in the moment: for c > 0 their enclosure is [0, 0] "
+        "(c·∞ = ∞), so they add 0 either way; at c = 0 (an estimate of 0) lo = 0 and the row is not "
+        "certified whatever its slope (lo > 0 is required), and rows without losers are certified "
+        "regardless",
+    "saturated.bounds.xǁ_Boxǁat__mutmut_25":
+        "sum(+1) instead of sum(-1): the padded gaps, and so low, high and their products, are always "
+        "2-d (rows, widest), where axis 1 is the last",
+    "saturated.bounds.xǁ_Boxǁat__mutmut_29":
+        "sum(+1) instead of sum(-1): the padded gaps, and so low, high and their products, are always "
+        "2-d (rows, widest), where axis 1 is the last",
+    "saturated.bounds.xǁ_Boxǁat__mutmut_36":
+        "sum(+1) instead of sum(-1): the padded gaps, and so low, high and their products, are always "
+        "2-d (rows, widest), where axis 1 is the last",
+    "saturated.bounds.xǁ_Boxǁat__mutmut_46":
+        "sum(+1) instead of sum(-1): the padded gaps, and so low, high and their products, are always "
+        "2-d (rows, widest), where axis 1 is the last",
+    "saturated.bounds.x__float_scales__mutmut_71":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_72":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_73":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_74":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_75":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_76":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_77":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_78":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_79":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_80":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_81":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_82":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_83":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_84":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_85":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_86":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_87":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_88":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_89":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_90":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_91":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_92":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_93":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_94":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_95":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_96":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_97":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_98":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_99":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_100":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_101":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_102":
+        "dead code: _float_scales defines log_loser and slope but never calls them (the top "
+        "loser's crossing is searched by _float_scales_of_loser), so no change inside them can "
+        "act",
+    "saturated.bounds.x__float_scales__mutmut_152":
+        "`n > 0` → `n >= 0`: rows without losers (margin ∞) also get the top loser's search, but "
+        "the last line sets the scale of every row without a finite margin to 0",
     "saturated.bounds.x__float_scales_of_loser__mutmut_11":
         "np.where(finite, gaps, 0.0) → 1.0 at the +∞ padding: those positions enter only as "
         "weight·gap with weight e^(−c·∞) = 0 for every c > 0 the bisections evaluate (they start from"

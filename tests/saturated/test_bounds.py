@@ -181,6 +181,9 @@ def _true_scale(row: list[float], eps: float) -> mpmath.mpf:
     ([3.0, 1.0, 0.5, -2.0, -math.inf], 1e-6),
     ([0.0, 0.0, -0.05] + [-3.0] * 30, 0.02),  # tied winners: the top loser's error first rises
     ([1e-3, 0.0, 0.0, -1e-3], 1e-4),
+    ([0.0, 0.0, -1.0, -3.0], 0.01),  # as many losers as winners: the top loser's error sets c*
+    ([5.0, 5.0, 5.0, 4.0], 0.05),  # one loser, three winners
+    ([0.0, 0.0] + [-0.1] * 10, 0.01),  # K = (n − t)/t² = 2.5 sets the float search's end (c* ≈ 55)
 ])
 def test_scale_to_saturate_contains_the_true_scale(row: list[float], eps: float) -> None:
     lo, hi = scale_to_saturate(row, eps)
@@ -229,6 +232,38 @@ def test_interval_fallback_certifies_from_a_wrong_estimate(row: list[float], eps
     assert lo <= true <= hi and hi <= lo * (1 + 1e-3)
 
 
+@pytest.mark.parametrize(("estimate", "eps", "rel_width"),
+                         [(1.7, 0.3, 1e-3), (1.3, 0.3, 1e-3), (1.7, 0.3035, 1.0)])
+def test_interval_fallback_crosses_a_dip_of_the_error_below_eps(estimate: float, eps: float,
+                                                                 rel_width: float) -> None:
+    """With tied winners the error can fall below eps and rise above it again: for the rising row
+    it is 0.275 at c = 1, 0.29 at c = 1.7, 0.3037 at c = 2 (near the top loser's peak), and meets
+    eps = 0.3 last near c = 3.05 (eps = 0.3035 near 2.64). From an estimate inside the dip, the
+    mpmath bisection must still return an interval around the true scale with the error above eps
+    at lo (checked from the definition), not give up where the error is below eps; also when the
+    allowed width (rel_width = 1) is wider than the stretch above eps before c*."""
+    true = float(_true_scale(_RISING, eps))
+    with mpmath.workdps(40):
+        assert _direct_softmax_error(_RISING, 1.0, 40) < eps < _direct_softmax_error(_RISING, 2.0, 40)
+        assert _direct_softmax_error(_RISING, estimate, 40) < eps
+    lo, hi = bounds._certify(bounds._row(_RISING), estimate, eps, rel_width)
+    assert lo <= true <= hi and hi <= lo * (1 + rel_width)
+    assert _direct_softmax_error(_RISING, lo, 40) > eps
+
+
+@pytest.mark.parametrize(("row", "eps"), [
+    ([0.0, -1.0], 0.5),  # at c = 0 the winner's error is 1 − 1/2 = 1/2
+    ([0.0, 0.0, 0.0, -1.0], 0.25),  # at c = 0 the loser's weight is 1/4, the winners' error 1/3 − 1/4
+])
+def test_an_error_equal_to_eps_is_not_above_it(row: list[float], eps: float) -> None:
+    """"Above eps" is strict: at c = 0 the weights are uniform and the error is exactly eps (a
+    float, so the interval check is exact), which is not above eps; 10⁻¹² lower it is."""
+    assert _direct_softmax_error(row, 0.0, 40) == eps
+    with bounds.interval_bits(80):
+        assert not bounds._above_eps(bounds._row(row), 0.0, mpmath.iv.mpf(eps))
+        assert bounds._above_eps(bounds._row(row), 0.0, mpmath.iv.mpf(eps * (1 - 1e-12)))
+
+
 def test_interval_fallback_with_nothing_to_certify() -> None:
     """Every allowed position tied, or an error never above eps: the scale is 0."""
     assert bounds._certify(bounds._row([1.0, 1.0, -math.inf]), 5.0, 1e-3, 1e-3) == (0.0, 0.0)
@@ -238,8 +273,124 @@ def test_interval_fallback_with_nothing_to_certify() -> None:
 def test_scores_too_close_to_certify_are_refused() -> None:
     """A subnormal margin (10⁻³¹⁰) needs c ~ 10³¹⁰, beyond the float range: no float64 estimate,
     and the interval search gives up at 10³⁰⁰."""
-    with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too close$"):
-        scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
+    with warnings.catch_warnings():  # the float search overflows quietly on the way
+        warnings.simplefilter("error")
+        with pytest.raises(SaturationError, match=r"^no certified scale below 1e300; the scores are too "
+                                                  r"close$"):
+            scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
+
+
+def _float_certificate(rows: list[list[float]], eps: float, rel_width: float,
+                       estimates: list[float] | None = None) -> tuple[np.ndarray, ...]:
+    """The float64 certificate of ``rows`` side by side, from their float estimates or the ones given."""
+    padded = bounds._Padded.of([bounds._row(row) for row in rows])
+    found = bounds._float_scales(padded, eps) if estimates is None else np.array(estimates, dtype=np.float64)
+    return (found, *bounds._certify_rows(padded, found, eps, rel_width))
+
+
+@pytest.mark.parametrize(("rows", "eps"), [
+    # one winner; a scale below 1; tied winners whose top loser sets c*; no loser at all
+    ([[0.0, -1.0], [0.0, -10.0], [0.0, 0.0, -1.0, -3.0], [1.0, 1.0, -math.inf]], 0.01),
+    # one winner whose top loser still rises at c* (its error is the winner's, which falls)
+    ([[0.0, -0.001] + [-3.0] * 30, [0.0, -1.0, -1.0]], 0.6),
+])
+def test_float_certificate_of_rows_side_by_side(rows: list[list[float]], eps: float) -> None:
+    """Rows of different lengths at once: each row's interval is its float estimate c times
+    (1 ∓ h), certified, and checked here from the definition (the error above eps at lo, within
+    eps at hi and beyond); a row without losers is certified at (0, 0) whatever its estimate."""
+    h = 0.9e-3 / (2 + 0.9e-3)
+    losers = [len(set(row) - {-math.inf}) > 1 for row in rows]
+    estimates = np.where(losers, _float_certificate(rows, eps, 1e-3)[0], 5.0)
+    _, lo, hi, certified = _float_certificate(rows, eps, 1e-3, list(estimates))
+    assert certified.all()
+    for row, c, a, b, any_loser in zip(rows, estimates, lo, hi, losers):
+        if not any_loser:
+            assert (a, b) == (0.0, 0.0)
+            continue
+        assert (a, b) == (c * (1 - h), c * (1 + h))
+        assert 0 < a < 1 if row in ([0.0, -10.0], [0.0, -1.0, -1.0]) else a > 0
+        assert _direct_softmax_error(row, a, 60) > eps
+        assert all(_direct_softmax_error(row, b * k, 60) <= eps for k in (1, 1.5, 3, 10))
+
+
+@pytest.mark.parametrize(("row", "where"), [([0.0, -1.0], "lo"), ([0.0, -1.0], "hi")])
+def test_float_certificate_refuses_an_end_within_rounding_of_the_scale(row: list[float], where: str) -> None:
+    """One loser: c* = log(1/eps − 1) exactly. An estimate that puts lo (or hi) within a few
+    units of rounding of c* leaves the error there within rounding of eps: neither above nor within
+    can be proved, so the row is not certified (the interval fallback takes it)."""
+    eps, h = 0.01, 0.9e-3 / (2 + 0.9e-3)
+    true = math.log(1 / eps - 1)
+    estimate = true / (1 - h) if where == "lo" else true / (1 + h)
+    _, lo, hi, certified = _float_certificate([row], eps, 1e-3, [estimate])
+    assert (lo[0] if where == "lo" else hi[0]) == pytest.approx(true, rel=1e-15)
+    assert not certified[0]
+
+
+def test_float_certificate_refuses_a_hi_where_the_top_loser_still_rises() -> None:
+    """The rising row at eps = 0.3 (c* ≈ 3.05): from an estimate giving [0.79, 1.50] at width 1,
+    the error exceeds eps at lo and is below eps at hi (0.285), but the top loser still rises
+    there (slope ≈ 0.27 > 0) and crosses eps again later: not certified."""
+    eps = 0.3
+    _, lo, hi, certified = _float_certificate([_RISING], eps, 1.0, [1.5 / (1 + 0.9 / 2.9)])
+    assert _direct_softmax_error(_RISING, lo[0], 40) > eps > _direct_softmax_error(_RISING, hi[0], 40)
+    assert _direct_softmax_error(_RISING, 2.0, 40) > eps
+    assert not certified[0]
+
+
+@pytest.mark.parametrize(("row", "end"), [([0.0, -1.0], "winners at lo"), ([0.0, 0.0, -1.0], "loser at lo"),
+                                          ([0.0, -1.0], "winners at hi"), ([0.0, 0.0, -1.0], "loser at hi")])
+def test_float_certificate_compares_with_eps_as_its_contract_says(row: list[float], end: str) -> None:
+    """The error must be strictly above eps at lo and at most eps at hi: with eps set to the end of
+    an enclosure that decides it (the winners' with one winner, the top loser's with two), the
+    certificate flips between eps and the float just below it: not certified at lo's end, and
+    certified at hi's (with eps one float lower, the reverse)."""
+    estimate, h = 2.0, 0.9e-3 / (2 + 0.9e-3)
+    padded = bounds._Padded.of([bounds._row(row)])
+    which, at = end.split(" at ")
+    box = bounds._Box.at(padded, np.array([estimate * (1 - h if at == "lo" else 1 + h)]))
+    enclosure = box.winners() if which == "winners" else box.loser()
+    eps = float(enclosure[0 if at == "lo" else 1][0])
+    below = float(np.nextafter(eps, 0.0))
+    certified = [_float_certificate([row], e, 1e-3, [estimate])[3][0] for e in (eps, below)]
+    assert certified == ([False, True] if at == "lo" else [True, False])
+
+
+def test_maps_with_padding_and_rows_without_losers_warn_nothing() -> None:
+    """A map with an all-tied row (its enclosures are NaN and set apart), rows of different
+    lengths (padded with +∞ gaps) and a far loser (its term underflows) raises no warning."""
+    scores = [[1.0, 1.0, -math.inf, -math.inf], [0.0, -1.0, -math.inf, -math.inf],
+              [0.0, -0.5, -1e300, -1.0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = scale_to_saturate_map(scores, 0.01)
+    assert result.rows[0] == (0.0, 0.0)
+    assert result.rows[1:] == tuple(scale_to_saturate(row, 0.01) for row in scores[1:])
+
+
+def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
+    """R, the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors and the slope's upper
+    bound, for rows of different lengths at a scale each, contain the mpmath values and are tight
+    (10⁻¹² relatively)."""
+    rows = [[0.0, 0.0, -0.5, -1.0, -4.0], [0.0, -2.0], [3.0, 1.0, 0.5, 0.5, -2.0, -7.0]]
+    scales = np.array([0.7, 3.0, 12.0])
+    parsed = [bounds._row(row) for row in rows]
+    box = bounds._Box.at(bounds._Padded.of(parsed), scales)
+    for i, (row, c) in enumerate(zip(parsed, scales)):
+        with mpmath.workdps(60):
+            gaps = [mpmath.mpf(g) for g in row.exact_gaps()]
+            terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in gaps]
+            r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
+            t = row.t
+            exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
+                     "loser": terms[0] / (t + r)}
+            slope = -gaps[0] + m / (t + r)
+        ends = {"r": box.r, "moment": box.moment, "top": box.top, "winners": box.winners(),
+                "loser": box.loser()}
+        for name, value in exact.items():
+            low, high = float(ends[name][0][i]), float(ends[name][1][i])
+            assert low <= value <= high, (i, name)
+            assert high - low <= 1e-12 * value, (i, name)
+        assert slope <= box.slope_high()[i] <= slope + 1e-12 * abs(gaps[0])
 
 
 def test_float_enclosures_contain_the_exponential() -> None:
@@ -256,6 +407,46 @@ def test_float_enclosures_contain_the_exponential() -> None:
                 assert hi - lo <= 1e-9 * true
 
 
+def test_float_enclosure_below_the_normal_range() -> None:
+    """Where 2^(−k) falls below the normal range (k > 1000, here c·a = 800 and 10⁶) the enclosure
+    is [0, 2^(−999)]; an infinite exponent (padding, or c·a overflowing) gives [0, 0]; neither that
+    overflow nor 0·∞ (c = 0 on padding) raises a warning."""
+    c = np.array([1.0, 1e3, 2.0, 1e300, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low, high = bounds._exp_neg(c, np.array([[800.0, 1e3, math.inf, 1e300, math.inf]]).T)
+    with mpmath.workdps(30):
+        assert mpmath.exp(-800) < mpmath.mpf(2) ** -999
+    assert low[:, 0].tolist() == [0.0] * 5
+    assert high[:4, 0].tolist() == [2.0**-999, 2.0**-999, 0.0, 0.0]
+
+
+def test_float_enclosure_at_the_edge_of_the_normal_range() -> None:
+    """c·a in [1000, 1001)·ln 2 (k = 1000): 2^(−k) is still normal and the enclosure tight (its
+    budget is about 8u·c·a relatively); one step further (k = 1001) it is [0, 2^(−999)] as
+    documented."""
+    a = np.array([[1000.5 * math.log(2), 1001.5 * math.log(2)]]).T
+    low, high = bounds._exp_neg(np.array([1.0, 1.0]), a)
+    with mpmath.workdps(40):
+        true = mpmath.exp(-mpmath.mpf(float(a[0, 0])))
+        assert 0 < low[0, 0] <= true <= high[0, 0] and high[0, 0] - low[0, 0] <= 1e-11 * true  # ~8u·c·a
+    assert (low[1, 0], high[1, 0]) == (0.0, 2.0**-999)
+
+
+@pytest.mark.parametrize("rel_width", [0.0, 1e-13, 1.000001, 2.0, "0.1", None])
+def test_a_relative_width_outside_its_range_is_refused(rel_width: object) -> None:
+    message = rf"^expected a relative width in \[1e-12, 1\], got {rel_width!r}$"
+    with pytest.raises(SaturationError, match=message):
+        scale_to_saturate([0.0, -1.0], 0.01, rel_width=rel_width)  # type: ignore[arg-type]
+
+
+def test_the_narrowest_relative_width_is_allowed() -> None:
+    """rel_width = 10⁻¹² (the smallest allowed): one loser, c* = log(1/eps − 1) inside, that narrow."""
+    lo, hi = scale_to_saturate([0.0, -1.0], 0.01, rel_width=1e-12)
+    with mpmath.workdps(40):
+        assert lo <= mpmath.log(99) <= hi and hi / lo - 1 <= 1e-12
+
+
 def test_map_matches_rows_and_its_maximum() -> None:
     torch.manual_seed(0)
     scores = torch.randn(12, 16, dtype=torch.float64) * 2
@@ -265,6 +456,44 @@ def test_map_matches_rows_and_its_maximum() -> None:
     for row, interval in zip(scores, result.rows):
         assert interval == scale_to_saturate(row, eps=1e-3)
     assert result.maximum == (max(lo for lo, _ in result.rows), max(hi for _, hi in result.rows))
+
+
+def test_map_defaults_and_tie_tolerance() -> None:
+    """eps = 1e-3 and a relative width of 1e-3 by default, as for one row; a given rtol decides the
+    ties: with rtol = 1e-2, −1e-3 ties with 0 and the row is (0, 0, −1)."""
+    scores = [[0.0, -1e-3, -1.0], [0.0, -2.0, -2.5]]
+    found = scale_to_saturate_map(scores)
+    assert found == scale_to_saturate_map(scores, 1e-3, rel_width=1e-3, rtol=None)
+    assert found.rows == tuple(scale_to_saturate(row) for row in scores)
+    assert scale_to_saturate_map(scores, rtol=1e-2).rows[0] == scale_to_saturate([0.0, 0.0, -1.0], rtol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_map_reads_its_scores_as_float64_numbers(dtype: type) -> None:
+    """A float32 or integer map gives what its values give as float64, with float64's tie
+    tolerance: 0.999999 in float32 is 1 − 1.0·10⁻⁶, a loser by 1.4·10⁻¹⁴ (float32's own tolerance,
+    7.6·10⁻⁶, would tie it and give a scale near 7 instead of 6.8·10⁶)."""
+    values = [[1.0, 0.999999, 0.0], [2.0, 0.0, 1.0]] if dtype is np.float32 else [[2, 0, 1], [0, -1, -3]]
+    scores = np.array(values, dtype=dtype)
+    found = scale_to_saturate_map(scores, 1e-3)
+    assert found == scale_to_saturate_map(scores.astype(np.float64), 1e-3)
+    assert found.rows == tuple(scale_to_saturate(row, 1e-3) for row in scores.astype(np.float64))
+    if dtype is np.float32:
+        margin = 1.0 - float(np.float32(0.999999))
+        assert found.rows[0][0] > math.log(1 / 1e-3 - 1) / margin * (1 - 1e-3)
+
+
+@pytest.mark.parametrize(("scores", "shape"), [
+    ([0.0, -1.0], r"\(2,\)"), ([[]], r"\(1, 0\)"), ([[[0.0, -1.0]]], r"\(1, 1, 2\)"),
+])
+def test_a_map_must_be_two_dimensional_and_non_empty(scores: list, shape: str) -> None:
+    with pytest.raises(SaturationError, match=f"^expected a non-empty 2-d map of scores, got shape {shape}$"):
+        scale_to_saturate_map(scores, 0.1)
+
+
+def test_a_one_by_one_map_is_a_map() -> None:
+    """One query, one key: the error is 0 from c = 0 on."""
+    assert scale_to_saturate_map([[0.5]], 0.1) == bounds.MapScales(((0.0, 0.0),), (0.0, 0.0))
 
 
 @pytest.mark.parametrize(("call", "message"), [
@@ -892,11 +1121,14 @@ def _lower_errors(t: int, near: list[float], far: list[float]) -> tuple[object, 
 
 
 @pytest.mark.parametrize(("t", "near", "far", "eps"), [
-    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the winners' error sets the scale
+    (2, [1.0, 1.5, 4.0], [2.0, 5.0], 0.01),  # the top loser's error crosses last (3.90, the winners' 3.2)
     (2, [0.05, 3.0], [3.0] * 30, 0.02),  # the top loser's error rises first and sets it
     (3, [0.2] + [6.0] * 5, [6.0] * 5, 0.05),
     (2, [1.0], [], 0.165),  # the winners' error crosses eps at c = 0.015, early in the scan
     (2, [1.0, 2.0], [2.0], 0.4),  # never above eps
+    (2, [0.5] * 10, [0.5] * 9, 0.01),  # ten losers at the margin: the winners' error crosses last (11.0)
+    (2, [1.0] * 10, [1.0] * 9, 0.415),  # the winners' crossing (0.024) between the scan's first two points
+    (2, [0.05], [3.0] * 30, 0.2),  # the winners' error never exceeds eps, the rising top loser's does
 ])
 def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far, eps) -> None:
     """The interval check says each error exceeds eps just below its last crossing (relative
@@ -913,6 +1145,18 @@ def test_exceeding_scale_is_certified_just_below_the_last_crossing(t, near, far,
     found = bounds._exceeds(t, np.array(near), np.array(far), eps)
     assert found == pytest.approx(max(crossings) * (1 - 1e-6), rel=1e-9, abs=0)
     assert bounds._exceeds(t, np.array([]), np.array(far), eps) == 0.0
+@pytest.mark.parametrize(("t", "near", "far", "eps", "which"), [
+    (1, [1.0], [], 0.5, 0),  # at c = 0 the winners' lower bound is 1/(1·(1 + 1)) = 1/2
+    (2, [1.0], [5.0], 0.25, 1),  # and the top loser's 1/(2 + 1 + 1) = 1/4
+])
+def test_exceeding_is_strict(t: int, near: list[float], far: list[float], eps: float, which: int) -> None:
+    """"Exceeds eps" is strict: at c = 0 every term e^(−c·g) is exactly 1 and the lower bound is
+    exactly eps (a float), which does not exceed it; 10⁻¹² lower it does."""
+    near_, far_ = np.array(near), np.array(far)
+    assert not bounds._certify_exceeds(t, near_, far_, 0.0, eps, which)
+    assert bounds._certify_exceeds(t, near_, far_, 0.0, eps * (1 - 1e-12), which)
+
+
 def _top_loser(row: list[float]) -> tuple[bounds._Row, object, mpmath.mpf]:
     """The row as the limit sees it, its top loser's error e^(−cδ)/(t + R) from the definition,
     and the height of that error's peak (its log is concave: bisection on the slope's sign)."""
@@ -972,6 +1216,23 @@ def test_cheap_scale_bounds_follow_their_formulas_and_contain_the_scale(margin, 
     assert float(low[0]) == pytest.approx(lower, rel=1e-12)
     lo, hi = scale_to_saturate([0.0] * t + [-margin] * (n - t), eps)
     assert float(low[0]) <= hi and lo <= float(high[0]) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("margin", "slack", "t", "n", "eps"), [
+    (0.1, 0.2, 1, 3, 1e-3),  # δ − slack < 0: the margin may be 0 (rounding may hide a tie)
+    (0.5, 0.5, 3, 4, 0.5),  # δ = slack and K = 1/3 ≤ eps: 0/0 in the formula
+    (math.nan, 0.0, 1, 3, 1e-3),  # no margin known at all
+])
+def test_cheap_scale_bounds_claim_nothing_without_a_positive_margin(margin, slack, t, n, eps) -> None:
+    """Where the margin is not known to be positive, no finite upper bound holds (∞, as the
+    certified scale of such a row is, see certified_row_scales); the lower bound is the formula
+    −log(x)/(δ + slack) where δ + slack is a number, and 0 where it is not."""
+    margins, slacks = torch.tensor([margin], dtype=torch.float64), torch.tensor([slack], dtype=torch.float64)
+    low, high = bounds.scale_bounds_of_rows(margins, torch.tensor([t]), torch.tensor([n]), eps, slacks)
+    assert float(high[0]) == math.inf
+    x = eps * t**2 / (1 - eps * t)
+    lower = -math.log(x) / (margin + slack) if 0 < x < 1 and not math.isnan(margin) else 0.0
+    assert float(low[0]) == pytest.approx(lower, rel=1e-12)
 
 
 def test_log_error_bound_of_a_rounded_softmax() -> None:
@@ -1060,3 +1321,30 @@ def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> N
     expected = bounds.certified_row_scales(weights.astype(np.float64), winners, allowed, 1e-3, unit)
     assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
     assert np.all(found[0] > 0) and np.all(found[0] <= found[1])
+
+
+def test_row_scales_contain_the_scale_of_the_scores_softmaxed() -> None:
+    """Weights computed by torch in float32 from known scores: each (lo, hi) contains the
+    certified scale of those scores (taken exactly, in float64, 10⁻⁹ wide) and is within 2·10⁻³
+    of it relatively; one winner, tied winners, a masked key, a weight that underflows to 0, a
+    far loser, and a loser 10⁻⁷ below the winner, its weight a few ulps from the winner's: rounding
+    may hide a tie there, so no finite upper bound (hi = ∞) and lo still below the scale."""
+    scores = torch.tensor([[2.0, 0.5, -1.0, -3.0, -1e4],
+                           [1.0, 1.0, 0.2, -0.5, -math.inf],
+                           [0.0, -0.3, -0.3, -0.3, -2.0],
+                           [3.0, 3.0, 3.0, 1.0, -200.0],
+                           [0.0, -1e-7, -1.0, -2.0, -3.0]], dtype=torch.float32)
+    weights = torch.softmax(scores, -1)
+    assert weights[0, 4].item() == 0 and weights[3, 4].item() == 0
+    assert abs(weights[4, 0].item() - weights[4, 1].item()) <= 2.0**-22 * weights[4, 0].item()
+    allowed = scores > -math.inf
+    winners = scores == scores.max(-1, keepdim=True).values
+    lo, hi = bounds.certified_row_scales(weights.numpy(), winners.numpy(), allowed.numpy(), 1e-3,
+                                         (2.0**-24, 2.0**-149))
+    for i, row in enumerate(scores.double()):
+        low, high = scale_to_saturate(row, 1e-3, rel_width=1e-9, rtol=0.0)
+        assert lo[i] <= low and high <= hi[i], i
+        if i < 4:
+            assert hi[i] <= lo[i] * (1 + 2e-3), i
+    assert hi[4] == math.inf and lo[4] > 0
+

@@ -484,13 +484,6 @@ def _float_scales(rows: _Padded, eps: float) -> np.ndarray:
         lr = log_r(c)
         return lr - log_t - np.logaddexp(log_t, lr)
 
-    def log_loser(c: np.ndarray) -> np.ndarray:
-        return -c * margin - np.logaddexp(log_t, log_r(c))
-
-    def slope(c: np.ndarray) -> np.ndarray:
-        weights = np.exp(-c[:, None] * rows.gaps - np.logaddexp(log_t, log_r(c))[:, None])
-        return -margin + (weights * np.where(np.isfinite(rows.gaps), rows.gaps, 0.0)).sum(-1)
-
     def bisect(above: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The point in [lo, hi] where ``above`` turns False (True before it, False after)."""
         for _ in range(56):

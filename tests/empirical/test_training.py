@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import asdict, replace
 from itertools import pairwise
@@ -275,6 +276,16 @@ def test_an_existing_file_as_out_is_refused(tmp_path, capsys):
     target.write_text("x")
     assert main(["train", "--steps", "1", "--quiet", "--out", str(target)]) == 2
     assert "is an existing file" in capsys.readouterr().err
+
+
+def test_train_refuses_a_file_as_its_run_folder_before_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs_module, "_prepare_data", None)  # never reached
+    target = tmp_path / "taken"
+    target.write_text("x")
+    with pytest.raises(EmpiricalError) as caught:
+        train(TrainConfig(**TINY, steps=3), target)
+    assert str(caught.value) == f"expected a folder for the run folder, but {target} is an existing file"
+    assert target.read_text() == "x"
 
 
 def test_post_ln_decoder_is_causal():
@@ -767,3 +778,15 @@ def test_read_run_refuses_a_folder_without_a_run_document(tmp_path, text, messag
     with pytest.raises(EmpiricalError) as caught:
         read_run(tmp_path, unfinished=True)
     assert message.format(run=tmp_path) in str(caught.value)
+
+
+def test_the_progress_bar_counts_steps_and_shows_the_last_loss_and_norm(small_corpus, capsys):
+    config = TrainConfig(**TINY, steps=4, lr=0.05, optimizer="sgd", evaluations=1, limit_similarity=False)
+    quiet = train(config, corpus=small_corpus)
+    assert capsys.readouterr().err == ""  # no bar unless asked for
+    shown = train(config, corpus=small_corpus, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    last = shown.records[-1]
+    assert bar.startswith("train pre: 100%") and "| 4/4 [" in bar
+    assert re.search(rf"(step/s|s/step), loss={last['loss']:.3f}, norm={last['norm']:.2f}\]$", bar)
+    assert [r["norm"] for r in shown.records] == [r["norm"] for r in quiet.records]  # same run

@@ -118,6 +118,13 @@ def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small
     with pytest.raises(EmpiricalError) as refused:
         train(config, corpus=small_corpus, resume=True)
     assert str(refused.value) == "resume expected the run folder out of an unfinished run, got out=None"
+    # The resume file without the checkpoint it continues from.
+    missing = checkpoint_path(tmp_path / "run", 0)
+    missing.unlink()
+    with pytest.raises(EmpiricalError) as refused:
+        train(config, tmp_path / "run", corpus=small_corpus, resume=True)
+    assert str(refused.value) == (f"cannot resume: the resume file is of step 0, but its checkpoint "
+                                  f"{missing} is missing")
 
 
 # Short training steps, many checkpoints, a run far too long to end before the signal.

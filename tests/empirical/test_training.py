@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections import Counter
@@ -790,3 +791,65 @@ def test_the_progress_bar_counts_steps_and_shows_the_last_loss_and_norm(small_co
     assert bar.startswith("train pre: 100%") and "| 4/4 [" in bar
     assert re.search(rf"(step/s|s/step), loss={last['loss']:.3f}, norm={last['norm']:.2f}\]$", bar)
     assert [r["norm"] for r in shown.records] == [r["norm"] for r in quiet.records]  # same run
+
+
+# -- the training text -----------------------------------------------------------------------------
+
+
+def test_every_tenth_sentence_is_held_out(small_corpus):
+    sentences = list(small_corpus)[:25]
+    corpus = load_corpus(n=25)
+    assert list(corpus) == sentences
+    train_text, held_out = runs_module._split(corpus)
+    assert held_out == [sentences[0], sentences[10], sentences[20]]
+    assert train_text == [s for i, s in enumerate(sentences) if i not in (0, 10, 20)]
+
+
+def test_a_corpus_of_one_sentence_is_refused():
+    with pytest.raises(EmpiricalError) as caught:
+        train(TrainConfig(**TINY, steps=3), corpus=load_corpus(n=1))
+    assert str(caught.value) == "expected a corpus of at least 2 sentences to hold one out, got 1"
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def transformers_log():
+    """The messages Hugging Face's loggers give during a test (they do not propagate to the root)."""
+    collect, logger = _Collect(), logging.getLogger("transformers")
+    logger.addHandler(collect)
+    yield collect.messages
+    logger.removeHandler(collect)
+
+
+def test_blocks_pack_the_sentences_into_rows_without_a_length_warning(transformers_log):
+    # A sentence far beyond MiniLM's 512 positions: packing cuts it into rows, so the base
+    # tokenizer's warning about sequences too long for the model would be wrong here.
+    base = runs_module._minilm_tokenizer()  # a fresh one: that warning is given once per tokenizer
+    long = " ".join(["the cat sat on the mat."] * 119)
+    short = "the dog sat."
+    tokenizer = CompactTokenizer.fit([long, short], base)
+    blocks = runs_module._blocks(tokenizer, [long, short], 16)
+    assert not [m for m in transformers_log if "sequence length is longer" in m]
+    stream = [i for row in tokenizer([long, short], verbose=False)["input_ids"] for i in row]
+    assert len(stream) > 512 and len(stream) % 16
+    base([long])  # the warning this test looks for, as the base tokenizer gives it
+    assert [m for m in transformers_log if "sequence length is longer" in m]
+    rows = len(stream) // 16
+    assert blocks.shape == (rows, 16) and blocks.flatten().tolist() == stream[: rows * 16]
+    # A text of between one and two rows makes exactly one; too short a text is refused.
+    (one,) = tokenizer([short], verbose=False)["input_ids"]
+    assert runs_module._blocks(tokenizer, [short], len(one) - 1).tolist() == [one[:-1]]
+    assert runs_module._blocks(tokenizer, [short, short], len(one) + 1).tolist() == [
+        (one + one)[: len(one) + 1]]
+    with pytest.raises(EmpiricalError) as caught:
+        runs_module._blocks(tokenizer, [short], len(one) + 1)
+    assert str(caught.value) == (f"expected at least {len(one) + 1} tokens of text to make one block, "
+                                 f"got {len(one)}; use a smaller context")

@@ -1081,6 +1081,22 @@ EQUIVALENT: dict[str, str] = {
         "both false",
     "empirical.training.norms.xǁNormTrackerǁto_json__mutmut_6":
         "json.dumps(allow_nan=None): the encoder tests `not allow_nan`, so None refuses NaN like False",
+    "empirical.training.runs.x__make_optimizer__mutmut_32":
+        "Adafactor without warmup_init=False: its default is False, and it is read only with "
+        "relative_step, which is off",
+    "empirical.training.runs.xǁCompactTokenizerǁfit__mutmut_8":
+        "base(..., verbose=None): the tokenizer tests verbose for truth only (`... and verbose`), so "
+        "None warns no more than False",
+    "empirical.training.runs.x__blocks__mutmut_3":
+        "tokenizer(..., verbose=None): the base tokenizer tests verbose for truth only, so None warns "
+        "no more than False",
+    "empirical.training.runs.xǁScaleInvariantLMǁforward__mutmut_2":
+        "return_dict's default False instead of True: forward never reads it and always returns a "
+        "CausalLMOutput",
+    "empirical.training.runs.x__evaluate__mutmut_53":
+        "the c = ∞ key from f'{scale:g}' instead of the literal: format(math.inf, 'g') is 'inf' too",
+    "empirical.training.runs.x_train__mutmut_304":
+        "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":
         "_logged_step starts as '' instead of None: on_log reads it only once a tracker exists, and "
         "on_train_begin sets it to None when it makes the tracker",

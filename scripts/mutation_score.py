@@ -1095,6 +1095,9 @@ EQUIVALENT: dict[str, str] = {
         "CausalLMOutput",
     "empirical.training.runs.x__evaluate__mutmut_53":
         "the c = ∞ key from f'{scale:g}' instead of the literal: format(math.inf, 'g') is 'inf' too",
+    "empirical.training.runs.x_evaluation_steps__mutmut_5":
+        "np.rint(...).astype(None) is float64 instead of int: the values are whole after np.rint, "
+        "np.unique orders and dedupes them alike, and the return converts each with int()",
     "empirical.training.runs.x_train__mutmut_304":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

@@ -588,6 +588,21 @@ def test_confirm_scale_invariant_names_what_it_found_instead(degree_two, found):
     assert found in str(caught.value)
 
 
+def test_confirm_scale_invariant_refuses_a_model_it_cannot_trace():
+    class Branchy(nn.Module):  # a branch on a value: torch.export cannot trace it
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(11, 4)
+
+        def forward(self, input_ids):
+            h = self.embedding(input_ids)
+            return CausalLMOutput(logits=h if float(h.sum()) > 0 else -h)
+
+    with pytest.raises(EmpiricalError, match=r"^cannot confirm scale invariance: torch.export could not "
+                                             r"trace Branchy"):
+        confirm_scale_invariant(Branchy(), torch.tensor([[1, 2, 3]]))
+
+
 def test_confirm_scale_invariant_returns_the_exact_degree_0_report(scale_invariant_model):
     report = confirm_scale_invariant(scale_invariant_model, torch.tensor([[1, 5, 2]]))
     assert report.outputs["logits"].value == 0 and report.outputs["logits"].grade.value == "exact"

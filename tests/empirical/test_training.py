@@ -28,6 +28,7 @@ from empirical.models.corpus import load_corpus
 from empirical.training.runs import (
     CompactTokenizer,
     TrainConfig,
+    TrainResult,
     build_model,
     checkpoint_path,
     confirm_scale_invariant,
@@ -857,3 +858,45 @@ def test_blocks_pack_the_sentences_into_rows_without_a_length_warning(transforme
         runs_module._blocks(tokenizer, [short], len(one) + 1)
     assert str(caught.value) == (f"expected at least {len(one) + 1} tokens of text to make one block, "
                                  f"got {len(one)}; use a smaller context")
+
+
+def test_a_result_s_document_spreads_its_fits_and_its_table_rounds_each_evaluation():
+    config = TrainConfig(**TINY, steps=10)
+    evaluations = [{"step": 0, "loss": 6.906754, "accuracy": 0.0, "norm": 7.123456},
+                   {"step": 10, "loss": 3.25, "accuracy": 0.41666, "norm": 123.45678}]
+    fits = {"fits": [{"law": "sqrt"}], "best": "sqrt", "skipped": []}
+    stopped = {"last_checkpoint": 10, "at_step": 12, "signal": "SIGINT"}
+    result = TrainResult(config=config, records=[{"step": 1}], checkpoints=[{"step": 0}],
+                         evaluations=evaluations, fits=fits, model={"class": "GPT2LMHeadModel"},
+                         corpus={"sha256": "ab12"}, vocabulary=[0, 100, 101, 102],
+                         homogeneity={"degree": 0}, stopped=stopped)
+    assert result.to_dict() == {
+        "schema": "normsat.train/2", "config": asdict(config), "stopped": stopped,
+        "model": {"class": "GPT2LMHeadModel"}, "corpus": {"sha256": "ab12"}, "homogeneity": {"degree": 0},
+        "fits": [{"law": "sqrt"}], "best": "sqrt", "skipped": [], "evaluations": evaluations,
+        "checkpoints": [{"step": 0}], "records": [{"step": 1}], "vocabulary": [0, 100, 101, 102],
+        "provenance": {"versions": result.provenance["versions"]}}
+    assert result.provenance["versions"]["torch"] == torch.__version__
+    # Right-aligned columns of 8, 8, 8 and 10 characters, two spaces apart, 4 decimals.
+    assert result.table() == ("    step      loss  accuracy        norm\n"
+                              "       0    6.9068    0.0000      7.1235\n"
+                              "      10    3.2500    0.4167    123.4568")
+
+
+@pytest.mark.parametrize(("stopped", "how"), [
+    ({"last_checkpoint": 4, "at_step": None, "signal": None},
+     "under way, or killed; checkpoints up to step 4"),
+    ({"last_checkpoint": 1, "at_step": 3, "signal": "SIGTERM"},
+     "interrupted by SIGTERM at step 3; checkpoints up to step 1"),
+])
+def test_read_run_says_how_a_run_is_unfinished(tmp_path, stopped, how):
+    document = {"schema": "normsat.train/2", "stopped": stopped, "note": "‖θ‖ grows"}
+    (tmp_path / "train.json").write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(EmpiricalError) as caught:
+        read_run(tmp_path)
+    assert str(caught.value) == (f"expected a finished run in {tmp_path}, got an unfinished one ({how}); "
+                                 f"finish it with normsat train --out {tmp_path} --resume")
+    assert read_run(tmp_path, unfinished=True) == document
+    finished = {**document, "stopped": None}
+    (tmp_path / "train.json").write_text(json.dumps(finished, ensure_ascii=False), encoding="utf-8")
+    assert read_run(str(tmp_path)) == finished

@@ -535,8 +535,9 @@ def test_the_scale_invariant_lm_computes_its_definition(scale_invariant_model, m
     assert plain.hidden_states is None and torch.equal(plain.logits, out.logits)
 
 
-def test_the_scale_invariant_lm_has_no_biases_and_gpt2_s_initial_scale(scale_invariant_model):
-    model = scale_invariant_model
+def test_the_scale_invariant_lm_has_no_biases_and_gpt2_s_initial_scale():
+    model = build_model(TrainConfig(arch="scale-invariant", layers=2, width=8, heads=2, context=6),
+                        vocab_size=11, pad_id=0)
     width, vocab, context, layers = 8, 11, 6, 2
     shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
     expected = {"token_embedding.weight": (vocab, width), "position_embedding.weight": (context, width)}

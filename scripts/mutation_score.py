@@ -1098,6 +1098,13 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.runs.x_evaluation_steps__mutmut_5":
         "np.rint(...).astype(None) is float64 instead of int: the values are whole after np.rint, "
         "np.unique orders and dedupes them alike, and the return converts each with int()",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_5":
+        "nn.Linear(bias=None): Linear tests `if bias:`, so None makes no bias, like False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_32":
+        "k.transpose(-1, +2) on the 4-D (batch, heads, length, size) keys: dimension 2 is dimension -2",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_35":
+        "sqrt(width / heads) for sqrt(width // heads): split's view needs heads to divide width, so "
+        "both are the same whole number",
     "empirical.training.runs.x_train__mutmut_304":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

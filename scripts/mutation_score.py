@@ -1105,6 +1105,8 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_35":
         "sqrt(width / heads) for sqrt(width // heads): split's view needs heads to divide width, so "
         "both are the same whole number",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_45":
+        "float('-INF') for float('-inf'): float() reads infinity case-insensitively",
     "empirical.training.runs.x_train__mutmut_304":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

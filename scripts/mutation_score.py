@@ -1100,6 +1100,16 @@ EQUIVALENT: dict[str, str] = {
         "np.unique orders and dedupes them alike, and the return converts each with int()",
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_5":
         "nn.Linear(bias=None): Linear tests `if bias:`, so None makes no bias, like False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_13":
+        "bias=None for the key layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_21":
+        "bias=None for the value layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_29":
+        "bias=None for the output layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_37":
+        "bias=None for the up layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_47":
+        "bias=None for the down layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_32":
         "k.transpose(-1, +2) on the 4-D (batch, heads, length, size) keys: dimension 2 is dimension -2",
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_35":

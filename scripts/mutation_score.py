@@ -1117,6 +1117,8 @@ EQUIVALENT: dict[str, str] = {
         "both are the same whole number",
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_45":
         "float('-INF') for float('-inf'): float() reads infinity case-insensitively",
+    "empirical.training.runs.x_read_run__mutmut_14":
+        "read_text(encoding='UTF-8'): codec names are looked up case-insensitively, the same codec",
     "empirical.training.runs.x_train__mutmut_304":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

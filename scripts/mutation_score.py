@@ -1151,6 +1151,46 @@ EQUIVALENT: dict[str, str] = {
         "both false",
     "empirical.training.norms.xǁNormTrackerǁto_json__mutmut_6":
         "json.dumps(allow_nan=None): the encoder tests `not allow_nan`, so None refuses NaN like False",
+    "empirical.training.runs.x__make_optimizer__mutmut_32":
+        "Adafactor without warmup_init=False: its default is False, and it is read only with "
+        "relative_step, which is off",
+    "empirical.training.runs.xǁCompactTokenizerǁfit__mutmut_8":
+        "base(..., verbose=None): the tokenizer tests verbose for truth only (`... and verbose`), so "
+        "None warns no more than False",
+    "empirical.training.runs.x__blocks__mutmut_3":
+        "tokenizer(..., verbose=None): the base tokenizer tests verbose for truth only, so None warns "
+        "no more than False",
+    "empirical.training.runs.xǁScaleInvariantLMǁforward__mutmut_2":
+        "return_dict's default False instead of True: forward never reads it and always returns a "
+        "CausalLMOutput",
+    "empirical.training.runs.x__evaluate__mutmut_53":
+        "the c = ∞ key from f'{scale:g}' instead of the literal: format(math.inf, 'g') is 'inf' too",
+    "empirical.training.runs.x_evaluation_steps__mutmut_5":
+        "np.rint(...).astype(None) is float64 instead of int: the values are whole after np.rint, "
+        "np.unique orders and dedupes them alike, and the return converts each with int()",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_5":
+        "nn.Linear(bias=None): Linear tests `if bias:`, so None makes no bias, like False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_13":
+        "bias=None for the key layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_21":
+        "bias=None for the value layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_29":
+        "bias=None for the output layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_37":
+        "bias=None for the up layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁ__init____mutmut_47":
+        "bias=None for the down layer: nn.Linear tests `if bias:`, so None adds no bias, as False",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_32":
+        "k.transpose(-1, +2) on the 4-D (batch, heads, length, size) keys: dimension 2 is dimension -2",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_35":
+        "sqrt(width / heads) for sqrt(width // heads): split's view needs heads to divide width, so "
+        "both are the same whole number",
+    "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_45":
+        "float('-INF') for float('-inf'): float() reads infinity case-insensitively",
+    "empirical.training.runs.x_read_run__mutmut_14":
+        "read_text(encoding='UTF-8'): codec names are looked up case-insensitively, the same codec",
+    "empirical.training.runs.x_train__mutmut_304":
+        "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":
         "_logged_step starts as '' instead of None: on_log reads it only once a tracker exists, and "
         "on_train_begin sets it to None when it makes the tracker",

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -105,11 +106,27 @@ def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small
         train(config, tmp_path / "run", corpus=small_corpus)
     assert exit_code(caught.value) == 130 and caught.value.result is not None
     assert caught.value.result.stopped == {"last_checkpoint": 0, "at_step": 2, "signal": "SIGINT"}
-    with pytest.raises(EmpiricalError, match="another configuration"):
-        train(TrainConfig(**TINY, steps=4, evaluations=1), tmp_path / "run", corpus=small_corpus,
-              resume=True)
-    with pytest.raises(EmpiricalError, match="another corpus"):
-        train(config, tmp_path / "run", corpus=load_corpus(n=150), resume=True)
+    other = TrainConfig(**TINY, steps=4, evaluations=1)
+    with pytest.raises(EmpiricalError) as refused:
+        train(other, tmp_path / "run", corpus=small_corpus, resume=True)
+    assert str(refused.value) == (f"cannot resume the run in {tmp_path / 'run'} with another "
+                                  f"configuration: it has {asdict(config)}, got {asdict(other)}")
+    shorter = load_corpus(n=150)
+    assert shorter.sha256 != small_corpus.sha256
+    with pytest.raises(EmpiricalError) as refused:
+        train(config, tmp_path / "run", corpus=shorter, resume=True)
+    assert str(refused.value) == (f"cannot resume the run in {tmp_path / 'run'} on another corpus: it "
+                                  f"has sha256 {small_corpus.sha256[:16]}…, got {shorter.sha256[:16]}…")
+    with pytest.raises(EmpiricalError) as refused:
+        train(config, corpus=small_corpus, resume=True)
+    assert str(refused.value) == "resume expected the run folder out of an unfinished run, got out=None"
+    # The resume file without the checkpoint it continues from.
+    missing = checkpoint_path(tmp_path / "run", 0)
+    missing.unlink()
+    with pytest.raises(EmpiricalError) as refused:
+        train(config, tmp_path / "run", corpus=small_corpus, resume=True)
+    assert str(refused.value) == (f"cannot resume: the resume file is of step 0, but its checkpoint "
+                                  f"{missing} is missing")
 
 
 # Short training steps, many checkpoints, a run far too long to end before the signal.

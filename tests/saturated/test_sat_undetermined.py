@@ -176,11 +176,28 @@ def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
         with pytest.raises(SaturationError) as caught:
             limit(x)
         assert str(caught.value) == EQUAL_ROW
-    # Inputs without a common batch dimension are one entry, recomputed whole (entry 0 alone
-    # would pass).
+    # Inputs without a common batch dimension are one entry, recomputed whole: row 0 of each
+    # input alone ([1, 2] and [1, 1]) would pass, the whole fails on its row [3, 3].
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]], torch.ones(3, 2))
+        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[0, 1]], torch.ones(3, 2))
     assert str(caught.value) == EQUAL_ROW
+
+
+class NormedAndSummed(Normed):
+    """:class:`Normed`'s LayerNorm beside Σ over the batch of h: an output with no batch dimension."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], self.lin(x).sum(0)
+
+
+def test_entries_computed_alone_need_a_batch_dimension_in_every_output() -> None:
+    """Entry 1's pass fails, so the entries are computed one at a time; output 1 (a sum over the
+    batch, shape (2,)) has no dimension to put each entry's value along."""
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedAndSummed(), Settings(orders=1), undetermined="nan")(NORMED)
+    assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
+                                 "(shape (2,) for 1 of 3); expected one dimension the exported graph "
+                                 "sizes by the batch")
 
 
 class NormedAndIndexed(Normed):

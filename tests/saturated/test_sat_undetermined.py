@@ -229,6 +229,23 @@ def test_an_integer_output_cannot_mark_an_entry_whose_pass_fails() -> None:
                                  "only those asked for with outputs=")
 
 
+class NormedAndArgmax(Normed):
+    """:class:`Normed`'s LayerNorm beside the argmax over the whole batch of h: a 0-dim integer."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], self.lin(x).argmax()
+
+
+def test_a_0_dim_integer_output_has_no_batch_dimension_to_merge_along() -> None:
+    """Entries computed one at a time (entry 1's pass fails): the argmax over the batch has no row
+    per entry, so it is refused for its shape, before any entry could be marked."""
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedAndArgmax(), Settings(orders=1), undetermined="nan")(NORMED)
+    assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
+                                 "(shape () for 3 entries, shape () for 1 of 3); expected one dimension "
+                                 "the exported graph sizes by the batch")
+
+
 # _normalized on hand-made terms: the highest part not known to be zero leads, a part within its
 # rounding bound of zero is undetermined, and where no order can settle that it is final.
 

@@ -374,7 +374,8 @@ class SaturatedModel:
     (a token whose ReLU units are all off, say) keeps its computed value, close to 0 as its limit
     is, but its direction is not a limit's; read per-token directions from a ``"nan"`` run. An
     entry whose only undetermined values are zero tests no order can settle in float64 stops at
-    two orders (see :func:`_normalized`).
+    two orders (see :func:`_normalized`). An integer output (an index, a count) has no NaN: where
+    an entry's pass itself needs more orders and such an output is asked for, ``"nan"`` raises too.
 
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
@@ -516,10 +517,18 @@ class SaturatedModel:
             raise SaturationError(message)
         if count is None:
             return known[0]
+        integers = [index for index, (value, degree) in enumerate(known[0]) if _integral(value, degree)]
+        if integers and len(known) < len(entries):
+            raise SaturationError(
+                f"output {integers[0]} holds integers, which cannot be NaN where a batch entry's pass "
+                f"needs more orders: {message}; expected floating outputs, or only those asked for "
+                "with outputs=")
         pairs: list[Normalized] = [
-            (torch.full(_batch_shape(index, value.shape, axes[index], count), math.nan,
-                        dtype=value.dtype, device=value.device), math.nan)
-            if _batched(value, degree) else (value, degree) for index, (value, degree) in enumerate(known[0])]
+            (torch.full(_batch_shape(index, value.shape, axes[index], count),
+                        math.nan if value.is_floating_point() else 0, dtype=value.dtype,
+                        device=value.device), math.nan)
+            if _batched(value, degree) or _integral(value, degree) else (value, degree)
+            for index, (value, degree) in enumerate(known[0])]
         for entry, found in enumerate(entries):
             if found is None:  # undetermined in every output
                 found = [(torch.full_like(value, math.nan), math.nan) if _batched(value, degree)
@@ -634,6 +643,12 @@ def _cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
 def _batched(value: Any, degree: float | None) -> bool:
     """Whether an output is a floating tensor with a degree (one row per batch entry)."""
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0 \
+        and degree is not None
+
+
+def _integral(value: Any, degree: float | None) -> bool:
+    """Whether an output is an integer tensor (an index, a count) with one row per batch entry."""
+    return isinstance(value, torch.Tensor) and not value.is_floating_point() and value.dim() > 0 \
         and degree is not None
 
 

@@ -1324,12 +1324,39 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.heads.x_measure_heads__mutmut_109":
         "real.cumsum(+1) instead of cumsum(-1): the real-position mask is 2-d (batch, positions), "
         "where dimension 1 is the last",
+    "empirical.measure.heads.x_measure_heads__mutmut_148":
+        "real.shape[+1] instead of shape[-1] for the causal mask's width: the real-position mask is "
+        "2-d (batch, positions), where dimension 1 is the last",
     "empirical.measure.heads.x_measure_heads__mutmut_116":
         "real.sum(+1, keepdim=True) instead of sum(-1, ...): the real-position mask is 2-d (batch, "
         "positions), where dimension 1 is the last",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",
+    "saturated.saturate.x__undetermined_entries__mutmut_9":
+        "_batch_axis(candidates, shape, count, None) instead of total: total is not None on that "
+        "line, so count differs from None exactly as it differs from total where count < total, "
+        "and where count == total the output is of every entry, each candidate dimension has the "
+        "batch's size and the filter by size keeps them all",
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_22":
+        "pairs starts as None instead of []: it is assigned (pairs = found) by the first level that "
+        "computes outputs, and read (merged into, returned) only after one did",
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_139":
+        "_merge(..., batch or 2) where a sub-batch raised at the last level: a sub-batch (pending "
+        "not None) exists only after _undetermined_entries named some entries, which needs "
+        "total = batch not None (an int ≥ 2, see _batch_size), so batch or 2 is batch",
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_154":
+        "_merge(..., batch or 2) for a recomputed sub-batch: pending is not None only after "
+        "_undetermined_entries named some entries, which needs total = batch not None (an int ≥ 2, "
+        "see _batch_size), so batch or 2 is batch",
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_173":
+        "final NaN masked with 1.0 instead of 0.0: the masked values are only tested for NaN (any, "
+        "and the NaN of each entry's sum of finite normalized values, where adding 1.0 instead of "
+        "0.0 can neither make nor remove a NaN or an overflow), so any finite fill marks the same",
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_188":
+        "count (batch or 2) instead of (batch or 1) where batch is None: _undetermined_entries is "
+        "then called with total None, where every output gives no batch axis (None) and an empty "
+        "list gives [], whatever the count",
     "saturated.saturate.x__batch_shape__mutmut_8":
         "_batch_axis(candidates, shape, 1, None) instead of total: _batch_shape returns early for "
         "total == 1, so count 1 differs from total either way and the candidates are filtered "
@@ -1377,6 +1404,13 @@ EQUIVALENT: dict[str, str] = {
         "call reaches _one_at_a_time without a batch only after the same pass (same inputs, "
         "settings, dtype and lenient normalization) raised NeedsOrders, so the pass here raises "
         "too and no entry is known",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_68":
+        "a floating output's placeholder for the batch filled with 0 instead of NaN: every entry is "
+        "then merged into it (its values, or NaN where its pass failed), each row written once, and "
+        "a higher degree zeroes the rows written before either way, so no placeholder value is read",
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_70":
+        "an integer output's placeholder for the batch filled with 1 instead of 0: it is built only "
+        "when every entry's pass went through, and each entry's row is then written over it",
     "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_55":
         "the wide dtype always float64: it is float64 for every floating dtype anyway (float16, "
         "bfloat16 and float32 have a larger eps, float64 itself is float64)",

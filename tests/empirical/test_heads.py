@@ -21,6 +21,7 @@ from empirical.models.loading import load_model
 from saturated.bounds import scale_to_saturate, scale_to_saturate_map
 from saturated.functional import default_rtol, hardmax
 from saturated.modules import HardAttention, majority_head, positional, previous_token_head
+from saturated.rounding import smallest_subnormal, unit_roundoff
 
 WORDS = ["aaabbbbbbbbb", "bababbbbbbbb", "abbabbbbbbba", "bbbaaabbbbbb"]
 
@@ -651,7 +652,8 @@ def test_missing_attention_at_1000_theta_or_in_the_limit_says_where() -> None:
     # Without the paper's approximation there is no call at 1000·θ.
     plain = measure_heads(model, [batch], causal=True, limit=model.limit, paper=False)
     assert plain.heads[0].paper_positions is None
-    with pytest.raises(EmpiricalError, match=re.escape("(in the limit), got none")):
+    with pytest.raises(EmpiricalError, match=re.escape("from Unscalable called with output_attentions=True "
+                                                       "(in the limit), got none")):
         measure_heads(model, [batch], causal=True, paper=False,
                       limit=lambda **_: SimpleNamespace(value={"attentions": None}))
 
@@ -918,6 +920,13 @@ def test_record_names_model_limit_settings_and_versions(reference_atlas: Any, sc
                             settings=Settings(ties="uniform"))
     assert uniform.record["limit_settings"] == asdict(Settings(ties="uniform"))
 
+    def with_settings(**inputs: Any) -> Any:  # a limit that has settings: those are recorded
+        return model.limit(**inputs)
+
+    with_settings.settings = Settings(ties="uniform", orders=3)  # type: ignore[attr-defined]
+    own = measure_heads(model, batches[1:], causal=model.causal, limit=with_settings, paper=False)
+    assert own.record["limit_settings"] == asdict(Settings(ties="uniform", orders=3))
+
 
 def test_progress_bar_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     model = ScoresIn(causal=True).eval()
@@ -925,7 +934,8 @@ def test_progress_bar_only_when_asked(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().err == ""
     measure_heads(model, _planted_batches(), causal=True, limit=model.limit, paper=False, progress=True)
     err = capsys.readouterr().err
-    assert "head atlas: 100%" in err and "2/2" in err and "batch" in err
+    assert "head atlas: 100%" in err and "2/2" in err
+    assert re.search(r"[\d?]batch/s\]|s/batch\]", err)  # the rate counts batches
 
 
 def _plotted(atlases: dict[str, Any], monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:
@@ -1056,6 +1066,21 @@ def test_scale_is_the_largest_rows_when_more_rows_may_set_it_than_are_kept() -> 
     assert stats.queries == 4200 and stats.positions == 1.0
 
 
+def test_a_causal_rows_later_keys_are_masked_not_underflowed_in_its_scale() -> None:
+    """Causal, 12 real positions: query 1 sees keys 0 and 1, 80 apart (c* ≈ log(1/eps)/80 ≈ 0.086);
+    the ten keys after it are masked, not weights that underflowed (each of which could add
+    e^(−c·103) to the error, so the scale's upper end would grow by 10%). Queries 2–11 see equal
+    scores: already hard, no scale."""
+    scores = torch.zeros(1, 1, 1, 12, 12)
+    scores[0, 0, 0, 1, 1] = -80.0
+    real = torch.ones(1, 12, dtype=torch.bool)
+    model = ScoresIn(causal=True).eval()
+    batch = HeadBatch({"scores": scores, "attention_mask": real.long()}, real)
+    stats = measure_heads(model, [batch], causal=True, paper=False, limit=model.limit).heads[0]
+    true = scale_to_saturate(scores[0, 0, 0, 1, :2].double(), 1e-3, rtol=0)
+    assert true[0] > 0.08 and stats.scale[0] <= true[0] and true[1] <= stats.scale[1] <= stats.scale[0] * 1.01
+
+
 def test_a_head_whose_every_row_is_undetermined_has_no_margin_and_no_scale() -> None:
     """The limit leaves every row of head 1 undetermined (NaN): all its measured queries are
     counted as undetermined, none is measured, and neither a margin (∞, null in JSON) nor a scale
@@ -1081,3 +1106,117 @@ def test_a_head_whose_every_row_is_undetermined_has_no_margin_and_no_scale() -> 
             assert (stats.queries, stats.undetermined) == (expected["queries"], 0)
             assert stats.positions == pytest.approx(expected["positions"])
             assert stats.margin == pytest.approx(expected["margin"])
+
+
+# _measure_layer on one layer of hand-made weight rows: which rows stay candidates for a head's
+# scale (those whose upper bound on c* reaches the head's floor, the largest lower bound so far).
+
+
+def _layer_totals(plain: Tensor, *, eps: float = 1e-3, floor: float | None = None,
+                  queries: Tensor | None = None, paper: Tensor | None = None, totals: Any = None) -> Any:
+    """The running totals after measuring ``plain`` (batch, heads, queries, keys), every key allowed,
+    its hardmax as the limit; ``floor`` presets the head's floor as an earlier batch would."""
+    from empirical.measure.heads import _measure_layer, _rounding, _Totals
+
+    batch, heads, rows, keys = plain.shape
+    if totals is None:
+        totals = _Totals(rtol=default_rtol(plain.dtype), unit=_rounding(plain.dtype))
+    if floor is not None:
+        totals.margins, totals.candidates = [[]], [[]]
+        totals.floor = [torch.full((heads,), floor, dtype=torch.float64)]
+    allowed = torch.ones(batch, 1, 1, keys, dtype=torch.bool)
+    n_allowed = torch.full((batch, 1, rows), float(keys), dtype=torch.float64)
+    queries = torch.ones(batch, 1, rows, dtype=torch.bool) if queries is None else queries
+    _measure_layer(totals, 0, plain, hardmax(plain.double(), rtol=0), allowed, n_allowed, queries, paper, eps)
+    return totals
+
+
+def _kept(totals: Any) -> int:
+    return sum(len(chunk.head) for chunk in totals.candidates[0])
+
+
+def _margin_slack(margin: float, keys: int, dtype: torch.dtype) -> float:
+    """The rounding bound of a row's margin δ = log p_top − log p_second, read from weights of
+    ``dtype`` (unit roundoff u, smallest subnormal τ) over n keys: 3·(u·(δ + 8) + 2τ·n·e^δ +
+    1e-15·(δ + log n + 1)), the loser's weight being at least e^(−δ)/n."""
+    u, tiny = unit_roundoff(dtype), smallest_subnormal(dtype)
+    return 3 * (u * (margin + 8) + 2 * tiny * keys * math.exp(min(margin, 700.0))
+                + 1e-15 * (margin + math.log(keys) + 1))
+
+
+@pytest.mark.parametrize(("dtype", "gap"), [
+    (torch.float32, 2.0),    # the unit roundoff's term leads
+    (torch.float64, 0.25),   # the 1e-15 term leads
+    (torch.float32, 100.0),  # a subnormal loser: the smallest number's term leads
+], ids=["float32", "float64", "subnormal"])
+@pytest.mark.parametrize("side", [-1, 1], ids=["inside", "outside"])
+def test_a_row_stays_a_candidate_exactly_while_its_slack_reaches_the_floor(dtype: torch.dtype, gap: float,
+                                                                          side: int) -> None:
+    """A row with one winner over two keys has c* ≤ log(K/eps)/(δ − slack), K = 1: it stays a
+    candidate while that reaches the floor F, i.e. while δ − slack ≤ log(1/eps)/F. With F set
+    where δ − (1 ∓ 5%)·slack would meet it, the row is kept (inside the slack) or dropped
+    (outside it). Two equal query rows, each with its own single winner."""
+    eps = 1e-3
+    plain = torch.softmax(torch.tensor([[gap, 0.0]] * 2, dtype=dtype), -1)[None, None]
+    margin = math.log(float(plain[0, 0, 0, 0])) - math.log(float(plain[0, 0, 0, 1]))
+    slack = _margin_slack(margin, 2, dtype)
+    assert 0 < slack < margin / 2
+    floor = math.log(1 / eps) / (margin - (1 + side * 0.05) * slack)
+    totals = _layer_totals(plain, eps=eps, floor=floor)
+    assert totals.floor[0].tolist() == [floor]  # the rows' own lower bounds are below it
+    assert _kept(totals) == (2 if side < 0 else 0)
+
+
+def test_rows_left_out_do_not_raise_the_floor() -> None:
+    """Row 0 (gap 10) is measured, row 1 is not a query: the floor is row 0's lower bound on c*,
+    log((1 − eps)/eps)/(δ + slack) ≈ 0.69, whatever row 1 holds."""
+    plain = torch.softmax(torch.tensor([[10.0, 0.0], [3.0, 0.0]]), -1)[None, None]
+    measured = torch.tensor([[[True, False]]])
+    floor = float(_layer_totals(plain, queries=measured).floor[0][0])
+    margin = math.log(float(plain[0, 0, 0, 0])) - math.log(float(plain[0, 0, 0, 1]))
+    expected = math.log((1 - 1e-3) / 1e-3) / (margin + _margin_slack(margin, 2, torch.float32))
+    assert floor == pytest.approx(expected, rel=1e-12) and floor < 1
+
+
+def test_a_row_whose_upper_bound_equals_the_floor_stays_a_candidate() -> None:
+    """Two tied winners over three keys with eps = 0.6 ≥ K = max(1/2, 1/4): every scale meets eps,
+    so the row's upper bound on c* is 0, and so is the floor; the row is kept."""
+    plain = torch.tensor([[[[0.45, 0.45, 0.1]]]])
+    totals = _layer_totals(plain, eps=0.6)
+    assert totals.floor[0].tolist() == [0.0]
+    assert [chunk.upper.tolist() for chunk in totals.candidates[0]] == [[0.0]]
+
+
+def test_ties_are_judged_against_each_rows_own_smallest_weight() -> None:
+    """Row 0's smallest weight is e^(−70); row 1's best two are 1e-4 apart in log, beyond the
+    float32 tolerance rtol·|log p_min| ≈ 7.6e-6·0.69 of its own row (but within rtol·70): row 1
+    has one winner, and its margin 1e-4 sets the floor, above row 0's upper bound."""
+    plain = torch.softmax(torch.tensor([[70.0, 0.0], [1e-4, 0.0]]), -1)[None, None]
+    totals = _layer_totals(plain)
+    (chunk,) = totals.candidates[0]
+    assert chunk.winners.tolist() == [[True, False]] and chunk.weights.tolist() == [plain[0, 0, 1].tolist()]
+
+
+def test_candidates_beyond_4096_rows_are_pruned_against_the_risen_floor() -> None:
+    """4000 rows of gap 5 (c* ≈ 1.4) are candidates until 100 rows of gap 0.5 (c* ≈ 14) raise the
+    floor; with more than 4096 rows held, the first ones are dropped."""
+    first = torch.softmax(torch.tensor([[5.0, 0.0]] * 4000), -1)[None, None]
+    totals = _layer_totals(first)
+    assert _kept(totals) == 4000
+    second = torch.softmax(torch.tensor([[0.5, 0.0]] * 100), -1)[None, None]
+    totals = _layer_totals(second, totals=totals)
+    assert _kept(totals) == 100
+    assert all(bool((chunk.upper >= totals.floor[0][0]).all()) for chunk in totals.candidates[0])
+
+
+def test_the_papers_count_takes_weights_above_its_threshold_only() -> None:
+    """At 1000·θ a weight of exactly 1e-5 is not counted: rows with 1, 2 and 3 weights above."""
+    from empirical.measure.heads import PAPER_THRESHOLD
+
+    plain = torch.softmax(torch.tensor([[2.0, 1.0, 0.0]] * 3), -1)[None, None]
+    at = PAPER_THRESHOLD
+    paper = torch.tensor([[1 - 2 * at, at, at], [0.5, 0.5 - at, at], [0.4, 0.3, 0.3]],
+                         dtype=torch.float64)[None, None]
+    sums = _layer_totals(plain, paper=paper).sums[0]
+    assert sums.paper_n.tolist() == [6.0] and sums.paper_n2.tolist() == [14.0]
+    assert sums.paper_split.tolist() == [2.0]

@@ -546,6 +546,21 @@ def test_non_finite_parameters_name_the_parameter() -> None:
     assert str(caught.value) == "parameter '1.bias' has non-finite entries; expected finite θ"
 
 
+def test_the_finiteness_check_is_made_once_per_parameter_version() -> None:
+    net = nn.Linear(2, 1, bias=False)
+    limit = SaturatedModel(net, Settings())
+    x = torch.ones(1, 2)
+    limit(x)
+    limit(x)
+    first = ("weight", net.weight.data_ptr(), net.weight._version)
+    assert limit._checked == {first}
+    with torch.no_grad():
+        net.weight.mul_(2.0)  # a new version, checked anew
+    limit(x)
+    assert limit._checked == {first, ("weight", net.weight.data_ptr(), net.weight._version)}
+    assert net.weight._version == first[2] + 1
+
+
 @pytest.mark.parametrize("name", ["attention_mask", "encoder_attention_mask"])
 def test_a_mask_row_without_a_position_is_refused_with_its_row(name: str) -> None:
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]])

@@ -13,7 +13,15 @@ from torch import nn
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel, _final, _in_batch, _largest, _normalize_all, _normalized
+from saturated.saturate import (
+    SaturatedModel,
+    _batch_axes,
+    _final,
+    _in_batch,
+    _largest,
+    _normalize_all,
+    _normalized,
+)
 from saturated.terms import NeedsOrders, Term
 
 
@@ -168,11 +176,74 @@ def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
         with pytest.raises(SaturationError) as caught:
             limit(x)
         assert str(caught.value) == EQUAL_ROW
-    # Inputs without a common batch dimension are one entry, recomputed whole (entry 0 alone
-    # would pass).
+    # Inputs without a common batch dimension are one entry, recomputed whole: row 0 of each
+    # input alone ([1, 2] and [1, 1]) would pass, the whole fails on its row [3, 3].
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[1, 0]], torch.ones(3, 2))
+        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[0, 1]], torch.ones(3, 2))
     assert str(caught.value) == EQUAL_ROW
+
+
+class NormedAndSummed(Normed):
+    """:class:`Normed`'s LayerNorm beside Σ over the batch of h: an output with no batch dimension."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], self.lin(x).sum(0)
+
+
+def test_entries_computed_alone_need_a_batch_dimension_in_every_output() -> None:
+    """Entry 1's pass fails, so the entries are computed one at a time; output 1 (a sum over the
+    batch, shape (2,)) has no dimension to put each entry's value along."""
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedAndSummed(), Settings(orders=1), undetermined="nan")(NORMED)
+    assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
+                                 "(shape (2,) for 1 of 3); expected one dimension the exported graph "
+                                 "sizes by the batch")
+
+
+class NormedAndIndexed(Normed):
+    """:class:`Normed`'s LayerNorm beside argmax h: an integer output, one index per entry."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], self.lin(x).argmax(-1)
+
+
+def test_entries_computed_alone_merge_an_integer_output_along_the_batch() -> None:
+    """Entries [1, 2] and [2, 1] computed one at a time: the LayerNorm limits [−1, 1] and [1, −1]
+    (degree 0), the argmax 1 and 0 (exact), each in its entry's row and the integers kept."""
+    limit = SaturatedModel(NormedAndIndexed(), Settings(orders=1), undetermined="nan")
+    x = NORMED[[0, 2]]
+    axes = _batch_axes(limit.program(x))
+    settings = Settings(orders=1, ties="nan")
+    (normed, normed_degree), (index, index_degree) = limit._one_at_a_time(
+        (x,), {}, settings, torch.float64, 2, "unused: every entry passes", axes)
+    assert normed.tolist() == [[-1.0, 1.0], [1.0, -1.0]] and normed_degree == 0.0
+    assert index.tolist() == [1, 0] and index.dtype == torch.int64 and index_degree == 0.0
+
+
+def test_an_integer_output_cannot_mark_an_entry_whose_pass_fails() -> None:
+    """Entry 1 ([3, 3]) of :data:`NORMED` needs more orders: its argmax has no NaN to hold."""
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedAndIndexed(), Settings(orders=1), undetermined="nan")(NORMED)
+    assert str(caught.value) == (f"output 1 holds integers, which cannot be NaN where a batch entry's "
+                                 f"pass needs more orders: {EQUAL_ROW}; expected floating outputs, or "
+                                 "only those asked for with outputs=")
+
+
+class NormedAndArgmax(Normed):
+    """:class:`Normed`'s LayerNorm beside the argmax over the whole batch of h: a 0-dim integer."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return super().forward(x)[0], self.lin(x).argmax()
+
+
+def test_a_0_dim_integer_output_has_no_batch_dimension_to_merge_along() -> None:
+    """Entries computed one at a time (entry 1's pass fails): the argmax over the batch has no row
+    per entry, so it is refused for its shape, before any entry could be marked."""
+    with pytest.raises(SaturationError) as caught:
+        SaturatedModel(NormedAndArgmax(), Settings(orders=1), undetermined="nan")(NORMED)
+    assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
+                                 "(shape () for 3 entries, shape () for 1 of 3); expected one dimension "
+                                 "the exported graph sizes by the batch")
 
 
 # _normalized on hand-made terms: the highest part not known to be zero leads, a part within its

@@ -517,7 +517,8 @@ class SaturatedModel:
             raise SaturationError(message)
         if count is None:
             return known[0]
-        integers = [index for index, (value, degree) in enumerate(known[0]) if _integral(value, degree)]
+        integers = [index for index, (value, degree) in enumerate(known[0])
+                    if _per_entry(value, degree) and not value.is_floating_point()]
         if integers and len(known) < len(entries):
             raise SaturationError(
                 f"output {integers[0]} holds integers, which cannot be NaN where a batch entry's pass "
@@ -527,7 +528,7 @@ class SaturatedModel:
             (torch.full(_batch_shape(index, value.shape, axes[index], count),
                         math.nan if value.is_floating_point() else 0, dtype=value.dtype,
                         device=value.device), math.nan)
-            if _batched(value, degree) or _integral(value, degree) else (value, degree)
+            if _per_entry(value, degree) else (value, degree)
             for index, (value, degree) in enumerate(known[0])]
         for entry, found in enumerate(entries):
             if found is None:  # undetermined in every output
@@ -640,16 +641,14 @@ def _cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
         lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v, inputs)
 
 
+def _per_entry(value: Any, degree: float | None) -> bool:
+    """Whether an output is a tensor with a degree (one row per batch entry)."""
+    return isinstance(value, torch.Tensor) and value.dim() > 0 and degree is not None
+
+
 def _batched(value: Any, degree: float | None) -> bool:
-    """Whether an output is a floating tensor with a degree (one row per batch entry)."""
-    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0 \
-        and degree is not None
-
-
-def _integral(value: Any, degree: float | None) -> bool:
-    """Whether an output is an integer tensor (an index, a count) with one row per batch entry."""
-    return isinstance(value, torch.Tensor) and not value.is_floating_point() and value.dim() > 0 \
-        and degree is not None
+    """Whether an output is a floating tensor with one row per batch entry."""
+    return _per_entry(value, degree) and value.is_floating_point()
 
 
 def _merge(pairs: list[Normalized], found: list[Normalized], entries: list[int],

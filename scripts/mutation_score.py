@@ -1404,11 +1404,11 @@ EQUIVALENT: dict[str, str] = {
         "call reaches _one_at_a_time without a batch only after the same pass (same inputs, "
         "settings, dtype and lenient normalization) raised NeedsOrders, so the pass here raises "
         "too and no entry is known",
-    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_68":
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_70":
         "a floating output's placeholder for the batch filled with 0 instead of NaN: every entry is "
         "then merged into it (its values, or NaN where its pass failed), each row written once, and "
         "a higher degree zeroes the rows written before either way, so no placeholder value is read",
-    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_70":
+    "saturated.saturate.xǁSaturatedModelǁ_one_at_a_time__mutmut_72":
         "an integer output's placeholder for the batch filled with 1 instead of 0: it is built only "
         "when every entry's pass went through, and each entry's row is then written over it",
     "saturated.saturate.xǁSaturatedModelǁ__init____mutmut_55":

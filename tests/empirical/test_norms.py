@@ -38,7 +38,9 @@ def train(model, tracker, steps, optimizer, *, inputs=None):
         loss.backward()
         before = vector(model)
         grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double()
-        tracker.after_backward(step, loss)
+        with warnings.catch_warnings():  # reading a loss that requires grad must not warn per step
+            warnings.simplefilter("error")
+            tracker.after_backward(step, loss)
         optimizer.step()
         tracker.after_step(step)
         history.append((before, grad, vector(model), loss.item()))
@@ -557,6 +559,8 @@ def test_plot_hands_its_title_on(tmp_path, monkeypatch):
     tracker.record(0)
     assert tracker.plot(tmp_path / "n.png", title="run 7") == tmp_path / "n.png"
     assert seen == [(tracker.records, tmp_path / "n.png", "run 7")]
+    tracker.plot(tmp_path / "untitled.png")  # no title: the figure gets none
+    assert seen[-1] == (tracker.records, tmp_path / "untitled.png", "")
     with pytest.raises(EmpiricalError, match=r"^plot expected at least one record, got none$"):
         NormTracker(stacked()).plot(tmp_path / "none.png")
 

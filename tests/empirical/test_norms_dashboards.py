@@ -104,6 +104,21 @@ def test_tracker_writes_each_complete_record():
     assert writer.scalars[-1][2] == 10
 
 
+def test_a_checkpoint_scan_writes_each_record_at_once():
+    """A tracker built from a state dict (a scan over checkpoints) writes every record it makes,
+    with the record's own scalars at the record's step."""
+    states = [{n: p.detach().clone() for n, p in _gpt2(seed).named_parameters()} for seed in (0, 1)]
+    writer = _Writer()
+    tracker = NormTracker(states[0], writer=writer, prefix="scan/")
+    for step, state in zip((100, 200), states):
+        tracker.record(step, state)
+    expected = [(tag, value, r["step"]) for r in tracker.records
+                for tag, value in record_scalars(r, "scan/").items()]
+    assert writer.scalars == expected
+    assert {step for _, _, step in writer.scalars} == {100, 200}
+    assert ("scan/norm", tracker.records[1]["norm"], 200) in writer.scalars
+
+
 def test_tracker_writes_to_a_summary_writer(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 

@@ -674,6 +674,44 @@ def test_every_parameter_and_input_entry_is_its_own_symbol() -> None:
         "output", 2, C - C**2, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (7, 15, 10, 22), HERE)]
 
 
+class DottedAndUnderscored(nn.Module):
+    """Parameters named ``a.weight`` and ``a_weight``: f = (w₁ − w₂)·x + w₁·w₁."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(1, 1, bias=False)
+        self.a_weight = nn.Parameter(torch.tensor([[2.0]]))
+        _set(self.a, [[1.0]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.a.weight - self.a_weight) * x + self.a.weight * self.a.weight
+
+
+class NamedLikeItsInput(nn.Module):
+    """A parameter named ``x`` beside the input ``x``: f = (p − x)·x + p·p."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([[2.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.x - x) * x + self.x * self.x
+
+
+@pytest.mark.parametrize(("model", "residual", "limit"), [
+    # w₁ = 1, w₂ = 2: (c − 2c)·1 + c² against c²·(−1 + 1) = 0; f/c² = 1 − 1/c.
+    (DottedAndUnderscored(), C**2 - C, 1),
+    # p = 2, x = 1: (2c − 1)·1 + 4c² against c²·5; f/c² = 4 + 2/c − 1/c².
+    (NamedLikeItsInput(), -C**2 + 2 * C - 1, 4),
+])
+def test_placeholders_whose_names_coincide_are_different_symbols(model: nn.Module, residual: Any,
+                                                                 limit: int) -> None:
+    # Were both placeholders one symbol s, f would be s·s, exact of degree 2 for every θ and x;
+    # the degree-1 part makes f asymptotic.
+    assert prove(model, torch.ones(1, 1)) == [FormalProof(
+        "output", 2, residual, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (limit,), HERE)]
+
+
 @pytest.mark.parametrize(("activation", "limit"), [
     (nn.GELU(), (3, 0)),                   # x·Φ(x), Φ by erf(x/√2): relu in the limit
     (nn.SiLU(), (3, 0)),                   # x·σ(x)

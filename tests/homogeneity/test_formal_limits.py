@@ -676,8 +676,7 @@ def test_every_parameter_and_input_entry_is_its_own_symbol() -> None:
 
 class EveryPolynomialOp(nn.Module):
     """Every op of the polynomial table once, bias-free and ReLU: (h, g) of degrees 1 and 6, exact
-    for every θ and x (the graph's ops are exactly the table, a set it need not be a proper
-    subset of)."""
+    for every θ and x. Its ops are the whole table, not a proper subset of it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -747,8 +746,9 @@ class NormOfACancellation(nn.Module):
                                               (NormOfACancellation(), 1)])
 def test_an_exact_output_claimed_asymptotic_is_proved_exact_for_every_theta(model: nn.Module,
                                                                            degree: int) -> None:
-    # θ and x are real symbols: relu(h)·relu(−h) = (|h|² − h²)/4 is 0 only for a real h; the
-    # residual is proved 0 by simplification, not expansion alone.
+    # θ and x are real symbols: relu(h)·relu(−h) = (|h|² − h²)/4 is 0 only for a real h;
+    # |hx| = |h|·|x| is proved by simplification, not by expansion alone; a(x) + x − x cancels
+    # as it is built, before LayerNorm.
     assert prove(model, torch.ones(1, 1)) == [FormalProof("output", degree, 0, Grade.EXACT,
                                                           Grade.ASYMPTOTIC)]
 

@@ -1476,13 +1476,26 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.asymptotic.xǁSeriesǁpower__mutmut_127":
         "the binomial term added exact instead of O(t^term.order): the running sum already has order "
         "keep ≤ term.order, and its terms are below keep",
-    "homogeneity.verify.formal.x__evaluate__mutmut_51":
+    "homogeneity.verify.formal.x__evaluate__mutmut_42":
         "rms_norm's eps looked up in args[3:5] instead of args[3:4]: rms_norm takes at most four "
         "arguments (input, normalized_shape, weight, eps), so both slices hold the eps or nothing",
-    "homogeneity.verify.formal.x__evaluate__mutmut_55":
+    "homogeneity.verify.formal.x__evaluate__mutmut_46":
         "the padded rms_norm arguments keep args[:4] instead of args[:3]: the padding runs only when "
         "eps is absent or None, and torch.export drops a trailing default argument (the node is "
         "rms_norm(x, shape) or rms_norm(x, shape, weight)), so args has at most three entries",
+    "homogeneity.verify.formal.x__evaluate__mutmut_37":
+        "kwargs' nodes mapped to None: only a Node among the kwargs changes, and every tensor "
+        "argument of the ops in SYMBOLIC_OPS is positional in its aten schema (their keyword-only "
+        "arguments are scalars: alpha, beta, approximate, dtype), so torch.export puts every node "
+        "in args",
+    "homogeneity.verify.formal.x__evaluate__mutmut_56":
+        "np.asarray(op result, dtype=None): every op returns an object array, or from a sum over "
+        "every axis a sympy expression (stored as object by numpy too) or, over an empty array, the "
+        "int 0, kept as an int64 0-d array, which enters sympy as the same exact 0",
+    "homogeneity.verify.formal.x__evaluate__mutmut_58":
+        "np.asarray(op result) without dtype: every op returns an object array, or from a sum over "
+        "every axis a sympy expression (stored as object by numpy too) or, over an empty array, the "
+        "int 0, kept as an int64 0-d array, which enters sympy as the same exact 0",
     "homogeneity.verify.formal.x__grade_proof__mutmut_7":
         "the shared cache None: approximate(..., None) makes a fresh cache per output entry; the "
         "cache only maps an expression to its own approximation, so only shared work is lost",
@@ -1498,6 +1511,18 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.formal.x__limit_and_rest__mutmut_7":
         "oo·sign(a) → oo/sign(a) for the leading coefficient a: a is nonzero, its sign ±1, and oo/±1 "
         "= oo·±1",
+    "homogeneity.verify.formal.x__normalize__mutmut_9":
+        "sympy.evaluate(None) instead of False: every reader of sympy's global evaluate flag tests "
+        "its truth (Add, Mul, Pow, functions: `if not evaluate`, `if evaluate`), so None builds the "
+        "same unevaluated terms as False",
+    "homogeneity.verify.formal.x__rationals__mutmut_6":
+        "np.array(rationals, dtype=None): numpy stores sympy numbers as object anyway; only a size-0 "
+        "tensor differs (float64, no entry); a sum over it gives 0.0 for 0, and sympy drops it "
+        "(x + 0.0 = x): outputs, limits and residuals are the same",
+    "homogeneity.verify.formal.x__rationals__mutmut_8":
+        "np.array(rationals) without dtype: numpy stores sympy numbers as object anyway; only a "
+        "size-0 tensor differs (float64, no entry); a sum over it gives 0.0 for 0, and sympy drops "
+        "it (x + 0.0 = x): outputs, limits and residuals are the same",
     "homogeneity.verify.formal.x__rms_norm__mutmut_9":
         "centre=False → centre=None for RMSNorm: _normalized only tests `if centre`, and None is "
         "falsy like False",
@@ -1507,6 +1532,14 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.verify.formal.x__rms_norm__mutmut_4":
         "torch.finfo(None) for eps=None: _evaluate replaces an rms_norm eps of None by the input "
         "dtype's eps before calling _rms_norm, which never sees None",
+    "homogeneity.verify.formal.x__symbols__mutmut_12":
+        "np.array(symbols, dtype=None): numpy stores sympy symbols as object anyway; only a size-0 "
+        "placeholder differs (float64, no entry); a sum over it gives 0.0 for 0, and sympy drops it "
+        "(x + 0.0 = x), so every residual is the same",
+    "homogeneity.verify.formal.x__symbols__mutmut_14":
+        "np.array(symbols) without dtype: numpy stores sympy symbols as object anyway; only a size-0 "
+        "placeholder differs (float64, no entry); a sum over it gives 0.0 for 0, and sympy drops it "
+        "(x + 0.0 = x), so every residual is the same",
     "homogeneity.verify.formal.x_prove__mutmut_150":
         "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
 }

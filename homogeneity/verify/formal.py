@@ -351,9 +351,12 @@ def _evaluate(program: torch.export.ExportedProgram, param_of: dict[str, str], s
     env: dict[str, Any] = {}
     for node in program.graph.nodes:
         if node.op == "placeholder":
-            name = param_of.get(node.name, node.name)
+            # Named by the placeholder, unique in the graph: parameters "a.b" and "a_b", or a
+            # parameter and an input both called x, are different symbols (and only the
+            # parameter is scaled).
+            name = param_of.get(node.name)
             entries = values[node.name] if values is not None else _symbols(
-                name.replace(".", "_"), tuple(node.meta["val"].shape))
+                node.name, tuple(node.meta["val"].shape))
             env[node.name] = entries * scale if name in scaled else entries
         elif node.op == "call_function":
             args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])

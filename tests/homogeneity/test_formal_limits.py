@@ -674,6 +674,154 @@ def test_every_parameter_and_input_entry_is_its_own_symbol() -> None:
         "output", 2, C - C**2, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (7, 15, 10, 22), HERE)]
 
 
+class EveryPolynomialOp(nn.Module):
+    """Every op of the polynomial table once, bias-free and ReLU: (h, g) of degrees 1 and 6, exact
+    for every θ and x. Its ops are the whole table, not a proper subset of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, 1, bias=False)
+        self.w = nn.Parameter(torch.tensor([[2.0]]))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.relu(self.linear(x))                                       # linear, relu
+        g = torch.addmm(torch.mm(h, self.w.t()), h, self.w)                  # addmm, mm, t
+        g = torch.matmul(g, self.w.transpose(0, 1)).view(1).reshape(1, 1)    # matmul, transpose, ...
+        return h, (g * g - (-g) * g + g * g).sum(dim=-1)                     # mul, neg, sub, add, sum
+
+
+def test_a_polynomial_graph_is_exact_for_every_theta_where_its_output_is_zero() -> None:
+    # At x = 0 both outputs are 0: at that θ and x alone their limit 0 would refute every degree,
+    # but the symbolic proof holds for every θ and x, output after output.
+    model = EveryPolynomialOp()
+    assert prove(model, torch.zeros(1, 1)) == [FormalProof("0", 1, 0, Grade.EXACT, Grade.EXACT),
+                                               FormalProof("1", 6, 0, Grade.EXACT, Grade.EXACT)]
+
+
+class SignedHalves(nn.Module):
+    """relu(h)·relu(−h) + b(a(x)) for h = a(x) + x: the product is 0 for every real h (one factor is),
+    so f = b·a·x is exact of degree 2, although h mixes degrees 1 and 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(1, 1, bias=False), nn.Linear(1, 1, bias=False)
+        _set(self.a, [[-3.0]])
+        _set(self.b, [[2.0]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x) + x
+        return torch.relu(h) * torch.relu(-h) + self.b(self.a(x))
+
+
+class ProductOfMagnitudes(nn.Module):
+    """relu(hx) + relu(−hx) − (relu(h) + relu(−h))·(relu(x) + relu(−x)) + b(a(x)) for h = a(x) + x:
+    |hx| − |h|·|x| is 0 for real h and x (sympy's expansion alone does not see it), so f = b·a·x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(1, 1, bias=False), nn.Linear(1, 1, bias=False)
+        _set(self.a, [[3.0]])
+        _set(self.b, [[2.0]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x) + x
+        magnitudes = (torch.relu(h) + torch.relu(-h)) * (torch.relu(x) + torch.relu(-x))
+        return torch.relu(h * x) + torch.relu(-(h * x)) - magnitudes + self.b(self.a(x))
+
+
+class NormOfACancellation(nn.Module):
+    """LayerNorm without eps of a(x) + x − x: the analysis sees degrees 1 and 0 mixed; sympy sees
+    a(x), whose normalization is exact for every θ and x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.norm = nn.Linear(1, 2, bias=False), nn.LayerNorm(2, eps=0.0)
+        _set(self.a, [[1.0], [-2.0]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.a(x) + x - x)
+
+
+@pytest.mark.parametrize(("model", "degree"), [(SignedHalves(), 2), (ProductOfMagnitudes(), 2),
+                                              (NormOfACancellation(), 1)])
+def test_an_exact_output_claimed_asymptotic_is_proved_exact_for_every_theta(model: nn.Module,
+                                                                           degree: int) -> None:
+    # θ and x are real symbols: relu(h)·relu(−h) = (|h|² − h²)/4 is 0 only for a real h;
+    # |hx| = |h|·|x| is proved by simplification, not by expansion alone; a(x) + x − x cancels
+    # as it is built, before LayerNorm.
+    assert prove(model, torch.ones(1, 1)) == [FormalProof("output", degree, 0, Grade.EXACT,
+                                                          Grade.ASYMPTOTIC)]
+
+
+class EmptyMemory(nn.Module):
+    """a(x) + Σₘ act(m(memory)) over a memory of no rows: the sum is 0."""
+
+    def __init__(self, activation: nn.Module) -> None:
+        super().__init__()
+        self.a, self.m, self.activation = (nn.Linear(1, 1, bias=False), nn.Linear(1, 1, bias=False),
+                                           activation)
+        _set(self.a, [[3.0]])
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        return self.a(x) + self.activation(self.m(memory)).sum(dim=0, keepdim=True)
+
+
+@pytest.mark.parametrize(("activation", "expected"), [
+    # polynomial: exact for every θ and x
+    (nn.ReLU(), FormalProof("output", 1, 0, Grade.EXACT, Grade.EXACT)),
+    # tanh's degree 0 beside a(x)'s 1 is claimed asymptotic; at θ, f = 3c exactly
+    (nn.Tanh(), FormalProof("output", 1, 0, Grade.EXACT, Grade.ASYMPTOTIC, (3,), HERE)),
+    # GELU's degree 1 is approximate, and so is the claim for the sum
+    (nn.GELU(), FormalProof("output", 1, 0, Grade.EXACT, Grade.APPROXIMATE, (3,), HERE)),
+])
+def test_an_empty_memory_adds_nothing(activation: nn.Module, expected: FormalProof) -> None:
+    assert prove(EmptyMemory(activation), torch.ones(1, 1), torch.ones(0, 1)) == [expected]
+
+
+def test_an_empty_batch_is_exact_for_every_theta() -> None:
+    # no entry, so f(x; cθ) = c·f(x; θ) holds for each one
+    model = nn.Sequential(nn.Linear(2, 2, bias=False), nn.ReLU())
+    assert prove(model, torch.ones(0, 2)) == [FormalProof("output", 1, 0, Grade.EXACT, Grade.EXACT)]
+
+
+class DottedAndUnderscored(nn.Module):
+    """Parameters named ``a.weight`` and ``a_weight``: f = (w₁ − w₂)·x + w₁·w₁."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(1, 1, bias=False)
+        self.a_weight = nn.Parameter(torch.tensor([[2.0]]))
+        _set(self.a, [[1.0]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.a.weight - self.a_weight) * x + self.a.weight * self.a.weight
+
+
+class NamedLikeItsInput(nn.Module):
+    """A parameter named ``x`` beside the input ``x``: f = (p − x)·x + p·p."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([[2.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.x - x) * x + self.x * self.x
+
+
+@pytest.mark.parametrize(("model", "residual", "limit"), [
+    # w₁ = 1, w₂ = 2: (c − 2c)·1 + c² against c²·(−1 + 1) = 0; f/c² = 1 − 1/c.
+    (DottedAndUnderscored(), C**2 - C, 1),
+    # p = 2, x = 1: (2c − 1)·1 + 4c² against c²·5; f/c² = 4 + 2/c − 1/c².
+    (NamedLikeItsInput(), -C**2 + 2 * C - 1, 4),
+])
+def test_placeholders_whose_names_coincide_are_different_symbols(model: nn.Module, residual: Any,
+                                                                 limit: int) -> None:
+    # Were both placeholders one symbol s, f would be s·s, exact of degree 2 for every θ and x;
+    # the degree-1 part makes f asymptotic.
+    assert prove(model, torch.ones(1, 1)) == [FormalProof(
+        "output", 2, residual, Grade.ASYMPTOTIC, Grade.ASYMPTOTIC, (limit,), HERE)]
+
+
 @pytest.mark.parametrize(("activation", "limit"), [
     (nn.GELU(), (3, 0)),                   # x·Φ(x), Φ by erf(x/√2): relu in the limit
     (nn.SiLU(), (3, 0)),                   # x·σ(x)
@@ -703,3 +851,18 @@ def test_the_affine_part_of_a_normalization_scales_and_shifts_its_limit(
             norm.bias.copy_(torch.tensor([5.0, -7.0]))
     (proof,) = prove(model, torch.ones(1, 1))
     assert (proof.degree, proof.grade, proof.limit) == (1, Grade.ASYMPTOTIC, limit)
+
+
+def test_a_layer_norm_after_tanh_keeps_its_affine_part() -> None:
+    # tanh(c·(1, −1)) = t·(1, −1) normalizes to (1, −1)·t/√(t² + eps), t → 1; cγ and cβ make the
+    # output degree 1, with limit γ·(1, −1)/√(1 + eps) + β.
+    model = nn.Sequential(nn.Linear(1, 2, bias=False), nn.Tanh(), nn.LayerNorm(2))
+    _set(model[0], [[1.0], [-1.0]])
+    with torch.no_grad():
+        model[2].weight.copy_(torch.tensor([2.0, 3.0]))
+        model[2].bias.copy_(torch.tensor([5.0, -7.0]))
+    (proof,) = prove(model, torch.ones(1, 1))
+    unit = 1 / sympy.sqrt(1 + Q(1, 100000))
+    assert (proof.degree, proof.grade, proof.claimed) == (1, Grade.APPROXIMATE, Grade.APPROXIMATE)
+    assert [sympy.simplify(v - e) for v, e in zip(proof.limit, (2 * unit + 5, -3 * unit - 7),
+                                                   strict=True)] == [0, 0]

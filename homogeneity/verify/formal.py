@@ -109,6 +109,11 @@ def _gelu(z: np.ndarray, approximate: str = "none") -> np.ndarray:
     return _each(lambda e: e * (1 + sympy.erf(e / sympy.sqrt(2))) / 2)(z)
 
 
+def _times(factor: Any, value: Any) -> Any:
+    """alpha·value or beta·value of add, sub and addmm, exact (the default 1 leaves it as it is)."""
+    return value if factor == 1 else _number(factor) * value
+
+
 def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     out = x @ w.T
     return out if b is None else out + b
@@ -116,19 +121,21 @@ def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.nda
 
 SYMBOLIC_OPS: dict[Any, Callable[..., Any]] = {
     aten.linear.default: _linear,
-    aten.addmm.default: lambda b, x, w: b + x @ w,
+    aten.addmm.default: lambda b, x, w, beta=1, alpha=1: _times(beta, b) + _times(alpha, x @ w),
     aten.mm.default: lambda a, b: a @ b,
     aten.matmul.default: lambda a, b: a @ b,
     aten.t.default: lambda a: a.T,
     aten.transpose.int: lambda a, d0, d1: np.swapaxes(a, d0, d1),
     aten.view.default: lambda a, shape: a.reshape(shape),
     aten.reshape.default: lambda a, shape: a.reshape(shape),
-    aten.add.Tensor: lambda a, b: a + b,
-    aten.sub.Tensor: lambda a, b: a - b,
+    aten.add.Tensor: lambda a, b, alpha=1: a + _times(alpha, b),
+    aten.sub.Tensor: lambda a, b, alpha=1: a - _times(alpha, b),
     aten.mul.Tensor: lambda a, b: a * b,
     aten.neg.default: lambda a: -a,
     aten.relu.default: _relu,
-    aten.sum.dim_IntList: lambda a, dims, keepdim=False: a.sum(axis=tuple(dims), keepdims=keepdim),
+    # dtype= only says where a float sum rounds; the proof is over exact values.
+    aten.sum.dim_IntList: lambda a, dims, keepdim=False, dtype=None: a.sum(axis=tuple(dims),
+                                                                            keepdims=keepdim),
     aten.div.Tensor: lambda a, b: a / b,
     aten.softmax.int: _softmax,
     aten.tanh.default: _each(sympy.tanh),

@@ -866,3 +866,46 @@ def test_a_layer_norm_after_tanh_keeps_its_affine_part() -> None:
     assert (proof.degree, proof.grade, proof.claimed) == (1, Grade.APPROXIMATE, Grade.APPROXIMATE)
     assert [sympy.simplify(v - e) for v, e in zip(proof.limit, (2 * unit + 5, -3 * unit - 7),
                                                    strict=True)] == [0, 0]
+
+
+class ScaledSums(nn.Module):
+    """add, sub and addmm with their alpha and beta factors, and a sum given a dtype."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+        self.w = nn.Parameter(torch.tensor([0.5, -1.0]))
+        self.b = nn.Parameter(torch.tensor([0.25, 0.75]))
+        self.m = nn.Parameter(torch.tensor([[1.0, -2.0], [0.5, 3.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.op == "add":
+            return torch.add(self.b, self.w * x, alpha=2)
+        if self.op == "sub":
+            return torch.sub(self.b, self.w * x, alpha=0.5)
+        if self.op == "addmm":
+            return torch.addmm(self.b, x, self.m, beta=3, alpha=2)
+        return torch.sum(self.w * x, dim=-1, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("op", "params", "limit"), [
+    # Only the scaled parameters grow: b + 2c·w⊙x tends to 2·w⊙x, b − c·w⊙x/2 to −w⊙x/2.
+    ("add", "w", lambda m, x: 2 * m.w * x),
+    ("sub", "w", lambda m, x: -0.5 * m.w * x),
+    # 3·b + 2·x·M with b scaled tends to 3·b, with M scaled to 2·x·M.
+    ("addmm", "b", lambda m, x: 3 * m.b.expand_as(x)),
+    ("addmm", "m", lambda m, x: 2 * x @ m.m),
+])
+def test_the_factors_of_add_sub_and_addmm_enter_the_limit(op: str, params: str, limit: Any) -> None:
+    model = ScaledSums(op).double()
+    x = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
+    (proof,) = prove(model, x, params=params)
+    assert proof.degree == 1 and proof.grade is Grade.ASYMPTOTIC and proof.proved
+    with torch.no_grad():
+        torch.testing.assert_close(_limit(proof), limit(model, x).flatten(), rtol=1e-15, atol=0)
+
+
+def test_a_sum_given_a_dtype_is_proved_exact_for_every_theta() -> None:
+    (proof,) = prove(ScaledSums("sum"), torch.tensor([[3.0, 1.0]]))
+    assert (proof.degree, proof.grade, proof.proved) == (1, Grade.EXACT, True)
+    assert proof.quantifier == "every θ and x"

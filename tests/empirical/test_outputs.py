@@ -259,3 +259,52 @@ def test_a_figure_without_an_extension_is_png_whatever_the_default_format(tmp_pa
     assert written.startswith(b"\x89PNG\r\n\x1a\n")
     # The options reach savefig: 1 inch at 30 dots per inch, the width in the PNG header (IHDR).
     assert int.from_bytes(written[16:20], "big") == 30
+
+
+def _path_of_length(folder: Path, length: int, name: str) -> Path:
+    """A path under ``folder``, in folders of at most 200 bytes still to be made, ending in ``name``,
+    whose absolute form is ``length`` bytes long."""
+    rest = length - len(os.fsencode(str(folder.absolute()))) - len("/") - len(name)
+    parts = []
+    while rest > 0:
+        part = min(200, rest - 1) if rest - 1 != 1 else 1
+        parts.append("d" * part)
+        rest -= part + 1
+    path = folder.joinpath(*parts, name)
+    assert len(os.fsencode(str(path.absolute()))) == length
+    return path
+
+
+@pytest.mark.parametrize("name", ["r.json", "r" * 30 + ".json"])  # shorter, longer than the temporary
+@pytest.mark.parametrize("below", [0, 1, 16, 17])
+def test_the_early_check_passes_exactly_the_paths_that_can_be_written(tmp_path, name, below):
+    # The file is written as a temporary sibling first: the longer of the two paths must fit.
+    length = os.pathconf(tmp_path, "PC_PATH_MAX") - below
+    path = _path_of_length(tmp_path, length, name)
+    try:
+        check_output(path)
+    except EmpiricalError:
+        refused = True
+    else:
+        refused = False
+    try:
+        write_json([], path)
+    except OSError:
+        written = False
+    else:
+        written = True
+    assert refused != written, (length, name, refused, written)
+
+
+@pytest.mark.parametrize(("name", "which"), [
+    ("r" * 30 + ".json", "the path is"),
+    ("r.json", "the path of its temporary file (.normsat-XXXXXXXX.json) is"),
+])
+def test_a_path_too_long_is_refused_naming_its_start_and_the_longest_length(tmp_path, name, which):
+    limit = os.pathconf(tmp_path, "PC_PATH_MAX")
+    path = _path_of_length(tmp_path, limit, name)
+    longest = limit + max(0, len(".normsat-XXXXXXXX.json") - len(name))
+    with pytest.raises(EmpiricalError) as caught:
+        check_output(path, what="--json")
+    assert str(caught.value) == (f"cannot write --json {str(path)[:60]}…: {which} {longest} bytes long, "
+                                 f"and paths in {tmp_path} must be shorter than {limit}")

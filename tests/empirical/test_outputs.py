@@ -308,3 +308,14 @@ def test_a_path_too_long_is_refused_naming_its_start_and_the_longest_length(tmp_
         check_output(path, what="--json")
     assert str(caught.value) == (f"cannot write --json {str(path)[:60]}…: {which} {longest} bytes long, "
                                  f"and paths in {tmp_path} must be shorter than {limit}")
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".Xpng"])
+def test_a_figure_extension_naming_no_format_is_refused_and_nothing_is_left(tmp_path, suffix):
+    # The format is the whole extension after its dot: nothing more is stripped to find a known one.
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(1, 1))
+    with pytest.raises(ValueError, match=f"Format '{suffix[1:].lower()}' is not supported"):
+        save_figure(figure, tmp_path / f"plot{suffix}")
+    assert list(tmp_path.iterdir()) == []

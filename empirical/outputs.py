@@ -62,10 +62,14 @@ def _check_name_lengths(path: Path, ancestor: Path, what: str) -> None:
             raise EmpiricalError(f"cannot write {what} {path}: the name {name[:40]}… is "
                                  f"{len(os.fsencode(name))} bytes long, and names in {ancestor} "
                                  f"may have at most {name_max}")
-    if len(os.fsencode(str(path.absolute()))) >= path_max:
-        raise EmpiricalError(f"cannot write {what} {str(path)[:60]}…: the path is "
-                             f"{len(os.fsencode(str(path.absolute())))} bytes long, and paths in "
-                             f"{ancestor} must be shorter than {path_max}")
+    # the file is written as its temporary sibling first: the longer of the two paths must fit
+    own = len(os.fsencode(str(path.absolute())))
+    sibling = len(os.fsencode(str(path.absolute().parent / temporary_name(path))))
+    if max(own, sibling) >= path_max:
+        which = ("the path is" if own >= sibling else
+                 f"the path of its temporary file ({temporary_name(path)}) is")
+        raise EmpiricalError(f"cannot write {what} {str(path)[:60]}…: {which} {max(own, sibling)} "
+                             f"bytes long, and paths in {ancestor} must be shorter than {path_max}")
 
 
 def _exists(path: Path) -> bool:

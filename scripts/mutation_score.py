@@ -1542,6 +1542,22 @@ EQUIVALENT: dict[str, str] = {
         "(x + 0.0 = x), so every residual is the same",
     "homogeneity.verify.formal.x_prove__mutmut_150":
         "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
+    "empirical.models.formats.x_weight_files__mutmut_13":
+        "read_text(encoding='UTF-8') for a shard index: codec names are looked up "
+        "case-insensitively, the same codec",
+    "empirical.models.formats.x_load_weights__mutmut_36":
+        "load_state_dict(strict=None): torch only tests `if strict:` (and passes it on to the same "
+        "tests), so None is False",
+    "empirical.outputs.x_write_text__mutmut_7":
+        "write_text(encoding='UTF-8'): codec names are looked up case-insensitively, the same codec",
+    "empirical.outputs.x_write_json__mutmut_6":
+        "json.dumps(allow_nan=None) with indent=2: the pure-Python encoder raises on NaN and "
+        "infinity under `if not allow_nan`, so None refuses them as False does",
+    "empirical.outputs.x_save_figure__mutmut_10":
+        "savefig(format='PDF') for 'pdf': matplotlib's print_figure lowercases the format first",
+    "empirical.outputs.x_save_figure__mutmut_15":
+        "savefig(format='PNG') for a path without extension: matplotlib's print_figure lowercases "
+        "the format first",
 }
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
+import locale
 import os
+import pickle
 import subprocess
 import sys
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +19,13 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from empirical.errors import EmpiricalError
-from empirical.models.formats import read_weights
+from empirical.models.formats import (
+    LoadedWeights,
+    load_weights,
+    read_state_dict,
+    read_weights,
+    weight_files,
+)
 from empirical.models.loading import load_model, minilm_path
 from empirical.models.provenance import model_record
 
@@ -179,3 +190,284 @@ def test_pretrained_depth_is_a_ceiling_random_init_is_seeded() -> None:
     deep, _ = load_model("minilm", random_init=True, num_layers=8, seed=5)
     again, _ = load_model("minilm", random_init=True, num_layers=8, seed=5)
     assert deep.config.num_hidden_layers == 8 and same_weights(deep, again)
+
+
+# The readers and load_weights on tiny modules: every message, every format's choice, every key.
+
+class _Base(torch.nn.Module):
+    """A bare model in the Hugging Face layout: a base prefix, a pooler and a persistent buffer."""
+
+    base_model_prefix = "base"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(2, 3)
+        self.pooler = torch.nn.Linear(3, 3)
+        self.register_buffer("scale", torch.full((1,), 0.5))
+
+
+class _Plain(torch.nn.Module):
+    """A model that names no base prefix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(2, 3)
+
+
+class _Wide(torch.nn.Sequential):
+    """Eight parameters named 0.weight, 0.bias, …, 3.bias."""
+
+    def __init__(self) -> None:
+        super().__init__(*(torch.nn.Linear(2, 2) for _ in range(4)))
+
+
+def _values(model: torch.nn.Module, shift: float) -> dict[str, torch.Tensor]:
+    """Tensors of the model's parameter shapes, each different from its initial value."""
+    return {name: torch.full_like(p, shift) + torch.arange(p.numel()).reshape(p.shape)
+            for name, p in model.named_parameters()}
+
+
+def test_a_task_checkpoint_loads_under_the_base_prefix_and_leaves_its_head_out() -> None:
+    model = _Base()
+    base = _values(model, 1.0)
+    # A head of the base's own shape, under a name as long as the prefix: left out, never loaded.
+    head = {"head.proj.weight": torch.full((3, 2), -7.0), "head.proj.bias": torch.full((3,), -7.0)}
+    state = {**{f"base.{name}": t for name, t in base.items()}, **head}
+    done = load_weights(model, state, "ckpt", (Path("a.safetensors"),))
+    assert all(torch.equal(p, base[name]) for name, p in model.named_parameters())
+    assert torch.equal(model.scale, torch.full((1,), 0.5))  # a buffer the checkpoint lacks stays
+    assert done == LoadedWeights((Path("a.safetensors"),), ("head.proj.weight", "head.proj.bias"), False)
+    assert done.removed_pooler is False and model.pooler is not None
+
+
+@pytest.mark.parametrize("prefix", [".", "model.", "None.", "XXXX."])
+def test_a_model_without_a_base_prefix_strips_no_prefix(prefix: str) -> None:
+    model = _Plain()
+    own = _values(model, 1.0)
+    state = {**own, f"{prefix}proj.weight": torch.full((3, 2), -7.0)}
+    done = load_weights(model, state, "ckpt")
+    assert torch.equal(model.proj.weight, own["proj.weight"])
+    assert done.unused == (f"{prefix}proj.weight",) and done.files == ()
+
+
+def test_a_checkpoint_without_the_pooler_removes_it_instead_of_keeping_it_random() -> None:
+    model = _Base()
+    state = {name: t for name, t in _values(model, 1.0).items() if not name.startswith("pooler.")}
+    done = load_weights(model, state, "ckpt")
+    assert model.pooler is None and done.removed_pooler is True and done.unused == ()
+    assert torch.equal(model.proj.bias, state["proj.bias"])
+
+
+def test_a_pooler_is_kept_when_the_checkpoint_has_it_or_lacks_more_than_it() -> None:
+    model = _Base()
+    state = _values(model, 1.0)
+    assert load_weights(model, state, "ckpt").removed_pooler is False
+    assert torch.equal(model.pooler.weight, state["pooler.weight"])
+    del state["pooler.bias"], state["proj.bias"]
+    fresh = _Base()
+    with pytest.raises(EmpiricalError, match=r"no values for 2 parameters of _Base \(proj\.bias, "
+                                             r"pooler\.bias\)"):
+        load_weights(fresh, state, "ckpt")
+    assert isinstance(fresh.pooler, torch.nn.Linear)
+
+
+@pytest.mark.parametrize(("kept", "listed"), [
+    (3, "0.weight, 0.bias, 1.weight, 1.bias, 2.weight"),                   # five: all named
+    (1, "0.weight, 0.bias, 1.weight, 1.bias, 2.weight and 2 more"),        # seven: five and a count
+])
+def test_missing_parameters_are_counted_and_named_with_the_checkpoints_keys(kept: int, listed: str) -> None:
+    model = _Wide()
+    names = [name for name, _ in model.named_parameters()]
+    state = {"z.extra": torch.zeros(1), **{name: t for name, t in _values(model, 1.0).items()
+                                           if name in names[-kept:]}}
+    keys = ", ".join(sorted(state))
+    with pytest.raises(EmpiricalError) as caught:
+        load_weights(model, state, "/run/ckpt")
+    assert str(caught.value) == (
+        f"the checkpoint /run/ckpt has no values for {8 - kept} parameters of _Wide ({listed}), which "
+        f"would keep their random initialization; its keys look like {keys}. Expected a checkpoint "
+        "of this architecture (with or without a task head)")
+
+
+def test_a_tensor_of_the_wrong_shape_names_both_shapes_and_the_model() -> None:
+    model = _Plain()
+    state = {"proj.weight": torch.zeros(2, 2), "proj.bias": torch.zeros(3)}
+    with pytest.raises(EmpiricalError) as caught:
+        load_weights(model, state, "ckpt")
+    assert str(caught.value) == ("the checkpoint ckpt does not fit _Plain: tensors of the wrong shape "
+                                 "for proj.weight (2, 2) (model: (3, 2)); does config.json belong to "
+                                 "these weights?")
+
+
+def test_the_loading_record_caps_the_unused_keys_at_twenty_and_counts_them() -> None:
+    unused = tuple(f"cls.{i:02d}" for i in range(25))
+    record = LoadedWeights((Path("m/a.safetensors"), Path("m/b.safetensors")), unused, False).to_dict()
+    assert record == {"files": ["m/a.safetensors", "m/b.safetensors"], "n_unused_keys": 25,
+                      "unused_keys": list(unused[:20]), "removed_pooler": False}
+
+
+def _save_as(folder: Path, name: str, state: dict[str, torch.Tensor]) -> None:
+    """Write ``state`` as the folder's weight file ``name`` (an index gets two shards)."""
+    shards = {"model.safetensors.index.json": "model-0000{}.safetensors",
+              "pytorch_model.bin.index.json": "pytorch_model-0000{}.bin"}
+    if name in shards:
+        halves = {shards[name].format(1): dict(list(state.items())[:1]),
+                  shards[name].format(2): dict(list(state.items())[1:])}
+        for file, part in halves.items():
+            _save_as(folder, file, part)
+        weight_map = {key: file for file, part in halves.items() for key in part}
+        (folder / name).write_text(json.dumps({"weight_map": weight_map}))
+    elif name.endswith(".safetensors"):
+        save_file(state, str(folder / name))
+    else:
+        torch.save(state, folder / name)
+
+
+def test_the_preferred_format_is_read_and_the_next_one_when_it_is_missing(tmp_path: Path) -> None:
+    formats = ["model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+               "pytorch_model.bin.index.json"]
+    for value, name in enumerate(formats):  # each format holds other values
+        _save_as(tmp_path, name, {"a": torch.full((2,), float(value)), "b": torch.full((1,), float(value))})
+    for value, name in enumerate(formats):
+        shards = sorted(p for p in tmp_path.iterdir() if p.name.startswith(name.split(".")[0] + "-"))
+        expected = tuple(shards) if name.endswith(".json") else (tmp_path / name,)
+        state, files = read_weights(tmp_path)
+        assert files == expected and len(files) == (2 if name.endswith(".json") else 1)
+        assert state.keys() == {"a", "b"}
+        assert all(torch.equal(t, torch.full_like(t, value)) for t in state.values())
+        (tmp_path / name).unlink()
+    with pytest.raises(EmpiricalError) as caught:
+        read_weights(tmp_path)
+    assert str(caught.value) == (
+        f"expected model weights in {tmp_path} (one of model.safetensors, model.safetensors.index.json, "
+        "pytorch_model.bin, pytorch_model.bin.index.json), found none; pass random_init=True "
+        "(CLI: --random-init) to measure the architecture with fresh weights")
+
+
+def test_an_index_names_each_shard_once_in_order(tmp_path: Path) -> None:
+    for shard in ("b.safetensors", "a.safetensors"):
+        save_file({shard[0]: torch.ones(1)}, str(tmp_path / shard))
+    weight_map = {"x": "b.safetensors", "y": "a.safetensors", "z": "b.safetensors"}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert weight_files(tmp_path) == (tmp_path / "a.safetensors", tmp_path / "b.safetensors")
+
+
+@pytest.fixture
+def ascii_locale() -> Iterator[None]:
+    """The C locale's ASCII encoding for text files opened without one (as on a bare server)."""
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+
+
+def test_an_index_is_read_as_utf8_whatever_the_locale(tmp_path: Path, ascii_locale: None) -> None:
+    save_file({"w": torch.ones(1)}, str(tmp_path / "modèle-1.safetensors"))
+    (tmp_path / "model.safetensors.index.json").write_bytes(
+        json.dumps({"weight_map": {"w": "modèle-1.safetensors"}}, ensure_ascii=False).encode())
+    assert weight_files(tmp_path) == (tmp_path / "modèle-1.safetensors",)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("{'weight_map': {}}", "Expecting property name"),  # not JSON
+    ("[]", "list indices"),                              # not an object
+    ("{}", "'weight_map'"),                              # no weight_map
+    ('{"weight_map": ["a.bin"]}', "'list' object has no attribute 'values'"),
+])
+def test_an_unreadable_index_says_what_it_should_hold(tmp_path: Path, text: str, error: str) -> None:
+    index = tmp_path / "pytorch_model.bin.index.json"
+    index.write_text(text)
+    with pytest.raises(EmpiricalError) as caught:
+        weight_files(tmp_path)
+    assert str(caught.value).startswith(f"expected {index} to be a shard index (JSON with a 'weight_map' "
+                                        "of key → file), but it cannot be read: ")
+    assert error in str(caught.value)
+
+
+@pytest.mark.parametrize(("absent", "listed"), [
+    (1, "s1.bin"),
+    (5, "s1.bin, s2.bin, s3.bin, s4.bin, s5.bin"),
+    (7, "s1.bin, s2.bin, s3.bin, s4.bin, s5.bin and 2 more"),
+])
+def test_an_index_naming_absent_shards_lists_them(tmp_path: Path, absent: int, listed: str) -> None:
+    torch.save({"w": torch.ones(1)}, tmp_path / "s8.bin")  # the one shard present
+    index = tmp_path / "pytorch_model.bin.index.json"
+    index.write_text(json.dumps({"weight_map": {f"w{i}": f"s{i}.bin" for i in (*range(1, absent + 1), 8)}}))
+    with pytest.raises(EmpiricalError) as caught:
+        weight_files(tmp_path)
+    assert str(caught.value) == f"the shard index {index} names files that do not exist: {listed}"
+
+
+def test_a_path_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "nothing.pt")
+    assert str(caught.value) == ("expected a checkpoint file or a model folder, got "
+                                 f"{tmp_path / 'nothing.pt'}, which does not exist")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ([1, 2], "got list"),
+    ({"w": torch.ones(1), "step": 3}, "but step is not tensors"),
+    ({"w": torch.ones(1), **{f"n{i}": i for i in range(6)}}, "but n0, n1, n2, n3, n4 are not tensors"),
+])
+def test_a_file_holding_other_than_tensors_names_them(tmp_path: Path, content: object, message: str) -> None:
+    torch.save(content, tmp_path / "odd.pt")
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "odd.pt")
+    expected = f"expected {tmp_path / 'odd.pt'} to hold a state dict (name → tensor), {message}"
+    assert str(caught.value) == expected
+
+
+def test_weights_wrapped_under_model_are_unwrapped(tmp_path: Path) -> None:
+    torch.save({"model": {"w": torch.arange(3.0)}, "state_dict": "not weights"}, tmp_path / "run.pt")
+    assert read_state_dict(tmp_path / "run.pt").keys() == {"w"}
+    assert torch.equal(read_state_dict(tmp_path / "run.pt")["w"], torch.arange(3.0))
+
+
+@pytest.mark.parametrize("cut", [0, 200])
+def test_a_corrupt_pickle_says_what_was_expected(tmp_path: Path, cut: int) -> None:
+    saved = io.BytesIO()
+    torch.save({"w": torch.ones(3)}, saved)
+    (tmp_path / "bad.pt").write_bytes(saved.getvalue()[:cut])  # empty, or cut short
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "bad.pt")
+    assert str(caught.value).startswith(f"expected {tmp_path / 'bad.pt'} to be a checkpoint saved with "
+                                        "torch.save or safetensors, but it cannot be read: ")
+
+
+def test_a_plain_pickle_is_refused_without_naming_a_class(tmp_path: Path) -> None:
+    # Protocol 4 frames, which torch's weights-only reader does not take: refused, no global named.
+    (tmp_path / "plain.pkl").write_bytes(pickle.dumps({"w": 1}, protocol=4))
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "plain.pkl")
+    assert str(caught.value) == (
+        f"normsat will not unpickle code: {tmp_path / 'plain.pkl'} is a pickle that needs code to load, "
+        "which torch.load(weights_only=True) refuses; save a state dict "
+        "(torch.save(model.state_dict(), ...)) or safetensors instead")
+
+
+def test_code_stays_refused_when_the_environment_turns_weights_only_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch honours this variable only where weights_only is left unset.
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")
+    with pytest.raises(EmpiricalError, match=r"(it refers to torch\.nn\.modules\.linear\.Linear)"):
+        read_state_dict(tmp_path / "module.pt")
+
+
+def test_a_checkpoint_saved_on_a_gpu_is_read_on_the_cpu(tmp_path: Path) -> None:
+    # torch.save records each storage's device in data.pkl; a GPU's reads 'cuda:0' where a CPU's
+    # reads 'cpu' (pickle protocol 2: a 4-byte length, then the text).
+    saved = io.BytesIO()
+    torch.save({"w": torch.arange(3.0)}, saved)
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(tmp_path / "gpu.pt", "w") as target:
+        for entry in source.infolist():
+            data = source.read(entry.filename)
+            if entry.filename.endswith("/data.pkl"):
+                assert data.count(b"X\x03\x00\x00\x00cpu") == 1
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            target.writestr(entry.filename, data)
+    state = read_state_dict(tmp_path / "gpu.pt")
+    assert torch.equal(state["w"], torch.arange(3.0)) and state["w"].device.type == "cpu"

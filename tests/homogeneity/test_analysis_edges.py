@@ -280,12 +280,14 @@ class Reported(nn.Module):
         return {"gate": self.gate(h), "last_hidden_state": h, "clipped": torch.erfinv(x)}
 
 
-@pytest.fixture(scope="module")
+# Built anew for each test (0.1 s): a test that only reads a report built for an earlier one would
+# not be linked to the functions that built it, and a mutation screen would skip it.
+@pytest.fixture
 def reported() -> HomogeneityReport:
     return analyze(Reported(), torch.randn(3, 2), params="*weight")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def plain() -> HomogeneityReport:
     """A bias-free linear map: c·W·x, degree 1, exact everywhere, nothing unsupported."""
     return analyze(nn.Sequential(nn.Linear(2, 2, bias=False)), torch.randn(3, 2))

@@ -526,3 +526,22 @@ def test_module_stacks_holding_classes_or_their_names_and_raw_paths_are_read_ali
         ("layers.0", "Linear", ("0 (exact)",), ("1 (exact)",)),
     ]
     assert (report.node("mul").module, report.degree, report.scaled) == ("layers.0", 1, ["w"])
+
+
+def test_a_cause_first_met_at_the_root_is_placed_there() -> None:
+    """erfinv(x) at the root, with no rule: none, weakened from the exact input."""
+    class Clip(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.erfinv(x)
+
+    report = analyze(Clip(), torch.rand(3) / 2)
+    assert report.markdown().split("\n")[3:] == [
+        "",
+        "| why the grade weakens | nodes | first at |",
+        "|---|---|---|",
+        f"| {NO_RULE} | 1 | `<root>` (`aten.erfinv.default`) |",
+        "",
+        "| module | type | degree in | degree out | weakest grade |",
+        "|---|---|---|---|---|",
+        "| `<root>` | Clip | 0 (exact) | undefined (none) | none |",
+    ]

@@ -528,12 +528,26 @@ def test_module_stacks_holding_classes_or_their_names_and_raw_paths_are_read_ali
     assert (report.node("mul").module, report.degree, report.scaled) == ("layers.0", 1, ["w"])
 
 
-def test_a_cause_first_met_at_the_root_is_placed_there() -> None:
-    """erfinv(x) at the root, with no rule: none, weakened from the exact input."""
-    class Clip(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.erfinv(x)
+class Join(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a * b
 
+
+class Clip(nn.Module):
+    """erfinv(join(x, w·x)), with erfinv at the root: w·x has degree 1 (exact), the product in
+    ``join`` 0 + 1 = 1 (exact), and erfinv, with no rule, none, weakened from exact. ``join``
+    receives two degrees, 0 (exact) from x and 1 (exact) from w·x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+        self.join = Join()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.erfinv(self.join(x, self.w * x))
+
+
+def test_a_cause_met_at_the_root_and_a_module_entered_by_two_degrees_are_listed() -> None:
     report = analyze(Clip(), torch.rand(3) / 2)
     assert report.markdown().split("\n")[3:] == [
         "",
@@ -544,4 +558,8 @@ def test_a_cause_first_met_at_the_root_is_placed_there() -> None:
         "| module | type | degree in | degree out | weakest grade |",
         "|---|---|---|---|---|",
         "| `<root>` | Clip | 0 (exact) | undefined (none) | none |",
+        "| `join` | Join | 0 (exact), 1 (exact) | 1 (exact) | exact |",
     ]
+    assert _words(report.table()).index("module type in out grade") == len(_words(report.table())) - 3
+    assert _words(report.table())[-2:] == ["<root> Clip 0 (exact) undefined (none) none",
+                                           "join Join 0 (exact), 1 (exact) 1 (exact) exact"]

@@ -1333,6 +1333,12 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
         "a rule also looked up for call_module/call_method nodes: their targets are strings, and "
         "the rule table is keyed by aten operators, so the lookup finds nothing either way",
+    "homogeneity.report.x__module_summaries__mutmut_26":
+        "a module's class name as .rsplit('.')[-1] instead of .rsplit('.', 1)[-1]: whatever the "
+        "number of splits, the last piece is the text after the last dot",
+    "homogeneity.report.x__module_summaries__mutmut_38":
+        "a module's class name as .rsplit('.', 2)[-1] instead of .rsplit('.', 1)[-1]: whatever the "
+        "number of splits, the last piece is the text after the last dot",
     "saturated.saturate.x__undetermined_entries__mutmut_9":
         "_batch_axis(candidates, shape, count, None) instead of total: total is not None on that "
         "line, so count differs from None exactly as it differs from total where count < total, "

@@ -186,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("patterns", nargs="+",
                         help="modules (saturated.terms) or mutant name patterns (saturated.terms.x_make*)")
-    parser.add_argument("-t", "--tests", nargs="+", required=True,
-                        help="test files or node ids, relative to the repository root")
+    parser.add_argument("-t", "--tests", nargs="+", action="extend", required=True,
+                        help="test files or node ids, relative to the repository root (-t a b or -t a -t b)")
     parser.add_argument("--mutants", type=Path, default=Path("mutants"))
     parser.add_argument("--rerun", action="store_true", help="also rerun mutants with a verdict")
     parser.add_argument("--timeout-factor", type=float, default=10.0,

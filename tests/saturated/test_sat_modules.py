@@ -73,7 +73,7 @@ def test_a_head_without_a_causal_mask_attends_to_every_position(rows, expected) 
     assert torch.equal(WIDE(x), torch.tensor(floats, dtype=torch.float64))
 
 
-def _softmax_attention(head: HardAttention, x: torch.Tensor, scale: float) -> np.ndarray:
+def _softmax_attention(head: HardAttention, x: torch.Tensor, scale: float, causal: bool) -> np.ndarray:
     """softmax(c·q kᵀ) v from its definition, one query at a time, in numpy."""
     xs = x.numpy()
     q, k, v = (xs @ w.numpy() for w in (head.query, head.key, head.value))
@@ -81,28 +81,44 @@ def _softmax_attention(head: HardAttention, x: torch.Tensor, scale: float) -> np
     for b in np.ndindex(xs.shape[:-2]):
         n = xs.shape[-2]
         for i in range(n):
-            allowed = range(i + 1) if head.causal else range(n)
+            allowed = range(i + 1) if causal else range(n)
             scores = np.array([scale * q[b][i] @ k[b][j] for j in allowed])
             weights = np.exp(scores - scores.max())
             out[b][i] = sum(w * v[b][j] for w, j in zip(weights / weights.sum(), allowed))
     return out
 
 
-@pytest.mark.parametrize("make, words", [
-    (previous_token_head, ("abba", "bbab")),
-    (lambda: HardAttention([[1, 0], [0, 1]], [[0, 1], [1, 0]], [[1, 0], [0, 1]]), ("abbab", "aabab")),
+@pytest.mark.parametrize("make, encode, causal, words", [
+    (previous_token_head, positional, True, ("abba", "bbab")),
+    (lambda: HardAttention([[1, 0], [0, 1]], [[0, 1], [1, 0]], [[1, 0], [0, 1]]), one_hot, False,
+     ("abbab", "aabab")),
 ])
 @pytest.mark.parametrize("scale", [0.3, 2.0])
-def test_softmax_at_is_softmax_attention_at_scale_c_also_on_a_batch(make, words, scale) -> None:
+def test_softmax_at_is_softmax_attention_at_scale_c_also_on_a_batch(make, encode, causal, words,
+                                                                      scale) -> None:
     head = make()
-    encode = positional if head.causal else one_hot
     x = torch.tensor([[[float(v) for v in row] for row in encode(w)] for w in words], dtype=torch.float64)
-    expected = _softmax_attention(head, x, scale)
+    expected = _softmax_attention(head, x, scale, causal)
     assert np.allclose(head.softmax_at(x, scale).numpy(), expected, rtol=1e-12, atol=1e-15)
     assert torch.equal(head(x), torch.stack([head(row) for row in x]))
     # Integer features are exact in float32 too: a float32 input is run in float64 all the same.
     assert torch.equal(head.softmax_at(x.float(), scale), head.softmax_at(x, scale))
     assert torch.equal(head(x.float()), head(x))
+
+
+@pytest.mark.parametrize("word", ["a", "abbab", "bbbbbbbbba"])
+def test_the_local_heads_scores_are_minus_the_squared_distance_to_the_previous_position(word) -> None:
+    # The docstring's construction: q_i·k_j = −(j − (i − 1))², in exact arithmetic and in float64.
+    head = previous_token_head()
+    x = positional(word)
+    query, key = (head.rational[0], head.rational[1])
+    q = [[sum((a * w[c] for a, w in zip(row, query)), Fraction(0)) for c in range(3)] for row in x]
+    k = [[sum((a * w[c] for a, w in zip(row, key)), Fraction(0)) for c in range(3)] for row in x]
+    n = len(word)
+    expected = [[-((j - (i - 1)) ** 2) for j in range(n)] for i in range(n)]
+    assert [[sum(a * b for a, b in zip(q[i], k[j])) for j in range(n)] for i in range(n)] == expected
+    xs = torch.tensor([[float(v) for v in row] for row in x], dtype=torch.float64)
+    assert ((xs @ head.query) @ (xs @ head.key).T).tolist() == expected
 
 
 def test_positional_rows_hold_the_symbol_one_the_position_and_its_square() -> None:

@@ -150,3 +150,18 @@ def test_error_messages_say_what_was_expected() -> None:
     with pytest.raises(SaturationError) as err:
         previous_token_head().exact([])
     assert str(err.value) == "expected a sequence of at least one position, got none"
+
+
+@pytest.mark.parametrize("make, rows", [
+    (previous_token_head, one_hot("abb")),  # 2 features for weights of 5 rows
+    (majority_head, positional("ab")),  # 5 features for weights of 2 rows
+])
+def test_exact_refuses_positions_of_another_width_than_the_weights(make, rows) -> None:
+    # The float run refuses them too (a matmul of mismatched shapes).
+    head = make()
+    with pytest.raises(SaturationError) as err:
+        head.exact(rows)
+    assert str(err.value) == (f"expected rows of {head.query.shape[0]} entries (the weights' rows), "
+                              f"got rows of {len(rows[0])}")
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        head(torch.tensor([[float(v) for v in row] for row in rows], dtype=torch.float64))

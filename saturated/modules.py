@@ -49,6 +49,11 @@ def _rational(rows: Sequence[Sequence[float | int | Fraction]]) -> Matrix:
 
 
 def _matmul(a: Matrix, b: Matrix) -> Matrix:
+    """``a b``; raises SaturationError if a row of ``a`` and a column of ``b`` differ in length
+    (``zip`` would silently drop the longer one's tail)."""
+    if a and len(a[0]) != len(b):
+        raise SaturationError(f"expected rows of {len(b)} entries (the weights' rows), got rows of "
+                              f"{len(a[0])}")
     return [[sum((x * y for x, y in zip(row, col)), Fraction(0)) for col in zip(*b)] for row in a]
 
 
@@ -95,7 +100,8 @@ class HardAttention(nn.Module):
         """The same head in exact rational arithmetic on one sequence ``(n, d)``.
 
         Raises:
-            SaturationError: an empty sequence.
+            SaturationError: an empty sequence, or positions of another width than the weights'
+                rows.
         """
         rows = _rational(x)
         if not rows:

@@ -1564,6 +1564,51 @@ EQUIVALENT: dict[str, str] = {
     "empirical.outputs.x_save_figure__mutmut_15":
         "savefig(format='PNG') for a path without extension: matplotlib's print_figure lowercases "
         "the format first",
+    "empirical.measure.reference.x_one_at_a_time_similarity__mutmut_5":
+        "getattr(config, 'is_encoder_decoder', None) instead of False: a config without the "
+        "attribute (or no config) gives None, as falsy as False, and the value only decides an if",
+    "empirical.measure.reference.x_one_at_a_time_similarity__mutmut_33":
+        "tokenizer(..., truncation=None, max_length=max_length): transformers' tokenizers given a "
+        "max_length with truncation None (and no padding) switch to 'longest_first', which for "
+        "one sentence is what truncation=True means",
+    "empirical.measure.reference.x_one_at_a_time_similarity__mutmut_37":
+        "tokenizer(...) without truncation=True: its default is None, and transformers' tokenizers "
+        "given a max_length with truncation None (and no padding) switch to 'longest_first', "
+        "which for one sentence is what truncation=True means",
+    "empirical.measure.reference.x_one_at_a_time_similarity__mutmut_74":
+        "cosine_similarity(a[0], b[0]) without dim=-1 (its default is dim=1): a hidden state is "
+        "(batch, tokens, d), so a[0] is 2-D and dimension 1 is the last",
+    "empirical.measure.reference.x_one_at_a_time_similarity__mutmut_77":
+        "cosine_similarity(..., dim=+1) instead of -1: a[0] of a (batch, tokens, d) hidden state is "
+        "2-D, where dimension 1 is the last",
+    "saturated.compare.x_compare_layers__mutmut_92":
+        "cosine_similarity(a[keep], b[keep]) without dim=-1 (its default is dim=1): keep has the "
+        "layers' full shape without the last dimension, so a[keep] is always 2-D (positions, d), "
+        "where dimension 1 is the last",
+    "saturated.compare.x_compare_layers__mutmut_93":
+        "cosine_similarity(..., dim=+1) instead of -1: a[keep] is always 2-D (positions, d), keep "
+        "having the layers' full shape without the last dimension",
+    "saturated.compare.x_compare_layers__mutmut_103":
+        "argmax(dim=+1) instead of -1: t[keep] is always 2-D (positions, classes), keep having the "
+        "logits' full shape without the last dimension",
+    "saturated.modules.xǁHardAttentionǁexact__mutmut_25":
+        "the scores' sum starts from the int 0 instead of Fraction(0): each score is only compared "
+        "with the row's others and their max, and 0 + a Fraction is that Fraction (an empty sum, "
+        "0, compares as Fraction(0))",
+    "saturated.modules.xǁHardAttentionǁexact__mutmut_32":
+        "the scores' sum starts from Fraction(1) instead of Fraction(0): every score of a row is "
+        "one larger, so the row's maximum is reached at the same positions",
+    "saturated.modules.xǁHardAttentionǁexact__mutmut_42":
+        "the winners' values sum from the int 0 instead of Fraction(0): there is at least one "
+        "winner and every value is a Fraction (a non-empty sum from _matmul, which refuses rows "
+        "of another width than the weights'), so the sum is the same Fraction",
+    "saturated.modules.x__matmul__mutmut_7":
+        "the products' sum starts from the int 0 instead of Fraction(0): every entry of both "
+        "factors is a Fraction (from _rational) and a row of a has as many entries as b has rows "
+        "(checked just before), so each sum is of at least one Fraction, or there is no column",
+    "saturated.modules.xǁHardAttentionǁsoftmax_at__mutmut_30":
+        "float('-INF') instead of float('-inf'): Python reads infinity case-insensitively, both "
+        "are -inf",
 }
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +14,7 @@ from empirical.errors import EmpiricalError
 from empirical.measure.reference import one_at_a_time_similarity
 from empirical.measure.similarity import SimilarityResult, representation_similarity
 from empirical.models.corpus import load_corpus
-from empirical.models.loading import load_model
+from empirical.models.loading import load_model, load_tokenizer, minilm_path
 
 SENTENCES = list(load_corpus(n=12))
 
@@ -177,3 +179,104 @@ def test_json_records_what_reproduces_the_number(small_models, tmp_path):
     assert SimilarityResult.from_dict(data).to_dict() == data
     with pytest.raises(EmpiricalError, match=r"normsat\.similarity/1"):
         SimilarityResult.from_dict({**data, "schema": "other"})
+
+
+class _Toy(torch.nn.Module):
+    """A single-stack toy with hidden states (e, z + z²) for e = E[ids], z = e Wᵀ: at c·θ they are
+    (c·e, c²·z + c⁴·z²), so the second one turns with c, slowly enough at c = 1000 that c = 1001
+    tells from it in float64. No ``config``: plain modules are single-stack."""
+
+    def __init__(self, vocab: int, *, seed: int = 0) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.embed = torch.nn.Parameter(torch.randn(vocab, 3, generator=gen, dtype=torch.float64))
+        self.weight = torch.nn.Parameter(torch.randn(3, 3, generator=gen, dtype=torch.float64))
+
+    def forward(self, input_ids, attention_mask, output_hidden_states=False):  # a mask is required
+        assert bool(attention_mask.all())  # one sentence at a time: no padding
+        e = self.embed[input_ids]
+        z = e @ self.weight.T
+        hidden = (e, z + z * z)
+        return SimpleNamespace(last_hidden_state=hidden[-1],
+                               hidden_states=hidden if output_hidden_states else None)
+
+
+def _toy_cosines(model: _Toy, ids: list[list[int]], scale: float) -> list[float]:
+    """Mean cosine per hidden state over every token, from the toy's formula in numpy."""
+    embed, weight = model.embed.detach().numpy(), model.weight.detach().numpy()
+
+    def states(c: float, token: int) -> list[np.ndarray]:
+        e = c * embed[token]
+        z = e @ (c * weight).T
+        return [e, z + z * z]
+
+    sums, count = np.zeros(2), 0
+    for sentence in ids:
+        for token in sentence:
+            for layer, (a, b) in enumerate(zip(states(1.0, token), states(scale, token))):
+                sums[layer] += a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+            count += 1
+    return list(sums / count)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    tokenizer = load_tokenizer(minilm_path())
+    return _Toy(tokenizer.vocab_size), tokenizer
+
+
+TOY_SENTENCES = ["Norms grow.", "Attention saturates as the norm of its weights grows without bound.", "Hi"]
+
+
+@pytest.mark.parametrize("scale", [None, 3.0, 1000.0])
+def test_one_at_a_time_similarity_is_the_mean_cosine_over_every_token(toy, scale):
+    model, tokenizer = toy
+    ids = [tokenizer(s)["input_ids"] for s in TOY_SENTENCES]
+    assert len({len(i) for i in ids}) == 3  # sentences of different lengths weigh by their tokens
+    got = (one_at_a_time_similarity(model, tokenizer, TOY_SENTENCES) if scale is None
+           else one_at_a_time_similarity(model, tokenizer, TOY_SENTENCES, scale=scale))
+    expected = _toy_cosines(model, ids, 1000.0 if scale is None else scale)  # c = 1000 by default
+    assert got == pytest.approx(expected, rel=1e-12, abs=0)
+    assert expected[1] < 1 - 1e-6  # the second hidden state does move with c
+
+
+@pytest.mark.parametrize("max_length, expected_tokens", [(8, 8), (None, 512)])  # 512: the default
+def test_one_at_a_time_similarity_truncates_each_sentence(toy, max_length, expected_tokens):
+    model, tokenizer = toy
+    sentences = [" ".join(f"word{i}" for i in range(400)), "Short."]
+    ids = [tokenizer(s, truncation=True, max_length=expected_tokens)["input_ids"] for s in sentences]
+    assert len(ids[0]) == expected_tokens < len(tokenizer(sentences[0])["input_ids"])
+    kwargs = {} if max_length is None else {"max_length": max_length}
+    got = one_at_a_time_similarity(model, tokenizer, sentences, scale=10.0, **kwargs)
+    assert got == pytest.approx(_toy_cosines(model, ids, 10.0), rel=1e-12, abs=0)
+
+
+def test_one_at_a_time_similarity_never_scales_the_callers_model(toy):
+    model, tokenizer = toy
+    before = _snapshot(model)
+    largest = float(model.embed.detach().abs().max())
+    seen = []  # the caller's largest embedding entry at every forward pass, on whichever copy
+
+    def record(_module, _inputs):
+        seen.append(float(model.embed.detach().abs().max()))
+
+    handle = model.register_forward_pre_hook(record)
+    try:
+        one_at_a_time_similarity(model, tokenizer, TOY_SENTENCES, scale=10.0)
+    finally:
+        handle.remove()
+    assert seen == [largest] * 2 * len(TOY_SENTENCES) and _bit_identical(model, before)
+
+
+def test_one_at_a_time_similarity_errors_say_what_is_expected(toy):
+    model, tokenizer = toy
+    with pytest.raises(EmpiricalError) as err:
+        one_at_a_time_similarity(model, tokenizer, [])
+    assert str(err.value) == "expected at least one sentence, got none"
+    model.config = SimpleNamespace(is_encoder_decoder=True)
+    try:
+        with pytest.raises(EmpiricalError) as err:
+            one_at_a_time_similarity(model, tokenizer, TOY_SENTENCES[:1])
+        assert str(err.value) == "the one-at-a-time reference handles single-stack models only"
+    finally:
+        del model.config

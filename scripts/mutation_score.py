@@ -906,6 +906,58 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x__float_scales_of_loser__mutmut_38":
         "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
         "the last axis",
+    "saturated.bounds.x__float_scales__mutmut_5":
+        "sum over axis +1 instead of −1: rows.gaps is always rows × widest (2-d, _Padded.of), so "
+        "axis 1 is the last axis",
+    "saturated.bounds.x__float_scales__mutmut_61":
+        "sum over axis +1 instead of −1: c[:, None]·above is rows × positions (2-d), so axis 1 is the "
+        "last axis",
+    "saturated.bounds.x__float_scales__mutmut_36":
+        "nan_to_num without nan=0.0: numpy replaces NaN with 0.0 by default",
+    "saturated.bounds.x__float_scales__mutmut_48":
+        "nan=1.0 instead of 0.0 for the bracket's upper end: it is NaN only as ∞/∞, where log(k/eps) "
+        "overflows in a row without losers (margin ∞; a finite margin gives ∞, then posinf); those "
+        "rows' bisection is overwritten by the last line's 0 and they are not in the top loser's search "
+        "(n = 0)",
+    "saturated.bounds.x__float_scales__mutmut_17":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_20":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_93":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_96":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__rows__mutmut_20":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_38":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_49":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_32":
+        "tie_set without the mask: the mask excludes only −∞ scores, which tie_set treats as masked by "
+        "their scores (below any finite threshold; the tolerance's scale counts finite scores only), "
+        "and rows whose maximum is −∞ were refused just before; equal on 3000 random maps with −∞, "
+        "±1e300 and subnormal scores for rtol None, 0, 1e-2 and 0.5",
+    "saturated.bounds.x__exceeds__mutmut_79":
+        "min(last + 1, len(grid) + 1) instead of len(grid) − 1: the same whenever last ≤ len(grid) − 2. "
+        "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "
+        "n·e^(−cδ)) and eps/max(n, 2) (x ≤ e^(−cδ)), half of eps for the t ≥ 2 of the only caller, so "
+        "the last grid point is never above eps",
     "homogeneity.analysis.x_output_names__mutmut_10":
         "labels read s.arg.name for non-tensor outputs too: every non-tensor user output of a "
         "static export (ints and floats are specialised) is a ConstantArgument, whose name is '', "

@@ -376,6 +376,23 @@ def test_maps_with_padding_and_rows_without_losers_warn_nothing() -> None:
     assert result.rows[1:] == tuple(scale_to_saturate(row, 0.01) for row in scores[1:])
 
 
+def test_a_tiny_margin_beside_a_far_loser_warns_nothing() -> None:
+    """Margin δ = 10⁻²⁰⁰ and a loser 10²⁰⁰ further: the float search's brackets reach c ~ 10²⁰⁰, so
+    c times the far gap overflows to ∞ (its term is 0, as it should be) without a warning. The far
+    term is 0 at these scales, so c* is where the near loser alone meets eps: one winner,
+    1/(1 + e^(cδ)) = eps; two tied winners, the loser's e^(−cδ)/(2 + e^(−cδ)) = eps (above the
+    winners' crossing)."""
+    eps, delta = 1e-3, 1e-200
+    scores = [[delta, 0.0, -1e200, -math.inf], [0.0, 0.0, -delta, -1e200]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = scale_to_saturate_map(scores, eps, rtol=0.0).rows
+    with mpmath.workdps(30):
+        one = mpmath.log((1 - mpmath.mpf(eps)) / eps) / delta
+        two = mpmath.log((1 - mpmath.mpf(eps)) / (2 * mpmath.mpf(eps))) / delta
+    assert rows[0][0] <= one <= rows[0][1] and rows[1][0] <= two <= rows[1][1]
+
+
 def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
     """R, the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors and the slope's upper
     bound, for rows of different lengths at a scale each, contain the mpmath values and are tight

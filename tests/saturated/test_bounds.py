@@ -1386,6 +1386,23 @@ def test_rising_loser_peak_is_compared_with_eps(start: float) -> None:
         assert not bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 - 1e-3)))
 
 
+@pytest.mark.parametrize(("c", "factor", "within"), [
+    (1.5, 0.97, False),  # rising (slope ≈ 0.27), loser ≈ 0.284 ≤ eps, but its later peak is above eps
+    (1.5, 1.03, True),  # rising, and the peak itself within eps
+    (4.0, 0.97, True),  # past the peak: falling from c on, and within eps at c
+])
+def test_within_eps_from_a_scale_where_the_top_loser_still_rises(c: float, factor: float,
+                                                                   within: bool) -> None:
+    """Tied winners whose top loser's error first rises: "within eps from c on" needs the winners'
+    error (≈ 0.19 at c = 1.5, falling) and the loser's error at c within eps, and, while the loser's
+    error still rises at c, its peak (≈ 0.3045, from the definition) too."""
+    row, loser, peak = _top_loser(_RISING)
+    with mpmath.workdps(30):
+        assert loser(mpmath.mpf(c)) <= peak * factor  # the loser's error at c itself is within eps
+    with bounds.interval_bits(80):
+        assert bounds._within_from(row, c, mpmath.iv.mpf(float(peak) * factor)) is within
+
+
 def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> None:
     """Weights given in float32 (as a model computes them) are certified from their exact values,
     the same as the same numbers given in float64; masked and underflowed weights (0) raise no
@@ -1429,6 +1446,17 @@ def test_row_scales_of_bfloat16_weights_contain_the_scale_of_the_scores() -> Non
     top_error = float(bounds.softmax_log_error(np.array([1.0]), np.array([0.0]), u, tiny)[0])
     smallest = scale_to_saturate([0.0, math.log(tiny) + 2 * top_error], eps, rel_width=1e-9, rtol=0.0)
     assert lo[2] == 0.0 and smallest[0] <= hi[2] <= smallest[1] * (1 + 1e-3)
+    # One winner, nothing underflowed: (lo, hi) are the scales of the rows with every gap
+    # g = log p̂_top − log p̂_j moved by β_j = softmax_log_error at j plus twice at the top (up to the
+    # certificate's 10⁻³), no wider.
+    p = weights[0].double().numpy()
+    gaps = math.log(p[0]) - np.log(p)
+    beta = (bounds.softmax_log_error(p, gaps, u, tiny)
+            + 2 * bounds.softmax_log_error(p[:1], np.zeros(1), u, tiny))[1:]
+    assert np.all(beta > 0.01)  # bfloat16: wide enough to see
+    far = scale_to_saturate([0.0, *(-(gaps[1:] + beta))], eps, rel_width=1e-9, rtol=0.0)
+    near = scale_to_saturate([0.0, *(-(gaps[1:] - beta))], eps, rel_width=1e-9, rtol=0.0)
+    assert far[0] * (1 - 1e-3) <= lo[0] <= far[1] and near[0] <= hi[0] <= near[1] * (1 + 1e-3)
 
 
 def test_row_scales_contain_the_scale_of_the_scores_softmaxed() -> None:

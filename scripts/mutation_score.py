@@ -953,6 +953,19 @@ EQUIVALENT: dict[str, str] = {
         "their scores (below any finite threshold; the tolerance's scale counts finite scores only), "
         "and rows whose maximum is −∞ were refused just before; equal on 3000 random maps with −∞, "
         "±1e300 and subnormal scores for rtol None, 0, 1e-2 and 0.5",
+    "saturated.bounds.x__measured__mutmut_82":
+        "the next window reaches one coarse sample further (codes[last + 2]): it still holds the last "
+        "failure, and torch stays saturated from its threshold on, so the search finds the same first "
+        "saturated number; format_thresholds() accepts only its four formats and three functions, and "
+        "all 12 rows are identical with this mutant (no row's last failure is the second-to-last "
+        "sample, where codes[last + 2] would not exist)",
+    "saturated.bounds.x_certified_row_scales__mutmut_72":
+        "β at zero weights 1.0 instead of 0.0: β is read only where `losers` holds (hopeless, the two "
+        "gap bounds, the first loser's gap), and losers have p > 0",
+    "saturated.bounds.x_certified_row_scales__mutmut_77":
+        "losers with p ≥ 0 instead of p > 0 adds the allowed non-winners of weight 0, whose gap is +∞ "
+        "and β 0: hopeless (∞ ≤ 0), both gap bounds (∞ where not a loser) and the first loser's gap "
+        "(min with ∞) are unchanged, and `far` reads losers | under, which already held them",
     "saturated.bounds.x__exceeds__mutmut_79":
         "min(last + 1, len(grid) + 1) instead of len(grid) − 1: the same whenever last ≤ len(grid) − 2. "
         "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "

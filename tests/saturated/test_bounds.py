@@ -1459,6 +1459,39 @@ def test_row_scales_of_bfloat16_weights_contain_the_scale_of_the_scores() -> Non
     assert far[0] * (1 - 1e-3) <= lo[0] <= far[1] and near[0] <= hi[0] <= near[1] * (1 + 1e-3)
 
 
+@pytest.mark.parametrize("eps", [0.2, 0.05])
+def test_row_scales_of_tied_bfloat16_weights_follow_their_bounding_rows(eps: float) -> None:
+    """Tied winners, bfloat16 weights (each gap g known to within β ≈ 0.1): lo is where a lower bound
+    of the error last exceeds eps, the winners' with every gap at g + β or the nearest loser's at
+    g + β with the others at g − β (computed here from their definitions, lo 10⁻⁶ below it), and hi
+    the scale of the worse of two rows, every gap at g − β, or the nearest loser at min(g − β) and
+    the others at g + β (to the certificate's 10⁻³); (lo, hi) contains the scale of the scores."""
+    rows = [[0.0, 0.0, -1.0] + [-2.5] * 30, [0.0, 0.0, -0.5] + [-3.0] * 30, [0.0] * 3 + [-1.0] + [-2.0] * 29]
+    scores = torch.tensor(rows, dtype=torch.bfloat16)
+    u, tiny = 2.0**-8, 2.0**-133
+    weights = torch.softmax(scores, -1).double().numpy()
+    winners = (scores == scores.max(-1, keepdim=True).values).numpy()
+    lo, hi = bounds.certified_row_scales(weights, winners, np.ones_like(winners), eps, (u, tiny))
+    for i, row in enumerate(scores.double()):
+        p, w = weights[i], winners[i]
+        t, top = int(w.sum()), float(np.log(p[w]).max())
+        gaps = top - np.log(p[~w])
+        beta = (bounds.softmax_log_error(p[~w], gaps, u, tiny)
+                + 2 * bounds.softmax_log_error(np.exp([top]), np.zeros(1), u, tiny))
+        up, down = gaps + beta, gaps - beta
+        assert t > 1 and np.all(down > 0) and np.all(beta > 0.01)
+        k = int(np.argmin(up))
+        winners_low, loser_low = _lower_errors(t, sorted(up), list(np.delete(down, k)))
+        expected_lo = max(_last_crossing(winners_low, eps, 1e3), _last_crossing(loser_low, eps, 1e3))
+        assert expected_lo * (1 - 2e-6) <= lo[i] <= expected_lo, i
+        bounding = [[0.0] * t + list(-down), [0.0] * t + [-down.min()] + list(-np.delete(up, k))]
+        worse = max((scale_to_saturate(r, eps, rel_width=1e-9, rtol=0.0) for r in bounding),
+                    key=lambda scale: scale[1])
+        assert worse[0] <= hi[i] <= worse[1] * (1 + 1e-3), i
+        exact = scale_to_saturate(row, eps, rel_width=1e-9, rtol=0.0)
+        assert lo[i] <= exact[0] and exact[1] <= hi[i], i
+
+
 def test_row_scales_contain_the_scale_of_the_scores_softmaxed() -> None:
     """Weights computed by torch in float32 from known scores: each (lo, hi) contains the
     certified scale of those scores (taken exactly, in float64, 10⁻⁹ wide) and is within 2·10⁻³

@@ -966,6 +966,11 @@ EQUIVALENT: dict[str, str] = {
         "losers with p ≥ 0 instead of p > 0 adds the allowed non-winners of weight 0, whose gap is +∞ "
         "and β 0: hopeless (∞ ≤ 0), both gap bounds (∞ where not a loser) and the first loser's gap "
         "(min with ∞) are unchanged, and `far` reads losers | under, which already held them",
+    "saturated.bounds.x_certified_row_scales__mutmut_170":
+        "found = None indexes with a new axis, so the same (row, nearest) pairs are set to −∞, and "
+        "also those of tied rows without a finite high gap: there every non-winner of the mixed row "
+        "is already −∞, and nearest (the argmin of all-∞, 0) at most turns one of t ≥ 2 winners to "
+        "−∞, leaving a row without losers, whose scale is 0 either way; hi = max(hi, 0) is unchanged",
     "saturated.bounds.x__exceeds__mutmut_79":
         "min(last + 1, len(grid) + 1) instead of len(grid) − 1: the same whenever last ≤ len(grid) − 2. "
         "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "

@@ -1465,8 +1465,9 @@ def test_row_scales_of_tied_bfloat16_weights_follow_their_bounding_rows(eps: flo
     of the error last exceeds eps, the winners' with every gap at g + β or the nearest loser's at
     g + β with the others at g − β (computed here from their definitions, lo 10⁻⁶ below it), and hi
     the scale of the worse of two rows, every gap at g − β, or the nearest loser at min(g − β) and
-    the others at g + β (to the certificate's 10⁻³); (lo, hi) contains the scale of the scores."""
-    rows = [[0.0, 0.0, -1.0] + [-2.5] * 30, [0.0, 0.0, -0.5] + [-3.0] * 30, [0.0] * 3 + [-1.0] + [-2.0] * 29]
+    the others at g + β (to the certificate's 10⁻³); (lo, hi) contains the scale of the scores. In
+    the second row the nearest loser is the first position."""
+    rows = [[0.0, 0.0, -1.0] + [-2.5] * 30, [-0.5, 0.0, 0.0] + [-3.0] * 30, [0.0] * 3 + [-1.0] + [-2.0] * 29]
     scores = torch.tensor(rows, dtype=torch.bfloat16)
     u, tiny = 2.0**-8, 2.0**-133
     weights = torch.softmax(scores, -1).double().numpy()

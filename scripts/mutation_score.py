@@ -971,6 +971,40 @@ EQUIVALENT: dict[str, str] = {
         "also those of tied rows without a finite high gap: there every non-winner of the mixed row "
         "is already −∞, and nearest (the argmin of all-∞, 0) at most turns one of t ≥ 2 winners to "
         "−∞, leaving a row without losers, whose scale is 0 either way; hi = max(hi, 0) is unchanged",
+    "saturated.bounds.x_certified_row_scales__mutmut_202":
+        "width reads mixed.shape[1] also without tied rows: mixed is then the 0-row selection of the "
+        "n-column arrays, so its width is n, up's width, and the maximum is the same",
+    "saturated.bounds.x_certified_row_scales__mutmut_204":
+        "width max(n, 1) instead of max(n, 0) without tied rows: n, the number of positions, is at "
+        "least 1",
+    "saturated.bounds.x_certified_row_scales__mutmut_219":
+        "the padded concatenation also without tied rows: mixed has no rows then and width is up's, so "
+        "widen changes nothing and the grid is [up, down] as before",
+    "saturated.bounds.x_certified_row_scales__mutmut_213":
+        "widen also pads one −∞ column in front: −∞ masks a position, and every row of the grid gets "
+        "it, so each row's scale is the same",
+    "saturated.bounds.x_certified_row_scales__mutmut_255":
+        "first = order[0] also when its high gap is ∞: that position is then no loser (a loser's high "
+        "gap is finite), so `losers[i, first]` fails and far stays as it was, as with first = −1",
+    "saturated.bounds.x_certified_row_scales__mutmut_259":
+        "first = +1 or −2 instead of −1 when no loser has a finite high gap: then the row has no loser "
+        "(their high gaps are finite), so losers[i, 1] fails (a tied row has at least 2 columns), and "
+        "−2 fails first >= 0, as −1 does",
+    "saturated.bounds.x_certified_row_scales__mutmut_260":
+        "first = +1 or −2 instead of −1 when no loser has a finite high gap: then the row has no loser "
+        "(their high gaps are finite), so losers[i, 1] fails (a tied row has at least 2 columns), and "
+        "−2 fails first >= 0, as −1 does",
+    "saturated.bounds.x_certified_row_scales__mutmut_261":
+        "the first value of far (None, or losers & under, which is empty) is kept only when first = −1, "
+        "that is when no loser has a finite high gap; near is then empty and _exceeds returns 0 before "
+        "reading far",
+    "saturated.bounds.x_certified_row_scales__mutmut_262":
+        "the first value of far (None, or losers & under, which is empty) is kept only when first = −1, "
+        "that is when no loser has a finite high gap; near is then empty and _exceeds returns 0 before "
+        "reading far",
+    "saturated.bounds.x_certified_row_scales__mutmut_263":
+        "`first >= 0 or losers[i, first]`: first = −1 only in rows without losers (a loser's high gap "
+        "is finite), where losers[i, −1] is False; for first ≥ 0 the position is a loser either way",
     "saturated.bounds.x__exceeds__mutmut_79":
         "min(last + 1, len(grid) + 1) instead of len(grid) − 1: the same whenever last ≤ len(grid) − 2. "
         "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "

@@ -906,6 +906,110 @@ EQUIVALENT: dict[str, str] = {
     "saturated.bounds.x__float_scales_of_loser__mutmut_38":
         "sum over axis +1 instead of −1: the arrays summed are rows × positions (2-d), so axis 1 is "
         "the last axis",
+    "saturated.bounds.x__float_scales__mutmut_5":
+        "sum over axis +1 instead of −1: rows.gaps is always rows × widest (2-d, _Padded.of), so "
+        "axis 1 is the last axis",
+    "saturated.bounds.x__float_scales__mutmut_61":
+        "sum over axis +1 instead of −1: c[:, None]·above is rows × positions (2-d), so axis 1 is the "
+        "last axis",
+    "saturated.bounds.x__float_scales__mutmut_36":
+        "nan_to_num without nan=0.0: numpy replaces NaN with 0.0 by default",
+    "saturated.bounds.x__float_scales__mutmut_48":
+        "nan=1.0 instead of 0.0 for the bracket's upper end: it is NaN only as ∞/∞, where log(k/eps) "
+        "overflows in a row without losers (margin ∞; a finite margin gives ∞, then posinf); those "
+        "rows' bisection is overwritten by the last line's 0 and they are not in the top loser's search "
+        "(n = 0)",
+    "saturated.bounds.x__float_scales__mutmut_17":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_20":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_93":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__float_scales__mutmut_96":
+        "errstate without divide='ignore': nothing here divides by zero or takes log 0 (k/eps > 0; a "
+        "margin is positive, as distinct doubles differ, or ∞; the sums whose log is taken hold "
+        "e^(−c·0) = 1, or are NaN in rows without losers; log t with t ≥ 1): no division warning "
+        "under np.seterr(divide='raise') with subnormal and 10³⁰⁸ gaps and eps from 1e-320 to 1 − 1e-6",
+    "saturated.bounds.x__rows__mutmut_20":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_38":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_49":
+        "dim +1 instead of −1: _rows only receives 2-d scores (_row adds the batch dimension, "
+        "scale_to_saturate_map refuses other shapes), where dim 1 is the last",
+    "saturated.bounds.x__rows__mutmut_32":
+        "tie_set without the mask: the mask excludes only −∞ scores, which tie_set treats as masked by "
+        "their scores (below any finite threshold; the tolerance's scale counts finite scores only), "
+        "and rows whose maximum is −∞ were refused just before; equal on 3000 random maps with −∞, "
+        "±1e300 and subnormal scores for rtol None, 0, 1e-2 and 0.5",
+    "saturated.bounds.x__measured__mutmut_82":
+        "the next window reaches one coarse sample further (codes[last + 2]): it still holds the last "
+        "failure, and torch stays saturated from its threshold on, so the search finds the same first "
+        "saturated number; format_thresholds() accepts only its four formats and three functions, and "
+        "all 12 rows are identical with this mutant (no row's last failure is the second-to-last "
+        "sample, where codes[last + 2] would not exist)",
+    "saturated.bounds.x_certified_row_scales__mutmut_72":
+        "β at zero weights 1.0 instead of 0.0: β is read only where `losers` holds (hopeless, the two "
+        "gap bounds, the first loser's gap), and losers have p > 0",
+    "saturated.bounds.x_certified_row_scales__mutmut_77":
+        "losers with p ≥ 0 instead of p > 0 adds the allowed non-winners of weight 0, whose gap is +∞ "
+        "and β 0: hopeless (∞ ≤ 0), both gap bounds (∞ where not a loser) and the first loser's gap "
+        "(min with ∞) are unchanged, and `far` reads losers | under, which already held them",
+    "saturated.bounds.x_certified_row_scales__mutmut_170":
+        "found = None indexes with a new axis, so the same (row, nearest) pairs are set to −∞, and "
+        "also those of tied rows without a finite high gap: there every non-winner of the mixed row "
+        "is already −∞, and nearest (the argmin of all-∞, 0) at most turns one of t ≥ 2 winners to "
+        "−∞, leaving a row without losers, whose scale is 0 either way; hi = max(hi, 0) is unchanged",
+    "saturated.bounds.x_certified_row_scales__mutmut_202":
+        "width reads mixed.shape[1] also without tied rows: mixed is then the 0-row selection of the "
+        "n-column arrays, so its width is n, up's width, and the maximum is the same",
+    "saturated.bounds.x_certified_row_scales__mutmut_204":
+        "width max(n, 1) instead of max(n, 0) without tied rows: n, the number of positions, is at "
+        "least 1",
+    "saturated.bounds.x_certified_row_scales__mutmut_219":
+        "the padded concatenation also without tied rows: mixed has no rows then and width is up's, so "
+        "widen changes nothing and the grid is [up, down] as before",
+    "saturated.bounds.x_certified_row_scales__mutmut_213":
+        "widen also pads one −∞ column in front: −∞ masks a position, and every row of the grid gets "
+        "it, so each row's scale is the same",
+    "saturated.bounds.x_certified_row_scales__mutmut_255":
+        "first = order[0] also when its high gap is ∞: that position is then no loser (a loser's high "
+        "gap is finite), so `losers[i, first]` fails and far stays as it was, as with first = −1",
+    "saturated.bounds.x_certified_row_scales__mutmut_259":
+        "first = +1 or −2 instead of −1 when no loser has a finite high gap: then the row has no loser "
+        "(their high gaps are finite), so losers[i, 1] fails (a tied row has at least 2 columns), and "
+        "−2 fails first >= 0, as −1 does",
+    "saturated.bounds.x_certified_row_scales__mutmut_260":
+        "first = +1 or −2 instead of −1 when no loser has a finite high gap: then the row has no loser "
+        "(their high gaps are finite), so losers[i, 1] fails (a tied row has at least 2 columns), and "
+        "−2 fails first >= 0, as −1 does",
+    "saturated.bounds.x_certified_row_scales__mutmut_261":
+        "the first value of far (None, or losers & under, which is empty) is kept only when first = −1, "
+        "that is when no loser has a finite high gap; near is then empty and _exceeds returns 0 before "
+        "reading far",
+    "saturated.bounds.x_certified_row_scales__mutmut_262":
+        "the first value of far (None, or losers & under, which is empty) is kept only when first = −1, "
+        "that is when no loser has a finite high gap; near is then empty and _exceeds returns 0 before "
+        "reading far",
+    "saturated.bounds.x_certified_row_scales__mutmut_263":
+        "`first >= 0 or losers[i, first]`: first = −1 only in rows without losers (a loser's high gap "
+        "is finite), where losers[i, −1] is False; for first ≥ 0 the position is a loser either way",
+    "saturated.bounds.x__exceeds__mutmut_79":
+        "min(last + 1, len(grid) + 1) instead of len(grid) − 1: the same whenever last ≤ len(grid) − 2. "
+        "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "
+        "n·e^(−cδ)) and eps/max(n, 2) (x ≤ e^(−cδ)), half of eps for the t ≥ 2 of the only caller, so "
+        "the last grid point is never above eps",
     "homogeneity.analysis.x_output_names__mutmut_10":
         "labels read s.arg.name for non-tensor outputs too: every non-tensor user output of a "
         "static export (ints and floats are specialised) is a ConstantArgument, whose name is '', "

@@ -280,6 +280,15 @@ def test_scores_too_close_to_certify_are_refused() -> None:
             scale_to_saturate([1e-310, 0.0], 1e-3, rtol=0.0)
 
 
+def test_float_scales_are_the_crossing_and_zero_without_losers() -> None:
+    """The float estimate, row by row: 0 for rows without a loser (all tied, a single position, all
+    others masked), and for x = (0, −1) the c where 1/(1 + e^c) = 0.01, log 99, to rounding."""
+    rows = [[1.0, 1.0, -math.inf], [0.5], [0.0, -1.0], [2.0, 2.0, 2.0]]
+    found = bounds._float_scales(bounds._Padded.of([bounds._row(row) for row in rows]), 0.01)
+    assert found[[0, 1, 3]].tolist() == [0.0, 0.0, 0.0]
+    assert found[2] == pytest.approx(math.log(99), rel=1e-14)
+
+
 def _float_certificate(rows: list[list[float]], eps: float, rel_width: float,
                        estimates: list[float] | None = None) -> tuple[np.ndarray, ...]:
     """The float64 certificate of ``rows`` side by side, from their float estimates or the ones given."""
@@ -367,6 +376,23 @@ def test_maps_with_padding_and_rows_without_losers_warn_nothing() -> None:
     assert result.rows[1:] == tuple(scale_to_saturate(row, 0.01) for row in scores[1:])
 
 
+def test_a_tiny_margin_beside_a_far_loser_warns_nothing() -> None:
+    """Margin δ = 10⁻²⁰⁰ and a loser 10²⁰⁰ further: the float search's brackets reach c ~ 10²⁰⁰, so
+    c times the far gap overflows to ∞ (its term is 0, as it should be) without a warning. The far
+    term is 0 at these scales, so c* is where the near loser alone meets eps: one winner,
+    1/(1 + e^(cδ)) = eps; two tied winners, the loser's e^(−cδ)/(2 + e^(−cδ)) = eps (above the
+    winners' crossing)."""
+    eps, delta = 1e-3, 1e-200
+    scores = [[delta, 0.0, -1e200, -math.inf], [0.0, 0.0, -delta, -1e200]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = scale_to_saturate_map(scores, eps, rtol=0.0).rows
+    with mpmath.workdps(30):
+        one = mpmath.log((1 - mpmath.mpf(eps)) / eps) / delta
+        two = mpmath.log((1 - mpmath.mpf(eps)) / (2 * mpmath.mpf(eps))) / delta
+    assert rows[0][0] <= one <= rows[0][1] and rows[1][0] <= two <= rows[1][1]
+
+
 def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
     """R, the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors and the slope's upper
     bound, for rows of different lengths at a scale each, contain the mpmath values and are tight
@@ -391,6 +417,56 @@ def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
             assert low <= value <= high, (i, name)
             assert high - low <= 1e-12 * value, (i, name)
         assert slope <= box.slope_high()[i] <= slope + 1e-12 * abs(gaps[0])
+
+
+def test_float_boxes_of_wide_rows_contain_the_exact_sums() -> None:
+    """Rows with thousands of losers at a small scale, where R = Σ e^(−c·a_k) is in the thousands
+    (R ≫ t): the rounding of the long sums is then the whole width of R's enclosure, and the
+    winners' error R/(t(t + R)) and the top loser's e^(−cδ)/(t + R) inherit it; every enclosure
+    still contains the mpmath value, and the slope's upper bound is above the exact slope."""
+    rng = np.random.default_rng(7)
+    rows = [[0.0, *(-rng.uniform(0.5, 1.5, 3000))], [0.0, 0.0, *(-rng.uniform(0.5, 1.5, 3000))],
+            [0.0, 0.0, 0.0, *(-rng.uniform(1.0, 2.0, 400))]]
+    scales = np.array([1e-3, 2e-3, 0.5])
+    parsed = [bounds._row(row, rtol=0.0) for row in rows]
+    box = bounds._Box.at(bounds._Padded.of(parsed), scales)
+    ends = {"r": box.r, "moment": box.moment, "top": box.top, "winners": box.winners(), "loser": box.loser()}
+    for i, (row, c) in enumerate(zip(parsed, scales)):
+        with mpmath.workdps(60):
+            gaps = [mpmath.mpf(float(g)) for g in row.gaps]
+            terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in gaps]
+            r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
+            t = row.t
+            exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
+                     "loser": terms[0] / (t + r)}
+            slope = -gaps[0] + m / (t + r)
+        assert r > 50 * t, i  # the regime this test is for
+        for name, value in exact.items():
+            low, high = float(ends[name][0][i]), float(ends[name][1][i])
+            assert low <= value <= high, (i, name)
+            assert high - low <= 1e-11 * value, (i, name)
+        assert slope <= box.slope_high()[i], i
+
+
+@pytest.mark.parametrize("c", [0.0, 1e-3, 0.37, 1.0, 3.5, 40.0])
+def test_float_enclosure_is_no_wider_than_its_budget(c: float) -> None:
+    """Below the subnormal cut (c·a < 1000·ln 2) the enclosure is the float value times 1 ∓ 2B, B
+    the budget _exp_neg itemizes: 1.01·(2.01u·y + 2.01u·y + 1.01u) for the exponent (the gap's and
+    the product's rounding, the reduction), 10⁻¹⁸ for the truncation, γ₃₆ for Horner's scheme and
+    u for the division. So it contains e^(−c·a) and is at most 4B wide (and the few units u of the
+    two products), relatively: from y ≈ 0 (B ≈ 38u) to y ≈ 690 (B ≈ 2800u)."""
+    u = 2.0**-53
+    gamma_36 = 36 * u / (1 - 36 * u)
+    a = np.array([0.0, 1e-9, 0.25, 0.693, 1.0, 2.5, 7.0, 17.0])
+    a = a[c * a < 690.0]
+    low, high = bounds._exp_neg(np.array([c]), a[None, :])
+    with mpmath.workdps(60):
+        for ai, lo, hi in zip(a, low[0], high[0]):
+            y = mpmath.mpf(c) * mpmath.mpf(ai)
+            exact = mpmath.exp(-y)
+            budget = 1.01 * (4.02 * u * y + 1.01 * u) + mpmath.mpf(10) ** -18 + gamma_36 + u
+            assert lo <= exact <= hi, ai
+            assert mpmath.mpf(hi) - mpmath.mpf(lo) <= (4 * budget + 3 * u) * exact, ai
 
 
 def test_float_enclosures_contain_the_exponential() -> None:
@@ -499,10 +575,13 @@ def test_a_one_by_one_map_is_a_map() -> None:
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: scale_to_saturate([0.0, -1.0], eps=0.0), "eps in"),
     (lambda: scale_to_saturate([0.0, -1.0], eps=1.0), "eps in"),
-    (lambda: scale_to_saturate([0.0, math.nan], eps=0.1), "finite scores"),
-    (lambda: scale_to_saturate([0.0, math.inf], eps=0.1), "finite scores"),
+    (lambda: scale_to_saturate([0.0, math.nan], eps=0.1),
+     r"expected finite scores or −∞ \(masked\), got nan at \[0, 1\]"),
+    (lambda: scale_to_saturate([0.0, math.inf], eps=0.1), r"finite scores .*got inf at \[0, 1\]"),
+    (lambda: scale_to_saturate_map([[0.0, 1.0], [2.0, math.nan]], eps=0.1), r"got nan at \[1, 1\]"),
     (lambda: scale_to_saturate([-math.inf, -math.inf], eps=0.1), "masks every position"),
-    (lambda: scale_to_saturate_map([[0.0], [-math.inf]], eps=0.1), "row 1 masks every position"),
+    (lambda: scale_to_saturate_map([[0.0], [-math.inf]], eps=0.1),
+     "row 1 masks every position; expected at least one allowed score per row"),
     (lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), "precision of 1 to"),
     (lambda: sigmoid_error(0.0), "not determined at 0"),
     (lambda: tanh_bound(math.nan), "finite input"),
@@ -1307,6 +1386,23 @@ def test_rising_loser_peak_is_compared_with_eps(start: float) -> None:
         assert not bounds._peak_below(row, start, mpmath.iv.mpf(float(peak) * (1 - 1e-3)))
 
 
+@pytest.mark.parametrize(("c", "factor", "within"), [
+    (1.5, 0.97, False),  # rising (slope ≈ 0.27), loser ≈ 0.284 ≤ eps, but its later peak is above eps
+    (1.5, 1.03, True),  # rising, and the peak itself within eps
+    (4.0, 0.97, True),  # past the peak: falling from c on, and within eps at c
+])
+def test_within_eps_from_a_scale_where_the_top_loser_still_rises(c: float, factor: float,
+                                                                   within: bool) -> None:
+    """Tied winners whose top loser's error first rises: "within eps from c on" needs the winners'
+    error (≈ 0.19 at c = 1.5, falling) and the loser's error at c within eps, and, while the loser's
+    error still rises at c, its peak (≈ 0.3045, from the definition) too."""
+    row, loser, peak = _top_loser(_RISING)
+    with mpmath.workdps(30):
+        assert loser(mpmath.mpf(c)) <= peak * factor  # the loser's error at c itself is within eps
+    with bounds.interval_bits(80):
+        assert bounds._within_from(row, c, mpmath.iv.mpf(float(peak) * factor)) is within
+
+
 def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> None:
     """Weights given in float32 (as a model computes them) are certified from their exact values,
     the same as the same numbers given in float64; masked and underflowed weights (0) raise no
@@ -1321,6 +1417,80 @@ def test_row_scales_read_float32_weights_as_their_values_without_warnings() -> N
     expected = bounds.certified_row_scales(weights.astype(np.float64), winners, allowed, 1e-3, unit)
     assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
     assert np.all(found[0] > 0) and np.all(found[0] <= found[1])
+
+
+def test_row_scales_of_bfloat16_weights_contain_the_scale_of_the_scores() -> None:
+    """bfloat16 weights (u = 2⁻⁸: each log-gap is known only to within about 0.1) from known
+    scores: every (lo, hi) contains the scale of those scores, with one winner, tied winners whose
+    top loser sets the scale, a masked key, and losers whose weight underflows to 0. A row whose only
+    loser underflowed has lo = 0 (nothing certifies its error above eps) and hi the scale of the
+    row with that loser at the smallest gap a zero weight allows, −log(tiny) − 2β_top, with β_top
+    the log-error bound of the top weight (softmax_log_error at gap 0)."""
+    scores = torch.tensor([[0.0, -0.75, -1.5, -3.0, -40.0],
+                           [0.0, -0.125, -2.0, -2.0, -200.0],
+                           [0.0, -150.0, -math.inf, -math.inf, -math.inf],
+                           [0.0, 0.0, -1.0, -3.0, -3.0],
+                           [0.0, 0.0, 0.0, -0.5, -150.0],
+                           [0.0, 0.0, -2.0, -math.inf, -120.0]], dtype=torch.bfloat16)
+    eps, u, tiny = 1e-2, 2.0**-8, 2.0**-133
+    weights = torch.softmax(scores, -1)
+    assert weights[1, 4].item() == weights[2, 1].item() == weights[4, 4].item() == weights[5, 4].item() == 0
+    allowed = scores > -math.inf
+    winners = scores == scores.max(-1, keepdim=True).values
+    lo, hi = bounds.certified_row_scales(weights.double().numpy(), winners.numpy(), allowed.numpy(), eps,
+                                         (u, tiny))
+    for i, row in enumerate(scores.double()):
+        low, high = scale_to_saturate(row, eps, rel_width=1e-9, rtol=0.0)
+        assert 0 <= lo[i] <= low and high <= hi[i] < math.inf, i
+    assert weights[2, 0].item() == 1.0
+    top_error = float(bounds.softmax_log_error(np.array([1.0]), np.array([0.0]), u, tiny)[0])
+    smallest = scale_to_saturate([0.0, math.log(tiny) + 2 * top_error], eps, rel_width=1e-9, rtol=0.0)
+    assert lo[2] == 0.0 and smallest[0] <= hi[2] <= smallest[1] * (1 + 1e-3)
+    # One winner, nothing underflowed: (lo, hi) are the scales of the rows with every gap
+    # g = log p̂_top − log p̂_j moved by β_j = softmax_log_error at j plus twice at the top (up to the
+    # certificate's 10⁻³), no wider.
+    p = weights[0].double().numpy()
+    gaps = math.log(p[0]) - np.log(p)
+    beta = (bounds.softmax_log_error(p, gaps, u, tiny)
+            + 2 * bounds.softmax_log_error(p[:1], np.zeros(1), u, tiny))[1:]
+    assert np.all(beta > 0.01)  # bfloat16: wide enough to see
+    far = scale_to_saturate([0.0, *(-(gaps[1:] + beta))], eps, rel_width=1e-9, rtol=0.0)
+    near = scale_to_saturate([0.0, *(-(gaps[1:] - beta))], eps, rel_width=1e-9, rtol=0.0)
+    assert far[0] * (1 - 1e-3) <= lo[0] <= far[1] and near[0] <= hi[0] <= near[1] * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("eps", [0.2, 0.05])
+def test_row_scales_of_tied_bfloat16_weights_follow_their_bounding_rows(eps: float) -> None:
+    """Tied winners, bfloat16 weights (each gap g known to within β ≈ 0.1): lo is where a lower bound
+    of the error last exceeds eps, the winners' with every gap at g + β or the nearest loser's at
+    g + β with the others at g − β (computed here from their definitions, lo 10⁻⁶ below it), and hi
+    the scale of the worse of two rows, every gap at g − β, or the nearest loser at min(g − β) and
+    the others at g + β (to the certificate's 10⁻³); (lo, hi) contains the scale of the scores. In
+    the second row the nearest loser is the first position."""
+    rows = [[0.0, 0.0, -1.0] + [-2.5] * 30, [-0.5, 0.0, 0.0] + [-3.0] * 30, [0.0] * 3 + [-1.0] + [-2.0] * 29]
+    scores = torch.tensor(rows, dtype=torch.bfloat16)
+    u, tiny = 2.0**-8, 2.0**-133
+    weights = torch.softmax(scores, -1).double().numpy()
+    winners = (scores == scores.max(-1, keepdim=True).values).numpy()
+    lo, hi = bounds.certified_row_scales(weights, winners, np.ones_like(winners), eps, (u, tiny))
+    for i, row in enumerate(scores.double()):
+        p, w = weights[i], winners[i]
+        t, top = int(w.sum()), float(np.log(p[w]).max())
+        gaps = top - np.log(p[~w])
+        beta = (bounds.softmax_log_error(p[~w], gaps, u, tiny)
+                + 2 * bounds.softmax_log_error(np.exp([top]), np.zeros(1), u, tiny))
+        up, down = gaps + beta, gaps - beta
+        assert t > 1 and np.all(down > 0) and np.all(beta > 0.01)
+        k = int(np.argmin(up))
+        winners_low, loser_low = _lower_errors(t, sorted(up), list(np.delete(down, k)))
+        expected_lo = max(_last_crossing(winners_low, eps, 1e3), _last_crossing(loser_low, eps, 1e3))
+        assert expected_lo * (1 - 2e-6) <= lo[i] <= expected_lo, i
+        bounding = [[0.0] * t + list(-down), [0.0] * t + [-down.min()] + list(-np.delete(up, k))]
+        worse = max((scale_to_saturate(r, eps, rel_width=1e-9, rtol=0.0) for r in bounding),
+                    key=lambda scale: scale[1])
+        assert worse[0] <= hi[i] <= worse[1] * (1 + 1e-3), i
+        exact = scale_to_saturate(row, eps, rel_width=1e-9, rtol=0.0)
+        assert lo[i] <= exact[0] and exact[1] <= hi[i], i
 
 
 def test_row_scales_contain_the_scale_of_the_scores_softmaxed() -> None:

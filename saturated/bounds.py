@@ -197,7 +197,12 @@ def _rows(scores: torch.Tensor, rtol: float | None) -> list[_Row]:
     rows = []
     for i in range(scores.shape[0]):
         losers = allowed[i] & ~tied[i]
-        rows.append(_Row(int(tied[i].sum()), float(top[i]), -np.sort(-scores[i][losers].numpy())))
+        row = _Row(int(tied[i].sum()), float(top[i]), -np.sort(-scores[i][losers].numpy()))
+        if len(row.losers) and not math.isfinite(row.top - float(row.losers[-1])):
+            # A gap past float64's range would read as no loser at all, and the scale as 0.
+            raise SaturationError(f"row {i} holds scores {row.top} and {float(row.losers[-1])}, whose "
+                                  "gap exceeds the float64 range; rescale the scores")
+        rows.append(row)
     return rows
 
 
@@ -413,7 +418,8 @@ class _Enclosure:
     def __init__(self, row: _Row, c: Interval) -> None:
         gaps = row.gaps
         lo_c = float(iv.mpf(c).a)
-        keep = int(np.searchsorted(gaps, gaps[0] + _CUT / lo_c, side="right")) if lo_c > 0 else len(gaps)
+        with np.errstate(over="ignore"):  # a cut past the float range keeps every term
+            keep = int(np.searchsorted(gaps, gaps[0] + _CUT / lo_c, side="right")) if lo_c > 0 else len(gaps)
         total, moment = iv.mpf(0), iv.mpf(0)
         for k in range(keep):
             a = row.gap_interval(k)

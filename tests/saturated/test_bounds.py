@@ -572,6 +572,17 @@ def test_a_one_by_one_map_is_a_map() -> None:
     assert scale_to_saturate_map([[0.5]], 0.1) == bounds.MapScales(((0.0, 0.0),), (0.0, 0.0))
 
 
+def test_a_gap_at_the_top_of_the_float_range_is_certified_without_warnings() -> None:
+    """Scores 1e308 and 1e307: the gap is finite, the scale c* = log((1 − eps)/eps)/gap lies in the
+    subnormal range, and the enclosure's cut-off past the float range keeps every term."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = scale_to_saturate([1e308, 1e307], eps=1e-3)
+    with mpmath.workdps(40):
+        true = mpmath.log(mpmath.mpf(0.999) / mpmath.mpf(0.001)) / (mpmath.mpf(1e308) - mpmath.mpf(1e307))
+    assert lo <= true <= hi and lo > 0
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: scale_to_saturate([0.0, -1.0], eps=0.0), "eps in"),
     (lambda: scale_to_saturate([0.0, -1.0], eps=1.0), "eps in"),
@@ -582,6 +593,10 @@ def test_a_one_by_one_map_is_a_map() -> None:
     (lambda: scale_to_saturate([-math.inf, -math.inf], eps=0.1), "masks every position"),
     (lambda: scale_to_saturate_map([[0.0], [-math.inf]], eps=0.1),
      "row 1 masks every position; expected at least one allowed score per row"),
+    (lambda: scale_to_saturate([1e308, -1e308], eps=0.1),
+     r"^row 0 holds scores 1e\+308 and -1e\+308, whose gap exceeds the float64 range; rescale"),
+    (lambda: scale_to_saturate_map([[0.0, -1.0], [1e308, -1e308]], eps=0.1),
+     r"^row 1 holds scores 1e\+308 and -1e\+308, whose gap"),
     (lambda: sigmoid_error(1.0, dps=MAX_DPS + 1), "precision of 1 to"),
     (lambda: sigmoid_error(0.0), "not determined at 0"),
     (lambda: tanh_bound(math.nan), "finite input"),

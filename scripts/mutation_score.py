@@ -1650,6 +1650,9 @@ EQUIVALENT: dict[str, str] = {
         "np.array(symbols) without dtype: numpy stores sympy symbols as object anyway; only a size-0 "
         "placeholder differs (float64, no entry); a sum over it gives 0.0 for 0, and sympy drops it "
         "(x + 0.0 = x), so every residual is the same",
+    "homogeneity.verify.formal.x__times__mutmut_1":
+        "an alpha or beta of 1 also multiplied in, as the exact Rational 1: sympy returns 1·e as e "
+        "itself, so every entry is the same expression (only the work changes)",
     "homogeneity.verify.formal.x_prove__mutmut_150":
         "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
     "empirical.models.formats.x_weight_files__mutmut_13":

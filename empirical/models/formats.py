@@ -105,6 +105,7 @@ def _files(path: Path) -> tuple[Path, ...]:
 
 
 def _iter_safetensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    _start(path, "a safetensors file")
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             for name in handle.keys():  # noqa: SIM118  (safe_open handles are not iterable)
@@ -134,7 +135,33 @@ def _tensors(loaded: Any, path: Path) -> Mapping[str, torch.Tensor]:
 _REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 
 
+_LFS_POINTER = b"version https://git-lfs"
+_CHECKPOINT = "a checkpoint saved with torch.save or safetensors"
+
+
+def _start(path: Path, what: str) -> bytes:
+    """The file's first bytes, after refusing an empty file and a Git LFS pointer (a clone made
+    without ``git lfs``)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(_LFS_POINTER))
+    except OSError as err:
+        raise EmpiricalError(f"expected {path} to be {what}, but it cannot be read: {err}") from err
+    if not head:
+        raise EmpiricalError(f"expected {path} to be {what}, but it is empty")
+    if head == _LFS_POINTER:
+        raise EmpiricalError(f"{path} is a Git LFS pointer, not the weights: fetch them first "
+                             "(git lfs pull in the model's folder)")
+    return head
+
+
 def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
+    # A torch.save file is a zip archive or, in the legacy format, a pickle (protocol 2 or later);
+    # anything else would reach torch's unpickler, whose errors then blame code or a missing key.
+    head = _start(path, _CHECKPOINT)
+    if not head.startswith((b"PK", b"\x80")):
+        raise EmpiricalError(f"expected {path} to be {_CHECKPOINT}, but it is neither a zip archive nor "
+                             f"a pickle (it starts with {head[:8]!r})")
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -148,8 +175,7 @@ def _load_pickle(path: Path) -> Mapping[str, torch.Tensor]:
             f"(torch.save(model.state_dict(), ...)) or safetensors instead"
         ) from None
     except (RuntimeError, OSError, EOFError, ValueError) as err:
-        raise EmpiricalError(f"expected {path} to be a checkpoint saved with torch.save or "
-                             f"safetensors, but it cannot be read: {err}") from err
+        raise EmpiricalError(f"expected {path} to be {_CHECKPOINT}, but it cannot be read: {err}") from err
     return _tensors(loaded, path)
 
 

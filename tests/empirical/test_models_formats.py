@@ -426,15 +426,50 @@ def test_weights_wrapped_under_model_are_unwrapped(tmp_path: Path) -> None:
     assert torch.equal(read_state_dict(tmp_path / "run.pt")["w"], torch.arange(3.0))
 
 
-@pytest.mark.parametrize("cut", [0, 200])
-def test_a_corrupt_pickle_says_what_was_expected(tmp_path: Path, cut: int) -> None:
+@pytest.mark.parametrize(("cut", "reason"), [(0, "it is empty"), (200, "it cannot be read: ")])
+def test_a_corrupt_pickle_says_what_was_expected(tmp_path: Path, cut: int, reason: str) -> None:
     saved = io.BytesIO()
     torch.save({"w": torch.ones(3)}, saved)
     (tmp_path / "bad.pt").write_bytes(saved.getvalue()[:cut])  # empty, or cut short
     with pytest.raises(EmpiricalError) as caught:
         read_state_dict(tmp_path / "bad.pt")
     assert str(caught.value).startswith(f"expected {tmp_path / 'bad.pt'} to be a checkpoint saved with "
-                                        "torch.save or safetensors, but it cannot be read: ")
+                                        f"torch.save or safetensors, but {reason}")
+
+
+_LFS = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 4096\n"
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.safetensors"])
+def test_a_git_lfs_pointer_is_named_as_one(tmp_path: Path, name: str) -> None:
+    """A clone made without git lfs holds pointers where the weights should be."""
+    (tmp_path / name).write_bytes(_LFS)
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / name)
+    assert str(caught.value) == (f"{tmp_path / name} is a Git LFS pointer, not the weights: fetch them "
+                                 "first (git lfs pull in the model's folder)")
+
+
+@pytest.mark.parametrize(("content", "start"), [
+    (b"hello world\n", "b'hello wo'"),  # torch's legacy reader raised a bare KeyError here
+    (bytes(range(200, 216)), "b'\\xc8\\xc9\\xca\\xcb\\xcc\\xcd\\xce\\xcf'"),
+])
+def test_a_file_neither_zip_nor_pickle_is_refused_by_its_first_bytes(
+        tmp_path: Path, content: bytes, start: str) -> None:
+    (tmp_path / "text.pt").write_bytes(content)
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "text.pt")
+    assert str(caught.value) == (f"expected {tmp_path / 'text.pt'} to be a checkpoint saved with "
+                                 f"torch.save or safetensors, but it is neither a zip archive nor a "
+                                 f"pickle (it starts with {start})")
+
+
+def test_an_empty_safetensors_file_is_named_empty(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(EmpiricalError) as caught:
+        read_state_dict(tmp_path / "model.safetensors")
+    assert str(caught.value) == (f"expected {tmp_path / 'model.safetensors'} to be a safetensors file, "
+                                 "but it is empty")
 
 
 def test_a_plain_pickle_is_refused_without_naming_a_class(tmp_path: Path) -> None:

@@ -638,7 +638,7 @@ def _train_step(config: TrainConfig, model: nn.Module, data: _Data, optimizer: t
     rows = data.train[torch.randint(len(data.train), (config.batch_size,), generator=batches).to(device)]
     loss, _right = _next_token(model, rows)
     if not torch.isfinite(loss):
-        raise TrainingDiverged(f"the training loss is {float(loss)} at step {step} (lr "
+        raise TrainingDiverged(f"the training loss is {float(loss.detach())} at step {step} (lr "
                                f"{config.lr:g}, {config.optimizer}); expected a finite loss, "
                                "try a smaller lr")
     optimizer.zero_grad(set_to_none=True)

@@ -7,7 +7,9 @@ NORMSAT_HYPOTHESIS_PROFILE=thorough.
 
 from __future__ import annotations
 
+import locale
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,17 @@ settings.load_profile(os.environ.get("NORMSAT_HYPOTHESIS_PROFILE", "fast"))
 # than all of them (oversubscribed threads make every worker slower).
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+@pytest.fixture
+def ascii_locale() -> Iterator[None]:
+    """The C locale's ASCII encoding for text files opened without one (as on a bare server)."""
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+
 
 FAMILIES = ("bert", "roberta", "gpt2", "xlnet", "t5")
 

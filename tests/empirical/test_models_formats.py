@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import locale
 import os
 import pickle
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -350,17 +348,6 @@ def test_an_index_names_each_shard_once_in_order(tmp_path: Path) -> None:
     weight_map = {"x": "b.safetensors", "y": "a.safetensors", "z": "b.safetensors"}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     assert weight_files(tmp_path) == (tmp_path / "a.safetensors", tmp_path / "b.safetensors")
-
-
-@pytest.fixture
-def ascii_locale() -> Iterator[None]:
-    """The C locale's ASCII encoding for text files opened without one (as on a bare server)."""
-    previous = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    try:
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, previous)
 
 
 def test_an_index_is_read_as_utf8_whatever_the_locale(tmp_path: Path, ascii_locale: None) -> None:

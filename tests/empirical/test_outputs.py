@@ -4,7 +4,6 @@ share a file, and a figure gets the format its extension names."""
 from __future__ import annotations
 
 import json
-import locale
 import math
 import os
 import re
@@ -57,18 +56,7 @@ def test_the_early_check_passes_exactly_the_names_that_can_be_written(length, wi
     stem = ("é" if wide else "a") * length
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / ("sub" if nested else ".") / f"{stem}{suffix}"
-        try:
-            check_output(path)
-        except EmpiricalError:
-            refused = True
-        else:
-            refused = False
-        try:
-            write_json([], path)
-        except OSError:
-            written = False
-        else:
-            written = True
+        refused, written = _refused_and_written(path)
         assert refused != written, (len(os.fsencode(path.name)), refused, written)
 
 
@@ -100,6 +88,23 @@ def test_the_cli_refuses_two_outputs_on_one_path_before_any_work(tmp_path, capsy
 
 # Each format's file signature.
 MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".svg": b"<?xml"}
+
+
+def _refused_and_written(path: Path) -> tuple[bool, bool]:
+    """Whether the early check refuses ``path``, and whether a file can really be written there."""
+    try:
+        check_output(path)
+    except EmpiricalError:
+        refused = True
+    else:
+        refused = False
+    try:
+        write_json([], path)
+    except OSError:
+        written = False
+    else:
+        written = True
+    return refused, written
 
 
 @pytest.mark.parametrize("suffix", sorted(MAGIC))
@@ -220,17 +225,6 @@ def test_an_output_folder_may_exist_or_be_new_but_not_be_a_file(tmp_path):
                                  "existing file")
 
 
-@pytest.fixture
-def ascii_locale():
-    """The C locale's ASCII encoding for text files opened without one (as on a bare server)."""
-    previous = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    try:
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, previous)
-
-
 def test_text_and_json_are_written_as_utf8_whatever_the_locale(tmp_path, ascii_locale):
     assert write_text("modèle ≥ 1\n", tmp_path / "a.md") == tmp_path / "a.md"
     assert (tmp_path / "a.md").read_bytes() == "modèle ≥ 1\n".encode()
@@ -281,18 +275,7 @@ def test_the_early_check_passes_exactly_the_paths_that_can_be_written(tmp_path, 
     # The file is written as a temporary sibling first: the longer of the two paths must fit.
     length = os.pathconf(tmp_path, "PC_PATH_MAX") - below
     path = _path_of_length(tmp_path, length, name)
-    try:
-        check_output(path)
-    except EmpiricalError:
-        refused = True
-    else:
-        refused = False
-    try:
-        write_json([], path)
-    except OSError:
-        written = False
-    else:
-        written = True
+    refused, written = _refused_and_written(path)
     assert refused != written, (length, name, refused, written)
 
 

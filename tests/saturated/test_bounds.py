@@ -393,6 +393,19 @@ def test_a_tiny_margin_beside_a_far_loser_warns_nothing() -> None:
     assert rows[0][0] <= one <= rows[0][1] and rows[1][0] <= two <= rows[1][1]
 
 
+def _exact_box(gaps: list, t: int, c: float) -> tuple[dict[str, mpmath.mpf], mpmath.mpf, mpmath.mpf]:
+    """At 60 digits, what a float box encloses for a row with these gaps and t winners at scale c:
+    R = Σ e^(−c·a), its moment, the top term, the winners' and the top loser's errors; with the
+    top loser's log-error slope and the margin."""
+    with mpmath.workdps(60):
+        exact_gaps = [mpmath.mpf(g) for g in gaps]
+        terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in exact_gaps]
+        r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(exact_gaps, terms))
+        exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
+                 "loser": terms[0] / (t + r)}
+        return exact, -exact_gaps[0] + m / (t + r), exact_gaps[0]
+
+
 def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
     """R, the moment Σ a_k e^(−c·a_k), the top loser's e^(−cδ), the errors and the slope's upper
     bound, for rows of different lengths at a scale each, contain the mpmath values and are tight
@@ -402,21 +415,15 @@ def test_float_boxes_of_rows_side_by_side_contain_the_exact_sums() -> None:
     parsed = [bounds._row(row) for row in rows]
     box = bounds._Box.at(bounds._Padded.of(parsed), scales)
     for i, (row, c) in enumerate(zip(parsed, scales)):
-        with mpmath.workdps(60):
-            gaps = [mpmath.mpf(g) for g in row.exact_gaps()]
-            terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in gaps]
-            r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
-            t = row.t
-            exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
-                     "loser": terms[0] / (t + r)}
-            slope = -gaps[0] + m / (t + r)
+        with mpmath.workdps(60):  # the gaps as exact differences of the two doubles
+            exact, slope, margin = _exact_box(row.exact_gaps(), row.t, c)
         ends = {"r": box.r, "moment": box.moment, "top": box.top, "winners": box.winners(),
                 "loser": box.loser()}
         for name, value in exact.items():
             low, high = float(ends[name][0][i]), float(ends[name][1][i])
             assert low <= value <= high, (i, name)
             assert high - low <= 1e-12 * value, (i, name)
-        assert slope <= box.slope_high()[i] <= slope + 1e-12 * abs(gaps[0])
+        assert slope <= box.slope_high()[i] <= slope + 1e-12 * abs(margin)
 
 
 def test_float_boxes_of_wide_rows_contain_the_exact_sums() -> None:
@@ -432,15 +439,8 @@ def test_float_boxes_of_wide_rows_contain_the_exact_sums() -> None:
     box = bounds._Box.at(bounds._Padded.of(parsed), scales)
     ends = {"r": box.r, "moment": box.moment, "top": box.top, "winners": box.winners(), "loser": box.loser()}
     for i, (row, c) in enumerate(zip(parsed, scales)):
-        with mpmath.workdps(60):
-            gaps = [mpmath.mpf(float(g)) for g in row.gaps]
-            terms = [mpmath.exp(-mpmath.mpf(c) * a) for a in gaps]
-            r, m = mpmath.fsum(terms), mpmath.fsum(a * e for a, e in zip(gaps, terms))
-            t = row.t
-            exact = {"r": r, "moment": m, "top": terms[0], "winners": r / (t * (t + r)),
-                     "loser": terms[0] / (t + r)}
-            slope = -gaps[0] + m / (t + r)
-        assert r > 50 * t, i  # the regime this test is for
+        exact, slope, _ = _exact_box([float(g) for g in row.gaps], row.t, c)
+        assert exact["r"] > 50 * row.t, i  # the regime this test is for
         for name, value in exact.items():
             low, high = float(ends[name][0][i]), float(ends[name][1][i])
             assert low <= value <= high, (i, name)

@@ -64,7 +64,7 @@ def small_corpus():
 @pytest.mark.parametrize(("arch", "optimizer", "schedule"),
                          [("pre", "adamw", "linear"), ("t5", "adafactor", "sqrt")])
 def test_a_resumed_run_equals_one_never_interrupted(arch, optimizer, schedule, small_corpus, tmp_path,
-                                                    monkeypatch):
+                                                    monkeypatch, capsys):
     config = TrainConfig(**TINY, arch=arch, steps=5, evaluations=3, optimizer=optimizer,
                          schedule=schedule, lr=1e-2)
     assert evaluation_steps(5, 3) == [0, 1, 2, 5]
@@ -84,9 +84,22 @@ def test_a_resumed_run_equals_one_never_interrupted(arch, optimizer, schedule, s
     assert (stopped / RESUME_FILE).is_file() and _hidden(stopped) == []
     with pytest.raises(EmpiricalError, match=r"unfinished one \(interrupted by SIGTERM at step 4"):
         read_run(stopped)
-    resumed = train(config, stopped, corpus=small_corpus, resume=True)
-    # Parameters, optimizer state, schedule, batch order and the trackers' previous θ restored:
-    # every number equals the uninterrupted run's, to the last bit.
+    # Stopped again before its next checkpoint, the resumed run keeps the one it resumed from.
+    _signal_at(monkeypatch, 3, signal.SIGINT)
+    with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
+        train(config, stopped, corpus=small_corpus, resume=True)
+    monkeypatch.undo()
+    again = {"last_checkpoint": 2, "at_step": 3, "signal": "SIGINT"}
+    assert caught.value.result is not None and caught.value.result.stopped == again
+    assert read_run(stopped, unfinished=True)["stopped"] == again
+    capsys.readouterr()
+    resumed = train(config, stopped, corpus=small_corpus, resume=True, progress=True)
+    # The progress bar goes on from the checkpoint resumed from, out of the run's steps.
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
+    assert f"train {arch}:  40%" in bar[0] and "| 2/5 [" in bar[0]
+    assert bar[-1].startswith(f"train {arch}: 100%") and "| 5/5 [" in bar[-1]
+    # Parameters, optimizer state, schedule, batch order and the trackers' previous θ restored
+    # (twice): every number equals the uninterrupted run's, to the last bit.
     assert resumed.records == whole.records
     assert resumed.checkpoints == whole.checkpoints
     assert resumed.evaluations == whole.evaluations
@@ -104,6 +117,7 @@ def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small
     _signal_at(monkeypatch, 2, signal.SIGINT)
     with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
         train(config, tmp_path / "run", corpus=small_corpus)
+    monkeypatch.undo()  # a resume wrongly let through fails its check instead of signalling pytest
     assert exit_code(caught.value) == 130 and caught.value.result is not None
     assert caught.value.result.stopped == {"last_checkpoint": 0, "at_step": 2, "signal": "SIGINT"}
     other = TrainConfig(**TINY, steps=4, evaluations=1)
@@ -127,6 +141,30 @@ def test_resuming_refuses_another_configuration_and_a_folder_without_a_run(small
         train(config, tmp_path / "run", corpus=small_corpus, resume=True)
     assert str(refused.value) == (f"cannot resume: the resume file is of step 0, but its checkpoint "
                                   f"{missing} is missing")
+
+
+def test_a_signal_during_a_checkpoint_s_write_stops_the_run_at_that_checkpoint(small_corpus, tmp_path,
+                                                                              monkeypatch):
+    """The signal waits until the checkpoint, the resume file and train.json are written, so the
+    checkpoint under way when it came is the run's last, and the run resumes from it."""
+    config = TrainConfig(**TINY, steps=3, evaluations=1)
+    real = safetensors.torch.save_model
+
+    def signal_then_save(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_model", signal_then_save)
+    out = tmp_path / "run"
+    with signals_as_interrupts(), pytest.raises(TrainingInterrupted) as caught:
+        train(config, out, corpus=small_corpus)  # stopped in step 0's checkpoint, before step 1
+    monkeypatch.undo()
+    expected = {"last_checkpoint": 0, "at_step": 0, "signal": "SIGINT"}
+    assert caught.value.result is not None and caught.value.result.stopped == expected
+    assert read_run(out, unfinished=True)["stopped"] == expected
+    assert checkpoint_path(out, 0).is_file() and load_state(resume_path(out)).step == 0
+    resumed = train(config, out, corpus=small_corpus, resume=True)
+    assert resumed.stopped is None and [r["step"] for r in resumed.records] == [1, 2, 3]
 
 
 # Short training steps, many checkpoints, a run far too long to end before the signal.

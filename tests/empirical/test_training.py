@@ -24,6 +24,7 @@ from empirical.cli import main
 from empirical.cli.sections.context import ReportContext
 from empirical.cli.sections.training import training_section
 from empirical.errors import EmpiricalError
+from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import load_corpus
 from empirical.training.runs import (
     CompactTokenizer,
@@ -75,10 +76,20 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
     assert [e["step"] for e in data["evaluations"]] == wanted
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
         checkpoint_path(out, s).name for s in wanted]
-    # Every checkpoint reloads into the parameters whose norm the run measured at that step.
+    # Every checkpoint reloads into the parameters whose norm the run measured at that step, and
+    # whose similarity to the limit, measured again on the held-out sentences (every tenth of the
+    # corpus, the first --eval-sentences of them), is the run's at each scale.
+    corpus = load_corpus(n=None)
+    assert data["corpus"]["sha256"] == corpus.sha256
+    sentences = list(corpus)[::10][:4]
     for evaluation in data["evaluations"]:
-        model, _tokenizer = load_checkpoint(out, evaluation["step"])
+        model, tokenizer = load_checkpoint(out, evaluation["step"])
         assert _norm(model) == pytest.approx(evaluation["norm"], rel=1e-9)
+        for key, scale in (("1000", 1000.0), ("inf", math.inf)):
+            with pytest.warns(UserWarning, match="truncated to 16"):  # the run's context, as in it
+                measured = representation_similarity(model, tokenizer, sentences, scale=scale)
+            assert evaluation["saturation"][key] == pytest.approx(
+                dict(zip(measured.layers, measured.per_layer)), rel=1e-9)
     # The step-1 record measures θ before the first update, i.e. the step-0 checkpoint.
     assert data["records"][0]["norm"] == pytest.approx(data["evaluations"][0]["norm"], rel=1e-9)
     assert [r["step"] for r in data["records"]] == list(range(1, 7))
@@ -713,6 +724,16 @@ def test_the_first_checkpoint_is_the_seeded_initialization(written_run, small_co
     assert all(torch.equal(p, dict(fresh.named_parameters())[n]) for n, p in model.named_parameters())
 
 
+def test_a_post_ln_run_starts_from_the_seeded_model_with_a_zero_pad_embedding(small_corpus, tmp_path):
+    """BERT's embedding keeps the [PAD] row at zero when it is told the pad id: the run must tell it."""
+    config = TrainConfig(**TINY, arch="post", steps=3, evaluations=1, limit_similarity=False)
+    train(config, tmp_path, corpus=small_corpus)
+    model, tokenizer = load_checkpoint(tmp_path, 0)
+    fresh = dict(build_model(config, len(tokenizer), tokenizer.pad_token_id).named_parameters())
+    assert all(torch.equal(p, fresh[n]) for n, p in model.named_parameters())
+    assert not model.get_input_embeddings().weight[tokenizer.pad_token_id].any()
+
+
 def test_load_checkpoint_gives_back_the_saved_weights_exactly(written_run):
     out, result = written_run
     for step in (0, 4):
@@ -773,6 +794,15 @@ def test_read_run_refuses_an_unfinished_run_unless_asked(written_run, tmp_path):
     result.to_json(finished / "train.json")
     assert read_run(finished) == json.loads((finished / "train.json").read_text(encoding="utf-8"))
     assert read_run(finished)["stopped"] is None
+
+
+def test_read_run_reads_utf8_whatever_the_locale(written_run, tmp_path, ascii_locale):
+    """A train.json rewritten by a tool that leaves non-ASCII characters unescaped (as jq does)."""
+    out, _result = written_run
+    document = read_run(out, unfinished=True)
+    document["corpus"]["source"] = "naïve docstrings – edited"
+    (tmp_path / "train.json").write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    assert read_run(tmp_path, unfinished=True) == document
 
 
 @pytest.mark.parametrize(("text", "message"), [

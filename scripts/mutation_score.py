@@ -1293,6 +1293,9 @@ EQUIVALENT: dict[str, str] = {
         "float('-INF') for float('-inf'): float() reads infinity case-insensitively",
     "empirical.training.runs.x_read_run__mutmut_14":
         "read_text(encoding='UTF-8'): codec names are looked up case-insensitively, the same codec",
+    "empirical.training.runs.x_train__mutmut_86":
+        "the scale-invariance check traced on two training rows instead of one: the analysis reads "
+        "the graph, not the values, and its whole report is the same (checked on two seeds)",
     "empirical.training.runs.x_train__mutmut_304":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
     "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":

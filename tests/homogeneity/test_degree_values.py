@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import sympy
 
-from homogeneity import Degree, Grade, K
+from homogeneity import Degree, Grade, HomogeneityError, K
 from homogeneity.degree import add_degrees
 from homogeneity.rules.common import function_of, product
 
@@ -65,3 +66,10 @@ def test_to_dict_is_json_ready() -> None:
     data = add_degrees(Degree.exact(K), Degree.exact(1)).to_dict()
     assert data["grade"] == "asymptotic" and len(data["cases"]) == 3
     assert Degree.none("why").to_dict() == {"degree": None, "grade": "none", "reason": "why"}
+
+
+@pytest.mark.parametrize("value", ["not a degree", object()])
+def test_a_degree_that_is_not_a_number_or_expression_is_refused_naming_it(value: object) -> None:
+    with pytest.raises(HomogeneityError) as caught:
+        Degree.of(value, Grade.EXACT)
+    assert str(caught.value) == f"expected a degree (a number or an expression in k), got {value!r:.60}"

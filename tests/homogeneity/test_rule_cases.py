@@ -360,13 +360,16 @@ ROWS = [
         "indices depend on the scaled parameters"),
     same("counting", "positions without degree", lambda x: counting(x), UNDEFINED),
     Row("counting", "weights without degree", lambda: counting(E(0), UNDEFINED), None, NONE),
-    Row("scattering", "a source of x's degree", lambda: scattering(E(1), 0, E(0), E(1)), 1, EXACT),
-    Row("scattering", "a source of a lower degree", lambda: scattering(E(2), 0, E(0), E(1)), 2, ASYM),
+    Row("scattering", "a source of x's degree", lambda: scattering(E(1), 0, E(0), E(1)), 1, EXACT,
+        "scattered entries of two terms of degree 1"),
+    Row("scattering", "a source of a lower degree", lambda: scattering(E(2), 0, E(0), E(1)), 2, ASYM,
+        "scattered entries: the degree-1 term is lower order than the degree-2 term"),
     Row("scattering", "alpha = 0 adds no term", lambda: scattering(E(1), 0, E(0), E(3), 0), 1, EXACT),
     Row("scattering", "a literal 0 value", lambda: scattering(E(1), 0, E(0), 0), 1, EXACT),
     Row("scattering", "a nonzero value is a constant term", lambda: scattering(E(1), 0, E(0), 2.0), 1, ASYM),
     Row("scattering", "approximately fixed indices weaken the grade",
-        lambda: scattering(E(1), 0, G(0, APPROX), E(1)), 1, APPROX),
+        lambda: scattering(E(1), 0, G(0, APPROX), E(1)), 1, APPROX,
+        "scattered entries of two terms of degree 1"),
     Row("scattering", "growing indices", lambda: scattering(E(1), 0, E(1), E(1)), None, NONE,
         "indices depend on the scaled parameters"),
     same("scattering", "indices without degree", lambda x: scattering(E(1), 0, x, E(1)), UNDEFINED),
@@ -567,6 +570,17 @@ def test_rule_table_markdown_groups_ops_by_rule() -> None:
     assert names == sorted(names)
     (abs_row,) = [line for line in lines if line.startswith("| `positively_homogeneous` |")]
     assert "∣z∣" in abs_row and "|z|" not in abs_row
+
+
+def test_rule_table_markdown_shows_a_rule_without_docstring_or_lemma_as_such(monkeypatch) -> None:
+    """A rule registered without a proof (histc has neither rule nor lemma) says so in its row."""
+
+    def bare(x: Degree) -> Degree:
+        return x
+
+    monkeypatch.setitem(RULES, torch.ops.aten.histc.default, bare)
+    (row,) = [line for line in rule_table_markdown().splitlines() if line.startswith("| `bare` |")]
+    assert row == f"| `bare` | `{target_name(torch.ops.aten.histc.default)}` |  | none |"
 
 
 # --- edges the random tests rarely reach, against numbers -----------------------------------------

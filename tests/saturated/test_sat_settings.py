@@ -56,6 +56,13 @@ def test_default_settings() -> None:
         (1e9, None, "raise", 16, True, 0.0)
 
 
+def test_settings_given_as_one_element_tensors_are_kept_as_python_numbers() -> None:
+    s = Settings(orders=torch.tensor(3), mask_threshold=torch.tensor(1e6, dtype=F64),
+                 rtol=torch.tensor(1e-4, dtype=F64), operand_rtol=torch.tensor(0.25, dtype=F64))
+    values = (s.orders, s.mask_threshold, s.rtol, s.operand_rtol)
+    assert values == (3, 1e6, 1e-4, 0.25) and [type(v) for v in values] == [int, float, float, float]
+
+
 @pytest.mark.parametrize("orders", [2, 16])
 def test_a_tie_only_a_lower_order_breaks_is_broken_with_two_orders(orders: int) -> None:
     out = saturate(LowerOrderHead(), TIED, settings=Settings(orders=orders))(TIED)

@@ -10,6 +10,8 @@ Usage (from the repository root, after ``mutmut run``; see docs/contributing.md)
 A mutant counts as killed when a test failed with it in place; timeouts are shown apart and not
 counted as kills. Mutants listed in
 ``EQUIVALENT`` change no behaviour; they are excluded from the score and printed with the reason.
+A key whose mutant a test killed is reported on stderr, with exit status 1: a change to its
+function renumbered the mutants, so the key names another one now (or its reason is wrong).
 Modules none of whose mutants were run yet are shown as unchecked, not as 0%.
 
 A full run of every module takes hours on a shared machine, so a module may be measured on a
@@ -32,7 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["EQUIVALENT", "main", "module_scores", "sample", "wilson_interval"]
+__all__ = ["EQUIVALENT", "killed_equivalents", "main", "module_scores", "sample", "wilson_interval"]
 
 # Exit codes as mutmut 3 records them in mutants/<path>.meta. A timeout is not counted as a kill:
 # on a loaded machine a surviving mutant whose covering tests are slow times out too.
@@ -43,10 +45,6 @@ _NO_TESTS = {5, 33}
 
 EQUIVALENT: dict[str, str] = {
     # mutant name → why it cannot change behaviour. Keep each reason specific.
-    "empirical.measure.scaled.x_check_scale__mutmut_6":
-        "`value > 0` → `value >= 0` after math.isinf(value): an infinite value is never 0",
-    "empirical.measure.scaled.x_check_scale__mutmut_7":
-        "`value > 0` → `value > 1` after math.isinf(value): +inf exceeds both, -inf neither",
     "homogeneity.rules.normalization.x__affine__mutmut_2":
         "the weight branch taken for weight=None too: product with None (a degree-0 constant) "
         "keeps value and grade, and _affine rewrites the reason",
@@ -66,6 +64,9 @@ EQUIVALENT: dict[str, str] = {
         "changes the `what` label of the β sum; _affine replaces every case's reason afterwards",
     "homogeneity.rules.normalization.x__affine__mutmut_24":
         "changes the `what` label of the β sum; _affine replaces every case's reason afterwards",
+    "homogeneity.rules.routing.x__weakened__mutmut_6":
+        "a degree without one also goes through Degree.of: of() gives a none grade the value nan and "
+        "keeps the reason, so the case is the same",
     "empirical.models.batching.x__decoder_start_id__mutmut_11":
         "getattr(model, 'config', None) → getattr(model, 'config'): only called for models whose "
         "config says is_encoder_decoder, so the config exists",
@@ -78,7 +79,7 @@ EQUIVALENT: dict[str, str] = {
         "args=() dropped: functional_call's default (None) means no positional arguments",
     "empirical.measure.scaled.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
-    "empirical.measure.pipeline.x_prepare__mutmut_49":
+    "empirical.measure.pipeline.x_prepare__mutmut_66":
         "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "saturated.ties.x__disagreement__mutmut_33":
@@ -106,10 +107,6 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_mul__mutmut_11":
         "bilinear(torch.mul, ..., stack_left=False): stack_left only batches the pairs of parts into "
         "one torch.mul call; without it the same elementwise products are taken pair by pair",
-    "empirical.models.batching.x_hidden_states__mutmut_9":
-        "`states is None and isinstance(output, dict)` → `or`: also re-reads the field with "
-        ".get() when the attribute was found; a Hugging Face ModelOutput keeps attribute and key "
-        "in sync and a plain dict has no such attribute, so the states read are the same",
     "empirical.measure.pipeline.x_token_cosines__mutmut_27":
         "b.norm(dim=+1) instead of dim=-1: b is reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
@@ -126,7 +123,7 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.pipeline.x_token_cosines__mutmut_37":
         "(a * b).sum(+1) instead of sum(-1): a and b are reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
-    "empirical.measure.pipeline.x_prepare__mutmut_53":
+    "empirical.measure.pipeline.x_prepare__mutmut_70":
         "Corpus(texts, '') → Corpus(texts, 'XXXX'), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "empirical.measure.pipeline.x_corpus_record__mutmut_10":
@@ -162,13 +159,13 @@ EQUIVALENT: dict[str, str] = {
     "empirical.models.batching.x_position_limit__mutmut_19":
         "getattr(model, 'config') without a default: position_limit has returned None before this "
         "line for a model without config (configured_positions reads the limit from the config)",
-    "empirical.models.batching.x_make_batches__mutmut_24":
+    "empirical.models.batching.x_make_batches__mutmut_28":
         "getattr(config, 'is_encoder_decoder', None) instead of False: the value goes through "
         "bool(), which is False for both",
-    "empirical.models.batching.x_make_batches__mutmut_52":
+    "empirical.models.batching.x_make_batches__mutmut_56":
         "torch.full(..., pad, dtype=None) instead of dtype=torch.long: _pad_id returns an int, and "
         "torch.full infers int64 (torch.long) from an integer fill value",
-    "empirical.models.batching.x_make_batches__mutmut_55":
+    "empirical.models.batching.x_make_batches__mutmut_59":
         "torch.full(..., pad) without dtype=torch.long: _pad_id returns an int, and torch.full "
         "infers int64 (torch.long) from an integer fill value",
     "saturated.ties.x__disagreement__mutmut_2":
@@ -221,11 +218,11 @@ EQUIVALENT: dict[str, str] = {
     "saturated.functional.x__check_mask__mutmut_16":
         "fits = None instead of False for a mask that does not broadcast: `if not fits` raises "
         "the same error",
-    "saturated.functional.x_tie_set__mutmut_7":
+    "saturated.functional.x_tie_set__mutmut_22":
         "finite = None: every row takes the general path (torch.where over allowed positions, the "
         "tolerance scaled by the largest finite allowed |score|), which gives the same sets for "
         "finite scores; the finite path is a faster form of it",
-    "saturated.functional.x_tie_set__mutmut_70":
+    "saturated.functional.x_tie_set__mutmut_85":
         "the upper sentinel of integer scores 2**62 → 2*62: it only fills low_side, which the "
         "general (non-finite or integer) path never reads",
     "saturated.ties.x__matmul_disagreement__mutmut_9":
@@ -423,7 +420,7 @@ EQUIVALENT: dict[str, str] = {
         "two pairs of a matmul multiplied one by one and summed instead of one matmul over the "
         "concatenated parts: the same sum in another order of float additions, and the part's "
         "rounding bound (n·pairs + pairs − 1 products) covers both orders",
-    "saturated.rounding.xǁRoundingǁof_exact__mutmut_20":
+    "saturated.rounding.xǁRoundingǁof_exact__mutmut_23":
         "unsqueeze(-1) → unsqueeze(+1): the partials are asked for 1-D flat positions, so the looked-up "
         "values are 1-D and both add the last dimension",
     "saturated.rounding.xǁRoundingǁscaled__mutmut_11":
@@ -481,23 +478,23 @@ EQUIVALENT: dict[str, str] = {
     "saturated.rounding.x_exact_maximal__mutmut_25":
         "`> 1` → `>= 1` candidates for the exact step: a row with one candidate has one member, equal to "
         "itself (`same`), so it is never narrowed",
-    "saturated.rounding.x_exact_maximal__mutmut_53":
+    "saturated.rounding.x_exact_maximal__mutmut_56":
         "the shortcut `same` reduced over every member (.all(None)): either every member equals its row's"
         " first (nothing to narrow, none compared) or every tied row is compared exactly, which keeps the"
         " same members; only the work changes",
-    "saturated.rounding.x_exact_maximal__mutmut_54":
+    "saturated.rounding.x_exact_maximal__mutmut_57":
         "the shortcut `same` as `!=`: the first member of each row never differs from itself, so every "
         "tied row is compared exactly, which keeps the same members; only the work changes",
-    "saturated.rounding.x_exact_maximal__mutmut_55":
+    "saturated.rounding.x_exact_maximal__mutmut_58":
         "(…).all(-1) → all(+1): partials are 2-D, so dimension 1 is the last",
-    "saturated.rounding.x_exact_maximal__mutmut_59":
+    "saturated.rounding.x_exact_maximal__mutmut_62":
         "rows with a member unlike the first → rows with a member like it: the first is always like "
         "itself, so every tied row is compared exactly, which keeps the same members; only the work "
         "changes",
-    "saturated.rounding.x_exact_maximal__mutmut_72":
+    "saturated.rounding.x_exact_maximal__mutmut_75":
         "`> 0` → `>= 0` in the search for the best member: it may move to a later member exactly equal to"
         " it, and the exact differences to either have the same zeros",
-    "saturated.rounding.x_exact_maximal__mutmut_87":
+    "saturated.rounding.x_exact_maximal__mutmut_90":
         "torch.cat(dim=-1) → dim=+1: the members' partials and the best's are 2-D, so dimension 1 is the "
         "last",
     "empirical.models.experts.x_check_expert_memory__mutmut_5":
@@ -804,14 +801,6 @@ EQUIVALENT: dict[str, str] = {
         "interval, and an empty sum is not possible for `near` (never empty here) and gives 0 for "
         "`far`, which t + 0 treats like iv.mpf(0)",
     "saturated.bounds.x_certify_bound__mutmut_51":
-        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
-        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
-        "equal for n ≤ 11 and six scales, and only the upper end is read",
-    "saturated.bounds.x_certify_bound__mutmut_52":
-        "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
-        "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
-        "equal for n ≤ 11 and six scales, and only the upper end is read",
-    "saturated.bounds.x_certify_bound__mutmut_55":
         "ρ(∞) computed by _worst_ratio at e^(−u) = 0 or as 1/bound_scale: the same upper end for "
         "every function (softmax's is max(t, n − t)/big/scale with big = max(t, n − t)); checked "
         "equal for n ≤ 11 and six scales, and only the upper end is read",
@@ -1756,6 +1745,16 @@ def module_scores(root: Path) -> dict[str, tuple[Counter[str], list[str]]]:
     return scores
 
 
+def killed_equivalents(root: Path) -> list[str]:
+    """The ``EQUIVALENT`` keys whose mutant a test killed. A killed mutant is not equivalent: its
+    function changed, so the key's number now names another mutant, or its reason is wrong."""
+    names = []
+    for meta in sorted(root.rglob("*.py.meta")):
+        codes: dict[str, int | None] = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+        names += [name for name, code in codes.items() if name in EQUIVALENT and code in _KILLED]
+    return sorted(names)
+
+
 def wilson_interval(killed: int, checked: int, z: float = 1.959964) -> tuple[float, float]:
     """The Wilson score interval (95% by default) for a proportion of ``killed`` in ``checked``.
 
@@ -1835,10 +1834,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"not killed  {name}")
     for name, reason in sorted(EQUIVALENT.items()):
         print(f"equivalent  {name}: {reason}")
+    stale = killed_equivalents(args.mutants)
+    for name in stale:
+        print(f"killed, yet listed as equivalent (renumbered by a change, or a wrong reason): {name}",
+              file=sys.stderr)
     if failing:
         print(f"below {args.fail_under:g}%: {', '.join(failing)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failing or stale else 0
 
 
 if __name__ == "__main__":

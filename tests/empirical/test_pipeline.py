@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import torch
 
+from empirical.errors import EmpiricalError
 from empirical.measure.components import ComponentSaturation
 from empirical.measure.convergence import Convergence
 from empirical.measure.heads import HeadAtlas, Thresholds
-from empirical.measure.pipeline import Sums, corpus_record, texts_of, token_cosines
+from empirical.measure.pipeline import Sums, corpus_record, prepare, texts_of, token_cosines
 from empirical.measure.similarity import SimilarityResult
 from empirical.outputs import Result, save_figure
 from empirical.training.projection import ProjectionCurves
@@ -44,9 +45,23 @@ def test_token_cosines_are_clamped_masked_and_float64() -> None:
 
 def test_texts_and_corpus_record() -> None:
     assert texts_of("one") == ["one"]
-    with pytest.raises(Exception, match="expected sentences as strings"):
+    with pytest.raises(EmpiricalError, match=r"^expected sentences as strings, got items of type int$"):
         texts_of(["a", 3])  # type: ignore[list-item]
+    for value in (5, None):
+        with pytest.raises(EmpiricalError) as caught:
+            texts_of(value)  # type: ignore[arg-type]
+        assert str(caught.value) == (f"expected sentences to be a list of strings, got {value!r} "
+                                     f"({type(value).__name__})")
     assert corpus_record(["a"], ["a"])["source"] == "in-memory list"
+
+
+def test_prepare_refuses_a_model_without_weights_naming_the_measurement() -> None:
+    with torch.device("meta"):
+        model = torch.nn.Linear(2, 2)
+    with pytest.raises(EmpiricalError) as caught:
+        prepare(model, None, ["a sentence"])
+    assert str(caught.value) == ("expected a model with weights for a measurement (it runs the model), "
+                                 "got Linear on the meta device (no values: load it on cpu or cuda)")
 
 
 def _results() -> list[Result]:

@@ -137,6 +137,34 @@ def test_hard_attention_passes_mask_and_tolerance_on() -> None:
     assert hard_attention(q, k, v, mask=mask).tolist() == [[4.0], [0.0]]
 
 
+@pytest.mark.parametrize("bad", ["q", "k", "v"])
+def test_hard_attention_names_the_argument_that_is_not_a_tensor(bad: str) -> None:
+    given = {"q": torch.ones(1, 2), "k": torch.ones(3, 2), "v": torch.ones(3, 1)}
+    given[bad] = [[1.0, 0.0]]
+    with pytest.raises(SaturationError) as caught:
+        hard_attention(**given)
+    assert str(caught.value) == f"expected {bad} to be a real torch.Tensor, got [[1.0, 0.0]] (list)"
+
+
+@pytest.mark.parametrize(("shapes", "shown"), [
+    (((1, 3), (3, 2), (3, 1)), "(1, 3), (3, 2) and (3, 1)"),  # query and key widths differ
+    (((1, 2), (3, 2), (2, 1)), "(1, 2), (3, 2) and (2, 1)"),  # fewer values than keys
+    (((2,), (3, 2), (3, 1)), "(2,), (3, 2) and (3, 1)"),      # a query without its row axis
+    (((1, 2), (2,), (3, 1)), "(1, 2), (2,) and (3, 1)"),      # a key without its row axis
+    (((1, 2), (3, 2), (3,)), "(1, 2), (3, 2) and (3,)"),      # values without their row axis
+])
+def test_hard_attention_refuses_shapes_that_do_not_fit_naming_all_three(shapes, shown: str) -> None:
+    q, k, v = (torch.ones(shape) for shape in shapes)
+    with pytest.raises(SaturationError) as caught:
+        hard_attention(q, k, v)
+    assert str(caught.value) == f"expected q (..., n, d), k (..., m, d) and v (..., m, e), got shapes {shown}"
+
+
+def test_rows_without_positions_have_an_empty_tie_set_of_their_shape() -> None:
+    ties = tie_set(torch.ones(2, 3, 0), -1)
+    assert ties.shape == (2, 3, 0) and ties.dtype == torch.bool
+
+
 def test_step_sign_and_relu_keep_the_dtype_and_decide_every_nonzero_entry() -> None:
     x = torch.tensor([-3.0, -1e-300, 1e-300, 2.0], dtype=F64)
     assert step(x).tolist() == [0.0, 0.0, 1.0, 1.0] and step(x).dtype == F64

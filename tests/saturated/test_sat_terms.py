@@ -89,6 +89,36 @@ def test_power_of_elements_leading_at_different_degrees() -> None:
     assert torch.allclose(value(out), value(x) ** -0.5, rtol=1e-12)
 
 
+def test_power_of_a_two_part_value_is_its_binomial_series() -> None:
+    """(2c² + 3c)^p = 2^p c^(2p) (1 + 1.5/c)^p, expanded by hand to the orders kept."""
+    two, three = (torch.tensor([v], dtype=torch.float64) for v in (2.0, 3.0))
+    x = Term(((two, 2.0), (three, 1.0)))
+    inverse = power(x, -1.0, 4)  # ½c⁻² (1 − 1.5/c + 2.25/c² − 3.375/c³ …)
+    assert [(float(a), d) for a, d in inverse.parts] == [(0.5, -2.0), (-0.75, -3.0), (1.125, -4.0),
+                                                         (-1.6875, -5.0)]
+    assert inverse.floor == -6.0
+    root = power(x, 0.5, 3)  # √2 c (1 + ¾/c − 9/32 c⁻² …)
+    expected = [(math.sqrt(2), 1.0), (0.75 * math.sqrt(2), 0.0), (-9 / 32 * math.sqrt(2), -1.0)]
+    assert [d for _, d in root.parts] == [d for _, d in expected] and root.floor == -2.0
+    assert [float(a) for a, _ in root.parts] == pytest.approx([a for a, _ in expected], rel=1e-15)
+
+
+def test_a_fractional_power_of_a_negative_leading_coefficient_is_refused() -> None:
+    x = Term(((torch.tensor([4.0, -9.0], dtype=torch.float64), 1.0),))  # −9c: no real √ for large c
+    with pytest.raises(SaturationError) as caught:
+        power(x, 0.5, 4)
+    assert str(caught.value) == "fractional power 0.5 of a value with negative leading coefficient"
+    assert torch.equal(value(power(x, 2.0, 4)), value(x) ** 2)  # an integer power is fine
+
+
+def test_terms_whose_shapes_do_not_broadcast_are_refused_naming_them() -> None:
+    x = Term(((torch.ones(2, 3), 1.0),))
+    y = Term(((torch.ones(4, 3), 0.0),))
+    with pytest.raises(SaturationError) as caught:
+        add(x, y, 4)
+    assert str(caught.value) == "shapes [(2, 3), (4, 3)] do not broadcast"
+
+
 def test_power_of_a_value_unknown_at_every_order_needs_more_orders() -> None:
     x = Term(((torch.tensor([1.0, 0.0]), 2.0),), floor=0.0)
     with pytest.raises(NeedsOrders, match="zero at every tracked order"):

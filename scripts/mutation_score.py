@@ -34,7 +34,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["EQUIVALENT", "killed_equivalents", "main", "module_scores", "sample", "wilson_interval"]
+__all__ = ["EQUIVALENT", "exit_codes", "killed_equivalents", "main", "module_scores", "sample",
+           "wilson_interval"]
 
 # Exit codes as mutmut 3 records them in mutants/<path>.meta. A timeout is not counted as a kill:
 # on a loaded machine a surviving mutant whose covering tests are slow times out too.
@@ -1727,13 +1728,20 @@ def _status(name: str, code: int | None) -> str:
     return "suspicious"
 
 
-def module_scores(root: Path) -> dict[str, tuple[Counter[str], list[str]]]:
-    """Per module (its path below ``root``): counts by status and the surviving mutants' names."""
-    scores: dict[str, tuple[Counter[str], list[str]]] = {}
+def exit_codes(root: Path) -> dict[str, dict[str, int | None]]:
+    """Per module with mutants (its path below ``root``): each mutant's exit code, None if not run."""
+    results = {}
     for meta in sorted(root.rglob("*.py.meta")):
-        codes: dict[str, int | None] = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-        if not codes:
-            continue
+        codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+        if codes:
+            results[str(meta.relative_to(root).with_suffix(""))] = codes
+    return results
+
+
+def module_scores(results: dict[str, dict[str, int | None]]) -> dict[str, tuple[Counter[str], list[str]]]:
+    """Per module of :func:`exit_codes`' ``results``: counts by status and the surviving mutants' names."""
+    scores: dict[str, tuple[Counter[str], list[str]]] = {}
+    for module, codes in results.items():
         counts: Counter[str] = Counter()
         survivors = []
         for name, code in codes.items():
@@ -1741,18 +1749,15 @@ def module_scores(root: Path) -> dict[str, tuple[Counter[str], list[str]]]:
             counts[status] += 1
             if status in ("survived", "no tests", "suspicious", "timeout"):
                 survivors.append(name)
-        scores[str(meta.relative_to(root).with_suffix(""))] = (counts, sorted(survivors))
+        scores[module] = (counts, sorted(survivors))
     return scores
 
 
-def killed_equivalents(root: Path) -> list[str]:
+def killed_equivalents(results: dict[str, dict[str, int | None]]) -> list[str]:
     """The ``EQUIVALENT`` keys whose mutant a test killed. A killed mutant is not equivalent: its
     function changed, so the key's number now names another mutant, or its reason is wrong."""
-    names = []
-    for meta in sorted(root.rglob("*.py.meta")):
-        codes: dict[str, int | None] = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-        names += [name for name, code in codes.items() if name in EQUIVALENT and code in _KILLED]
-    return sorted(names)
+    return sorted(name for codes in results.values() for name, code in codes.items()
+                  if name in EQUIVALENT and code in _KILLED)
 
 
 def wilson_interval(killed: int, checked: int, z: float = 1.959964) -> tuple[float, float]:
@@ -1802,7 +1807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print("\n".join(names))
         return 0
-    scores = module_scores(args.mutants)
+    results = exit_codes(args.mutants)
+    scores = module_scores(results)
     if not scores:
         print(f"no mutmut results under {args.mutants}/; run `mutmut run` first", file=sys.stderr)
         return 2
@@ -1834,7 +1840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"not killed  {name}")
     for name, reason in sorted(EQUIVALENT.items()):
         print(f"equivalent  {name}: {reason}")
-    stale = killed_equivalents(args.mutants)
+    stale = killed_equivalents(results)
     for name in stale:
         print(f"killed, yet listed as equivalent (renumbered by a change, or a wrong reason): {name}",
               file=sys.stderr)

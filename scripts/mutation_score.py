@@ -90,9 +90,6 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_power__mutmut_53":
         "the zero placeholder u of a single-part x gets degree +inf instead of -inf: _series only "
         "loops while u's degree is finite, so both give the series 1 with the same floor",
-    "saturated.rules.softmax.x__shared_weights__mutmut_78":
-        "row sum over dim [+1] instead of [-1]: _hard_attention passes its tied rows flattened to "
-        "2-D (rows_of), where dimension 1 is the last",
     "saturated.rules.softmax.x__hard_attention__mutmut_71":
         "column 1 instead of 0 of the row counts: count is expanded along each row, so every column "
         "holds the same count; rows of a single position never tie and do not reach this line",
@@ -409,8 +406,6 @@ EQUIVALENT: dict[str, str] = {
     "saturated.terms.x_bilinear__mutmut_70":
         "computed degrees also at one order: make reads them only with orders > 1 (finite degrees), "
         "and drops an all-zero part of infinite degree either way",
-    "saturated.terms.x_bilinear__mutmut_76":
-        "the stacked call also for a single pair: a stack of one gives the same product",
     "saturated.terms.x_bilinear__mutmut_77":
         "the stacked call only from three pairs on: two pairs are multiplied one by one, the same "
         "products",

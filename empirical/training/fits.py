@@ -45,6 +45,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -290,8 +291,10 @@ def _choose(fits: Mapping[str, Fit]) -> str:
     return by_aic
 
 
-#: The first fraction of a run's points the laws are fitted on to score their extrapolation.
-HEAD_FRACTION = 0.7
+#: The first fraction of a run's points the laws are fitted on to score their extrapolation: a
+#: fraction, so that the cut is ⌊7n/10⌋ in integers (0.7·n in floats is just below a whole number
+#: for n = 90, 170, 180, …, and would fit one point fewer).
+HEAD_FRACTION = Fraction(7, 10)
 #: Laws whose extrapolation error is within this factor of the smallest one extrapolate equally
 #: well (the held-out tail is short and autocorrelated: closer scores are not a difference).
 EXTRAPOLATION_TOLERANCE = 1.1
@@ -301,11 +304,12 @@ MIN_HELD_OUT = 3
 
 def extrapolation_scores(
     steps: Sequence[float], values: Sequence[float], laws: Sequence[str] = tuple(LAWS),
-    head: float = HEAD_FRACTION,
+    head: Fraction | float = HEAD_FRACTION,
 ) -> dict[str, float | None]:
     """Each law fitted on the first ``head`` of the points, scored by the RMS error of its
     prediction of the rest (in norm units); ``None`` where the law cannot be fitted on the head or
-    the tail has fewer than :data:`MIN_HELD_OUT` points.
+    the tail has fewer than :data:`MIN_HELD_OUT` points. The head is the first ⌊head·n⌋ points,
+    counted exactly (a float ``head`` is read as the decimal it prints as: 0.7 is 7/10).
 
     >>> t = np.arange(0, 400, 10.0)
     >>> scores = extrapolation_scores(t, 1.0 + 0.5 * np.sqrt(t), ["sqrt", "linear"])
@@ -313,7 +317,8 @@ def extrapolation_scores(
     True
     """
     t, y = _check_data(steps, values)
-    cut = math.floor(head * t.size)
+    share = Fraction(repr(head)) if isinstance(head, float) else Fraction(head)
+    cut = share.numerator * t.size // share.denominator
     scores: dict[str, float | None] = {}
     for law in laws:
         if t.size - cut < MIN_HELD_OUT or cut < len(LAWS[law].parameters) + 1:

@@ -195,6 +195,20 @@ def test_extrapolation_score_is_the_rms_error_on_the_held_out_points() -> None:
     assert expected > 1.0
 
 
+@pytest.mark.parametrize("n", [90, 170, 180, 330, 10])
+def test_the_head_is_seven_tenths_of_the_points_counted_in_integers(n: int) -> None:
+    """At n = 90 the head is 63 points (0.7·90 is 62.999… in floats): data on the line y = t for
+    the first 7n/10 points and one above it after are fitted exactly by the line, which then
+    misses every held-out point by exactly 1. A head one point shorter would hold out a point on
+    the line and score √((k − 1)/k) instead."""
+    assert math.floor(0.7 * 90) == 62  # the float cut this replaces
+    cut = 7 * n // 10
+    t = np.arange(float(n))
+    y = np.where(t < cut, t, t + 1.0)
+    assert extrapolation_scores(t, y, ["linear"])["linear"] == pytest.approx(1.0, rel=1e-9)
+    assert extrapolation_scores(t, y, ["linear"], head=0.7)["linear"] == pytest.approx(1.0, rel=1e-9)
+
+
 def test_a_law_with_too_few_fitted_points_is_not_scored() -> None:
     """head = ½ of 6 points fits 3 and holds out 3: enough for a line (2 parameters), not for the
     power law (3 parameters need 4 points)."""

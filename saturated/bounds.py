@@ -24,7 +24,7 @@ Lemma 7's step (41) bounds the denominator with min(x); the bound only holds wit
 *second-largest* score (the margin δ): for x = (0, −ε, −10) the maximal weight is far below the
 one (41) claims. :func:`softmax_bound` uses the margin.
 
->>> float(sigmoid_error(2.0, c=3.0)) == 1 / (1 + math.exp(6.0))
+>>> math.isclose(sigmoid_error(2.0, c=3.0), 1 / (1 + math.exp(6.0)), rel_tol=1e-15)
 True
 >>> lo, hi = scale_to_saturate([0.0, -1.0], eps=0.01)
 >>> lo <= math.log(99) <= hi and hi / lo - 1 <= 1e-3

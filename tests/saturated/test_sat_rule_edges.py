@@ -490,7 +490,8 @@ class SplitThenActivation(nn.Module):
 def test_an_activation_after_a_split_decides_each_sign() -> None:
     x = torch.tensor([[2.0, 1.0, 0.5], [1.0, 2.0, 0.5], [1.0, 1.0, 0.5]], dtype=F64)
     out = saturate(SplitThenActivation(), x)(x)
-    expected = [[1.0], [0.0], [torch.sigmoid(torch.tensor(0.5, dtype=F64)).item()]]
+    # σ(0.5) to rounding: a 0-d tensor and an element of a larger one may take different paths.
+    expected = [[1.0], [0.0], [pytest.approx(1 / (1 + math.exp(-0.5)), rel=4 * 2.0**-52, abs=0)]]
     assert out.degrees == 0.0 and out.value.tolist() == expected
 
 
@@ -539,7 +540,7 @@ def test_a_nan_input_element_stays_undetermined_and_the_others_are_decided() -> 
         saturate(Activation(torch.sigmoid), x)
     out = saturate(Activation(torch.sigmoid), x, settings=Settings(ties="nan"))(x)
     assert out.value[0].item() == 1.0 and math.isnan(out.value[1].item())
-    assert out.value[2].item() == torch.sigmoid(torch.tensor(0.7, dtype=F64)).item()
+    assert out.value[2].item() == pytest.approx(1 / (1 + math.exp(-0.7)), rel=4 * 2.0**-52, abs=0)
 
 
 @pytest.mark.parametrize("degree", [0.0, 0.5])
@@ -829,7 +830,10 @@ def test_tanh_takes_each_elements_first_nonzero_growing_part_and_the_fixed_value
     # Element 0 grows at c², element 1 at c¹ (with sign −), element 2 does not grow: tanh(0.3).
     x = _exact(([1.0, 0.0, 0.0], 2.0), ([5.0, -1.0, 0.0], 1.0), ([0.1, 0.2, 0.3], 0.0), floor=-1.0)
     out = RULES[aten.tanh.default](Settings(), x)
-    assert out.lead.tolist() == [1.0, -1.0, math.tanh(0.3)]
+    # The fixed element's limit is tanh(0.3) as the rule computes it (torch.tanh): libms differ
+    # in the last place, so math.tanh is a reference to rounding only.
+    assert out.lead.tolist()[:2] == [1.0, -1.0]
+    assert out.lead[2].item() == pytest.approx(math.tanh(0.3), rel=4 * 2.0**-52, abs=0)
     assert out.floor == -1.0  # the fixed element's limit is known up to the unknown c⁻¹ part
     grown = RULES[aten.tanh.default](Settings(), _exact(([1.0, -2.0], 1.0), ([0.5, 0.5], 0.0), floor=0.0))
     assert grown.lead.tolist() == [1.0, -1.0] and grown.floor == -math.inf  # e^(−Θ(c)) below all
@@ -841,7 +845,8 @@ def test_tanh_takes_each_elements_first_nonzero_growing_part_and_the_fixed_value
 def test_signs_of_fixed_parts_and_masks_need_no_bound_and_growing_parts_do() -> None:
     fixed = Term(((torch.tensor([0.0, 0.0], dtype=F64), 1.0), (torch.tensor([-0.5, 0.5], dtype=F64), 0.0)),
                  roundings=(Rounding.of_exact(torch.zeros(2, dtype=F64), 1.0),))
-    assert RULES[aten.tanh.default](Settings(), fixed).lead.tolist() == [math.tanh(-0.5), math.tanh(0.5)]
+    lead = RULES[aten.tanh.default](Settings(), fixed).lead
+    assert lead.tolist() == pytest.approx([math.tanh(-0.5), math.tanh(0.5)], rel=4 * 2.0**-52, abs=0)
     masked = lift(torch.tensor([-1e30, 2.0], dtype=F64), 1e9)
     assert RULES[aten.relu.default](Settings(), masked).parts[1][0].tolist() == [0.0, 2.0]
     unbounded = Term(((torch.tensor([1.0, -1.0], dtype=F64), 1.0),))

@@ -28,7 +28,7 @@ from empirical.cli.commands import (
     train,
 )
 from empirical.cli.messages import show_warning_line
-from empirical.cli.options import DEBUG_VARIABLE
+from empirical.cli.options import DEBUG_VARIABLE, settle_progress
 from empirical.errors import EmpiricalError
 
 __all__ = ["DEBUG_VARIABLE", "build_parser", "main", "one_line"]
@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``NORMSAT_DEBUG=1``.
     """
     args = build_parser().parse_args(argv)
+    settle_progress(args, sys.stderr)
     # Imported once a command runs: these packages load torch, which ``--help`` does without.
     from empirical import distributed
     from homogeneity.errors import HomogeneityError

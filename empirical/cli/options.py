@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from typing import TextIO
 
 from empirical.errors import EmpiricalError
 from empirical.models.builtin import DTYPE_NAMES, MODEL_NAMES
@@ -33,6 +34,7 @@ __all__ = [
     "runtime_options",
     "scale_float",
     "seed_int",
+    "settle_progress",
     "step_int",
 ]
 
@@ -128,6 +130,23 @@ def scale_float(text: str) -> float:
     argparse.ArgumentTypeError: ... got '1e400', which overflows to infinity (write inf for the exact limit)
     """
     return _float(text, infinite=True)
+
+
+def settle_progress(args: argparse.Namespace, stream: TextIO) -> None:
+    """Set ``args.quiet`` (which every progress bar of a command reads) to whether bars are off:
+    with ``--quiet``, and when ``stream`` (stderr) is not a terminal unless ``--progress`` asks
+    for them, so that a log or a pipe gets no bar redrawn into it.
+
+    >>> import io
+    >>> args = argparse.Namespace(quiet=False, progress=False)
+    >>> settle_progress(args, io.StringIO()); args.quiet
+    True
+    >>> args = argparse.Namespace(quiet=False, progress=True)
+    >>> settle_progress(args, io.StringIO()); args.quiet
+    False
+    """
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    args.quiet = bool(getattr(args, "quiet", False)) or not (terminal or getattr(args, "progress", False))
 
 
 def _parent(title: str) -> tuple[argparse.ArgumentParser, argparse._ArgumentGroup]:
@@ -226,11 +245,16 @@ def output_options(*, json_help: str, plot: bool = False,
 
 def runtime_options(*, quiet: bool = True, seed_help: str | None = None,
                     seed_default: int | None = 0) -> argparse.ArgumentParser:
-    """``--debug`` (also accepted before the command's name), ``--quiet`` (no progress bars) and,
+    """``--debug`` (also accepted before the command's name), ``--quiet`` and ``--progress``
+    (progress bars never, or also when stderr is not a terminal: :func:`settle_progress`) and,
     with ``seed_help``, ``--seed``."""
     parent, group = _parent("runtime")
     if quiet:
-        group.add_argument("--quiet", action="store_true", help="no progress bars")
+        bars = group.add_mutually_exclusive_group()
+        bars.add_argument("--quiet", action="store_true", help="no progress bars")
+        bars.add_argument("--progress", action="store_true",
+                          help="progress bars also when stderr is not a terminal (by default they "
+                               "are shown on a terminal only)")
     if seed_help is not None:
         group.add_argument("--seed", type=seed_int, default=seed_default, help=seed_help)
     # SUPPRESS: `normsat --debug COMMAND` sets it before the command's parser runs; keep it.

@@ -1,4 +1,5 @@
-"""grid, projection and degree show progress on stderr, and --quiet silences it."""
+"""grid, projection and degree show progress on stderr when it is a terminal or --progress asks,
+and --quiet silences it; a pipe (pytest's captured stderr is one) gets no bar by default."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_degree_shows_its_stages_unless_quiet(tiny_bert_dir: Path, capsys: pytes
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     argv = ["degree", "--model", str(tiny_bert_dir), "--depth", "1"]
-    err = _stderr(argv, capsys)
+    err = _stderr([*argv, "--progress"], capsys)
     assert "degree" in err and "stage" in err
     assert _stderr([*argv, "--quiet"], capsys) == ""
 
@@ -29,7 +30,7 @@ def test_projection_shows_progress_unless_quiet(capsys: pytest.CaptureFixture[st
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     argv = ["projection", "--variants", "feed-forward (no biases)", "--hidden", "4", "--sequences", "2",
             "--length", "3", "--max-scale", "2", "--scale-step", "0.5", "--accuracies", "1.0", "0.8"]
-    err = _stderr(argv, capsys)
+    err = _stderr([*argv, "--progress"], capsys)
     assert "gradient projection" in err and "Figure 5" in err
     assert _stderr([*argv, "--quiet"], capsys) == ""
 
@@ -39,5 +40,23 @@ def test_grid_counts_finished_cells_unless_quiet(tmp_path: Path, capsys: pytest.
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     argv = ["grid", "--lr", "1e-3", "--steps", "4", "--layers", "1", "--width", "8", "--heads", "1",
             "--jobs", "1"]
-    assert "grid" in _stderr([*argv, "--out", str(tmp_path / "a")], capsys)
+    assert "grid" in _stderr([*argv, "--out", str(tmp_path / "a"), "--progress"], capsys)
     assert _stderr([*argv, "--out", str(tmp_path / "b"), "--quiet"], capsys) == ""
+
+
+def test_no_bar_on_a_pipe_unless_asked(tiny_bert_dir: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """stderr that is not a terminal gets no bar: a run prints nothing there, and a command refused
+    inside its stages prints its one-line error alone."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    argv = ["degree", "--model", str(tiny_bert_dir), "--depth", "1"]
+    assert _stderr(argv, capsys) == ""
+    assert main([*argv, "--params", "no_such_parameter"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("normsat degree: error: ") and err.count("\n") == 1, err
+
+
+def test_quiet_and_progress_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["degree", "--quiet", "--progress"])
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

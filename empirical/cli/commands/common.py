@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 def stage_bar(args: argparse.Namespace, desc: str, stages: int) -> tqdm:
-    """A progress bar on stderr over a command's ``stages`` (silent with ``--quiet``): name the
+    """A progress bar on stderr over a command's ``stages`` (silent with ``--quiet`` and, unless
+    ``--progress``, off a terminal: :func:`~empirical.cli.options.settle_progress`): name the
     stage under way with ``set_postfix_str``, count it done with ``update()``."""
     return tqdm(total=stages, desc=desc, unit="stage", disable=bool(getattr(args, "quiet", False)))
 

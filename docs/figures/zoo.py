@@ -15,8 +15,11 @@ Per family, two models:
   export, then a call with the graph cached) against a plain forward pass.
 
 A measurement that cannot be made records the error it gave (the exact limit of a mixture of
-experts before its router has a limit rule; the atlas of an encoder–decoder). Run from the
-repository root: ``nice -n 10 python docs/figures/zoo.py`` (a few minutes on 2 cores).
+experts before its router has a limit rule; the atlas of an encoder–decoder). One that runs past
+its budget is said so on stderr and keeps the value recorded before (for the same model), so a
+loaded machine never turns a measured row into a missing one; ``--replace-missing`` records it
+as unfinished instead. Run from the repository root: ``nice -n 10 python docs/figures/zoo.py``
+(a few minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import math
 import re
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -126,6 +130,16 @@ def _budget(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+OVER_BUDGET = "did not finish within"
+"""How the record of a measurement that ran past its budget begins."""
+
+
+def ran_out(record: Any) -> bool:
+    """Whether ``record`` is that of a measurement that ran past its budget (not a result, nor an
+    error the measurement gave)."""
+    return isinstance(record, dict) and str(record.get("error", "")).startswith(OVER_BUDGET)
+
+
 def attempt(measure: Callable[[], Any], budget: float) -> Any:
     """``measure()``, or the error it gave, or that it did not finish within ``budget`` seconds: a
     measurement that cannot be made is recorded so, and the other families are still measured."""
@@ -133,7 +147,7 @@ def attempt(measure: Callable[[], Any], budget: float) -> Any:
         with _budget(budget):
             return measure()
     except _OverBudget:
-        return {"error": f"did not finish within {budget:.0f} s"}
+        return {"error": f"{OVER_BUDGET} {budget:.0f} s"}
     except EmpiricalError as err:
         return {"error": str(err)}
     except Exception as err:  # a failure inside the library is recorded, named as such
@@ -183,6 +197,39 @@ def measurement_entry(name: str, texts: list[str], budget: float) -> dict[str, A
     return entry
 
 
+def merge_measurements(name: str, old: dict[str, Any] | None, new: dict[str, Any], *,
+                       replace_missing: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """``new``'s measurements of family ``name``, except those that ran past their budget: each of
+    these keeps ``old``'s value when ``old`` measured it on the same model, unless
+    ``replace_missing``. Also returns one line per measurement that ran out, saying which value
+    the record keeps.
+
+    >>> old = {"model": {"n": 1}, "atlas": {"counts": 3}}
+    >>> new = {"model": {"n": 1}, "atlas": {"error": "did not finish within 90 s"}}
+    >>> merged, notes = merge_measurements("gpt2", old, new)
+    >>> merged["atlas"]
+    {'counts': 3}
+    >>> print(notes[0])  # doctest: +ELLIPSIS
+    gpt2: atlas did not finish within 90 s; kept the value measured before (--replace-missing ...
+    >>> merge_measurements("gpt2", old, new, replace_missing=True)[0]["atlas"]
+    {'error': 'did not finish within 90 s'}
+    """
+    merged, notes = dict(new), []
+    for key, record in new.items():
+        if not ran_out(record):
+            continue
+        before = (old or {}).get(key)
+        same_model = old is not None and old.get("model") == new.get("model")
+        if replace_missing or not same_model or before is None or ran_out(before):
+            why = ("recorded as unfinished" if replace_missing
+                   else "no value measured before on this model, recorded as unfinished")
+        else:
+            merged[key] = before
+            why = "kept the value measured before (--replace-missing records it as unfinished)"
+        notes.append(f"{name}: {key} {record['error']}; {why}")
+    return merged, notes
+
+
 def _atlas(model: torch.nn.Module, tokenizer: Any, texts: list[str]) -> dict[str, Any]:
     atlas = head_atlas(model, tokenizer, texts, batch_size=len(texts), paper=False)
     return {"counts": atlas.counts(), "grid": atlas.grid(), "causal": atlas.record["causal"]}
@@ -210,7 +257,7 @@ def _short(reason: str) -> str:
 
 def _cost(cost: dict[str, Any]) -> str:
     if "error" in cost:  # a limit that ran past the budget is computed, its cost unmeasured
-        over = cost["error"].startswith("did not finish")
+        over = ran_out(cost)
         return f"cost not measured ({cost['error']})" if over else "not computed: " + _error(cost["error"])
     return f"{cost['ratio']:.1f}× a forward pass (first call {cost['first_call']:.1f} s)"
 
@@ -250,6 +297,9 @@ def main() -> None:
                         help="rows to measure again (default: all); the others keep their record")
     parser.add_argument("--budget", type=float, default=BUDGET,
                         help=f"seconds each measurement may take (default: {BUDGET:g})")
+    parser.add_argument("--replace-missing", action="store_true",
+                        help="record a measurement that ran past its budget as unfinished, even "
+                             "where zoo.json holds a value measured before (by default it is kept)")
     args = parser.parse_args()
     texts = list(load_corpus(n=N_SENTENCES))
     path = HERE / "zoo.json"
@@ -263,7 +313,12 @@ def main() -> None:
         degree = degree_entry(name)
         bar.update()
         bar.set_postfix_str(f"{name}: measurements")
-        families[name] = {"degree": degree, "measurements": measurement_entry(name, texts, args.budget)}
+        measured, notes = merge_measurements(
+            name, families.get(name, {}).get("measurements"), measurement_entry(name, texts, args.budget),
+            replace_missing=args.replace_missing)
+        for note in notes:
+            tqdm.write(f"zoo.py: {note}", file=sys.stderr)
+        families[name] = {"degree": degree, "measurements": measured}
         bar.update()
         # Written after every family: an interrupted run keeps what it measured.
         data = {

@@ -41,3 +41,49 @@ def test_recorded_degrees_are_what_analyze_gives(zoo: ModuleType, data: dict, fa
     recorded = data["families"][family]["degree"]
     for key in ("output", "degree", "grade", "hidden_states", "weakenings", "unsupported"):
         assert recorded[key] == now[key], key
+
+
+def test_a_measurement_past_its_budget_keeps_the_value_measured_before(zoo: ModuleType) -> None:
+    """A loaded machine must not turn a measured row into a missing one: the old value stays unless
+    --replace-missing, and a value measured on another model is not kept."""
+    out = {"error": "did not finish within 90 s"}
+    old = {"model": {"layers": 2}, "limit_cost": {"ratio": 3.0}, "atlas": {"counts": 1}}
+    new = {"model": {"layers": 2}, "limit_cost": out, "atlas": {"counts": 2}}
+    merged, notes = zoo.merge_measurements("mixtral", old, new)
+    assert merged == {"model": {"layers": 2}, "limit_cost": {"ratio": 3.0}, "atlas": {"counts": 2}}
+    assert notes == ["mixtral: limit_cost did not finish within 90 s; kept the value measured before "
+                     "(--replace-missing records it as unfinished)"]
+    replaced, notes = zoo.merge_measurements("mixtral", old, new, replace_missing=True)
+    assert replaced == new
+    assert notes == ["mixtral: limit_cost did not finish within 90 s; recorded as unfinished"]
+    other = zoo.merge_measurements("mixtral", {**old, "model": {"layers": 6}}, new)[0]
+    assert other["limit_cost"] == out
+    first = zoo.merge_measurements("mixtral", None, new)
+    assert first[0] == new and "no value measured before" in first[1][0]
+    # An error the measurement gave is an answer, not a missing value: it replaces the old one.
+    refused = {**new, "limit_cost": {"error": "no limit rule for op aten.topk"}}
+    assert zoo.merge_measurements("mixtral", old, refused) == (refused, [])
+
+
+def test_zoo_says_on_stderr_when_a_budget_ran_out(zoo: ModuleType, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """main() with a measurement that runs out: the record keeps the old value and stderr says so."""
+    measured = {"model": {"m": 1}, "atlas": {"counts": 1}}
+    record = {"families": {"gpt2": {"degree": {}, "measurements": measured}}}
+    (tmp_path / "zoo.json").write_text(json.dumps(record))
+    doc = tmp_path / "zoo.md"
+    doc.write_text(f"{zoo.BEGIN}\n{zoo.END}\n")
+    monkeypatch.setattr(zoo, "HERE", tmp_path)
+    monkeypatch.setattr(zoo, "DOC", doc)
+    monkeypatch.setattr(zoo, "degree_entry", lambda name: {})
+    monkeypatch.setattr(zoo, "measurement_entry", lambda name, texts, budget: {
+        "model": {"m": 1}, "atlas": {"error": f"did not finish within {budget:.0f} s"}})
+    monkeypatch.setattr(zoo, "table", lambda data: "table")
+    monkeypatch.setattr(zoo, "write_table", lambda markdown, doc=doc: None)
+    monkeypatch.setattr("sys.argv", ["zoo.py", "--families", "gpt2", "--budget", "5"])
+    zoo.main()
+    saved = json.loads((tmp_path / "zoo.json").read_text())["families"]["gpt2"]["measurements"]
+    assert saved["atlas"] == {"counts": 1}
+    said = "zoo.py: gpt2: atlas did not finish within 5 s; kept the value measured before"
+    assert said in capsys.readouterr().err

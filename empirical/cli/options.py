@@ -196,14 +196,16 @@ def corpus_options(*, sentences: int = 100) -> argparse.ArgumentParser:
     return parent
 
 
-def batching_options(*, batch_size: int = 32, max_length: int = 512) -> argparse.ArgumentParser:
-    """``--batch-size`` (sentences per forward pass) and ``--max-length`` (tokens per sentence).
+def batching_options(*, batch_size: int = 32, max_length: int = 512,
+                     why: str = "") -> argparse.ArgumentParser:
+    """``--batch-size`` (sentences per forward pass) and ``--max-length`` (tokens per sentence);
+    ``why`` says why a command's default batch differs from the others'.
 
     A training step's batch counts LM blocks instead, and is ``--blocks-per-step``.
     """
     parent, group = _parent("batching")
     group.add_argument("--batch-size", type=positive_int, default=batch_size,
-                       help=f"sentences per batch (default: {batch_size})")
+                       help=f"sentences per batch (default: {batch_size}{': ' + why if why else ''})")
     group.add_argument("--max-length", type=positive_int, default=max_length,
                        help="truncate sentences to this many tokens, special tokens included "
                        f"(default: {max_length})")
@@ -250,11 +252,10 @@ def runtime_options(*, quiet: bool = True, seed_help: str | None = None,
     with ``seed_help``, ``--seed``."""
     parent, group = _parent("runtime")
     if quiet:
-        bars = group.add_mutually_exclusive_group()
-        bars.add_argument("--quiet", action="store_true", help="no progress bars")
-        bars.add_argument("--progress", action="store_true",
-                          help="progress bars also when stderr is not a terminal (by default they "
-                               "are shown on a terminal only)")
+        group.add_argument("--quiet", action="store_true", help="no progress bars")
+        group.add_argument("--progress", action="store_true",
+                           help="progress bars also when stderr is not a terminal (by default they "
+                                "are shown on a terminal only; --quiet wins)")
     if seed_help is not None:
         group.add_argument("--seed", type=seed_int, default=seed_default, help=seed_help)
     # SUPPRESS: `normsat --debug COMMAND` sets it before the command's parser runs; keep it.

@@ -3,7 +3,7 @@ rule against its proved lemma."""
 
 from homogeneity.verify.euler import EulerCheck, check_euler
 from homogeneity.verify.formal import SYMBOLIC_OPS, FormalProof, prove
-from homogeneity.verify.lemmas import LemmaResult, check_lemmas, lemma_rows
+from homogeneity.verify.lemmas import LemmaResult, check_lemmas, lemma_rows, lemma_targets
 from homogeneity.verify.scaling import (
     DEFAULT_SCALES,
     ScalingCheck,
@@ -24,6 +24,7 @@ __all__ = [
     "check_scaling",
     "classify_decay",
     "lemma_rows",
+    "lemma_targets",
     "prove",
     "scaled_outputs",
 ]

@@ -21,7 +21,7 @@ from homogeneity.lemmas import LEMMAS, Deg, Lemma, case_unproved, lemma_for, lem
 from homogeneity.lemmas.base import Sample, fmt
 from homogeneity.rules import RULES, target_name
 
-__all__ = ["LemmaResult", "check_lemmas", "lemma_rows"]
+__all__ = ["LemmaResult", "check_lemmas", "lemma_rows", "lemma_targets"]
 
 _VALUES = (1, 2, 0, -1)  # growing inputs first: the most telling counterexample
 _GRADES = (Grade.EXACT, Grade.APPROXIMATE, Grade.ASYMPTOTIC)
@@ -129,9 +129,18 @@ def check_lemmas(targets: Iterable[Any] | None = None) -> dict[Any, LemmaResult]
     (False, 'for inputs 1 (exact)')
     >>> _ = register_rule(tanh, correct)
     """
-    chosen = list(targets) if targets is not None else list(
-        dict.fromkeys([*RULES, *(t for lemma in LEMMAS.values() for t in lemma.targets)]))
+    chosen = list(targets) if targets is not None else lemma_targets()
     return {target: _check(target) for target in chosen}
+
+
+def lemma_targets() -> list[Any]:
+    """Every target in the rule table, then every other target a lemma covers: what
+    :func:`check_lemmas` checks by default (``normsat lemmas`` counts them).
+
+    >>> len(lemma_targets()) == len(set(lemma_targets())) >= len(RULES)
+    True
+    """
+    return list(dict.fromkeys([*RULES, *(t for lemma in LEMMAS.values() for t in lemma.targets)]))
 
 
 def lemma_rows(results: dict[Any, LemmaResult]) -> list[tuple[str, str, str]]:

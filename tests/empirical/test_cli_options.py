@@ -17,8 +17,8 @@ GROUPS = {  # command → the shared groups its --help shows
     "report": {"model", "corpus", "device", "runtime"},
     "norms": {"outputs", "runtime"},
     "projection": {"device", "outputs", "runtime"},
-    "train": {"device", "runtime"},
-    "grid": {"runtime"},
+    "train": {"device", "outputs", "runtime"},
+    "grid": {"device", "outputs", "runtime"},
     "lemmas": {"outputs", "runtime"},
 }
 
@@ -57,6 +57,40 @@ def test_one_meaning_per_flag() -> None:
             assert "sentences per batch" in str(helps["--batch-size"]), name
         if "--steps" in helps:
             assert parser.parse_args([*REQUIRED.get(name, []), "--steps", "5"]).steps == 5, name
+
+
+def test_commands_have_json_and_quiet() -> None:
+    """--json, --quiet and --progress on every command but report (whose --out folder holds its
+    report.json) and check (which re-checks a certificate, writing none)."""
+    for name, parser in _subparsers().items():
+        options = {option for action in parser._actions for option in action.option_strings}
+        if name not in ("check", "report"):
+            assert {"--json", "--quiet", "--progress"} <= options, name
+
+
+def test_training_choices_are_shown_and_described_in_one_order() -> None:
+    """--arch, --optimizer and --schedule show their choices, and the help describes each choice
+    after its own name, in the order the usage lists them."""
+    from empirical.training.choices import ARCHITECTURE_HELP, OPTIMIZER_HELP, SCHEDULE_HELP
+
+    for command in ("train", "grid"):
+        actions = {a.option_strings[0]: a for a in _subparsers()[command]._actions if a.option_strings}
+        for flag, described in (("--arch", ARCHITECTURE_HELP), ("--optimizer", OPTIMIZER_HELP),
+                                ("--schedule", SCHEDULE_HELP)):
+            action = actions[flag]
+            assert action.metavar == "{" + ",".join(described) + "}", flag
+            text = str(action.help)
+            places = [text.index(f"{name}: {what}") for name, what in described.items()]
+            assert places == sorted(places), flag
+    assert "pre: GPT-2 (pre-LN)" in str(actions["--arch"].help)
+
+
+def test_batch_size_defaults_that_differ_say_why() -> None:
+    helps = {name: next(a.help for a in parser._actions if "--batch-size" in a.option_strings)
+             for name, parser in _subparsers().items()
+             if any("--batch-size" in a.option_strings for a in parser._actions)}
+    assert helps["similarity"] == "sentences per batch (default: 32)"
+    assert str(helps["heads"]).startswith("sentences per batch (default: 16: half of similarity's: ")
 
 
 def test_norms_takes_the_checkpoints_steps_as_at_steps(capsys: pytest.CaptureFixture[str]) -> None:

@@ -52,6 +52,11 @@ def test_bad_grids_fail_before_any_process_starts(argv, message, tmp_path, capsy
     assert message in capsys.readouterr().err
 
 
+def test_a_device_that_does_not_exist_is_refused_before_any_process_starts(tmp_path, capsys):
+    assert main(["grid", "--lr", "1e-3", "--device", "cuda:7", "--out", str(tmp_path / "g")]) == 2
+    assert "cuda:7" in capsys.readouterr().err and not (tmp_path / "g").exists()
+
+
 @pytest.fixture
 def keep_threads():
     threads = torch.get_num_threads()
@@ -69,7 +74,8 @@ def test_a_cell_whose_fit_fails_is_marked_and_the_grid_goes_on(tmp_path, capsys,
             raise EmpiricalError(f"the {law} law did not converge on these {len(steps)} points")
         return real_fit(steps, values, law)
 
-    def in_process(base, lrs, decays, *, jobs, progress):  # monkeypatches do not reach spawned workers
+    def in_process(base, lrs, decays, *, jobs, progress, device):  # patches do not reach spawned workers
+        assert device == "cpu"
         cells = []
         for wd in decays:
             for lr in lrs:
@@ -81,9 +87,11 @@ def test_a_cell_whose_fit_fails_is_marked_and_the_grid_goes_on(tmp_path, capsys,
     monkeypatch.setattr(grid, "run_grid", in_process)
     out = tmp_path / "grid"
     assert main(["grid", "--lr", "1e-3,1e-2", "--steps", "3", "--layers", "1", "--width", "16",
-                 "--blocks-per-step", "4", "--context", "16", "--out", str(out)]) == 0
+                 "--blocks-per-step", "4", "--context", "16", "--out", str(out), "--device", "cpu",
+                 "--json", str(tmp_path / "copy.json")]) == 0
     assert "failed: the linear law did not converge" in capsys.readouterr().out
     data = json.loads((out / "grid.json").read_text(), parse_constant=_reject_constant)
+    assert json.loads((tmp_path / "copy.json").read_text()) == data
     ok, failed = data["cells"]
     assert not ok["failed"] and ok["best"] in fits.LAWS
     assert failed["failed"] and not failed["diverged"] and "did not converge" in failed["error"]

@@ -60,16 +60,16 @@ def test_cli_run_writes_reloadable_checkpoints_strict_json_and_figures(tmp_path,
     out = tmp_path / "run"
     code = main(["train", "--layers", "1", "--width", "16", "--heads", "2", "--steps", "6",
                  "--evaluations", "3", "--eval-sentences", "4", "--blocks-per-step", "4",
-                 "--context", "16", "--quiet", "--out", str(out)])
+                 "--context", "16", "--quiet", "--out", str(out), "--json", str(tmp_path / "copy.json")])
     assert code == 0 and "best law" in capsys.readouterr().out
     data = json.loads((out / "train.json").read_text(), parse_constant=_reject_constant)
-    assert data == read_run(out)
+    assert data == read_run(out) == json.loads((tmp_path / "copy.json").read_text())
     assert data["config"]["steps"] == 6 and data["best"] in {f["law"] for f in data["fits"]}
     # The growth document has the shape of normsat norms JSON: top-level fits, best, skipped.
     assert all({"law", "params", "r2", "aic"} <= set(fit) for fit in data["fits"])
     assert {"best_by_aic", "skipped", "layer_growth"} <= set(data)
     assert [row["layer"] for row in data["layer_growth"]]
-    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no staging folder left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "run"]  # no staging folder
     assert data["provenance"]["versions"]["torch"] == torch.__version__
     wanted = evaluation_steps(6, 3)
     assert wanted == [0, 1, 2, 6]

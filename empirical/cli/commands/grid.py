@@ -9,11 +9,12 @@ import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from empirical.cli.commands.train import SEED_HELP, add_training_options, config_from_args
 from empirical.cli.messages import show_warning_line
-from empirical.cli.options import positive_int, runtime_options
+from empirical.cli.options import device_options, output_options, positive_int, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.outputs import check_output_dir, write_json
 
@@ -27,8 +28,9 @@ TAIL = 0.1
 """The last fraction of the steps over which the mean gradient projection θᵀ∇L is reported."""
 
 
-def run_cell(config: TrainConfig) -> dict[str, Any]:
-    """Train one cell (no checkpoints, no similarity to the limit) and summarize its norm growth.
+def run_cell(config: TrainConfig, device: str = "cpu") -> dict[str, Any]:
+    """Train one cell (no checkpoints, no similarity to the limit) on ``device`` and summarize its
+    norm growth.
 
     A cell that diverges or whose growth fit fails is marked (``diverged`` / ``failed``, with the
     reason under ``error``) instead of aborting the whole grid.
@@ -41,7 +43,7 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
     torch.set_num_threads(1)  # one process per core: threads inside would only contend
     cell: dict[str, Any] = {"lr": config.lr, "weight_decay": config.weight_decay}
     try:
-        result = train(config)
+        result = train(config, device=device)
     except TrainingDiverged as err:
         return {**cell, "diverged": True, "failed": False, "error": str(err)}
     except EmpiricalError as err:  # e.g. no growth law converged on this cell's norms
@@ -61,9 +63,9 @@ def run_cell(config: TrainConfig) -> dict[str, Any]:
 
 
 def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *,
-             jobs: int = 2, progress: bool = False) -> list[dict[str, Any]]:
-    """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order
-    (``progress``: a tqdm bar counting the finished cells)."""
+             jobs: int = 2, progress: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+    """Every (lr, weight decay) cell of ``base``, in ``jobs`` spawned processes, in grid order, on
+    ``device`` (``progress``: a tqdm bar counting the finished cells)."""
     from tqdm.auto import tqdm
 
     if jobs < 1:
@@ -75,7 +77,8 @@ def run_grid(base: TrainConfig, lrs: Sequence[float], decays: Sequence[float], *
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_line_warnings_here) as pool:
         try:
-            return list(tqdm(pool.map(run_cell, configs), total=len(configs), desc="grid",
+            return list(tqdm(pool.map(partial(run_cell, device=device), configs), total=len(configs),
+                             desc="grid",
                              unit="cell", disable=not progress))
         except BaseException:
             # Ctrl-C or SIGTERM (docs/errors.md, "Interrupted"): the queued cells are dropped and
@@ -124,7 +127,9 @@ def register(subparsers: Any) -> None:
         description="Train one small LM per (learning rate, weight decay) in parallel processes and "
         "draw the final parameter norm and its best growth law as a heatmap: where norm growth is "
         "tamed and where it runs away. Writes DIR/grid.json and DIR/grid.png.",
-        parents=[runtime_options(seed_help=SEED_HELP)],
+        parents=[device_options(dtype=False),
+                 output_options(json_help="also write grid.json's record to this path"),
+                 runtime_options(seed_help=SEED_HELP)],
     )
     parser.add_argument("--lr", required=True, help="learning rates, comma-separated, e.g. 1e-4,1e-3")
     parser.add_argument("--weight-decay", default="0",
@@ -136,13 +141,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs
     from empirical.models.provenance import versions
     from empirical.training.plots import plot_grid
 
     lrs, decays = _numbers(args.lr, "lr"), _numbers(args.weight_decay, "weight-decay")
     out = check_output_dir(args.out, what="--out")
+    check_outputs(args)
     base = config_from_args(args, lr=lrs[0], weight_decay=decays[0], limit_similarity=False)
-    cells = run_grid(base, lrs, decays, jobs=args.jobs, progress=not args.quiet)
+    cells = run_grid(base, lrs, decays, jobs=args.jobs, progress=not args.quiet, device=args.device)
     document = {"schema": SCHEMA, "config": asdict(base) | {"lr": lrs, "weight_decay": decays},
                 "cells": cells, "versions": versions()}
     path = write_json(document, out / "grid.json")
@@ -153,4 +160,6 @@ def run(args: argparse.Namespace) -> int:
                  else f"{cell['final_norm']:11.3f}  {cell['best']}")
         print(f"{cell['lr']:>10g} {cell['weight_decay']:>8g} {shown}")
     print(f"json: {path}\nplot: {figure}")
+    if args.json:
+        print(f"JSON: {write_json(document, args.json)}")
     return 0

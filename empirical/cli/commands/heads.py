@@ -50,7 +50,10 @@ def register(subparsers: Any) -> None:
         "exact saturated network, the attention mass and entropy at θ, the certified scale at "
         "which the head is within eps of hard attention, the paper's approximation at 1000·θ, "
         "and a class (local, global, mixed). Prints a table; writes JSON and a plot on request.",
-        parents=[model_options(), corpus_options(), batching_options(batch_size=16), device_options(),
+        parents=[model_options(), corpus_options(),
+                 batching_options(batch_size=16, why="half of similarity's: the atlas holds every "
+                                  "layer's attention weights of a batch, length² per head"),
+                 device_options(),
                  output_options(json_help="write the atlas as JSON to this path", plot=True),
                  runtime_options(seed_help="seed of the random initialization (default: 0)",
                                  seed_default=None)],

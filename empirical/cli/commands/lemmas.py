@@ -21,18 +21,22 @@ def register(subparsers: Any) -> None:
         "grade the op gives for each sign of the input degree) and check that the registered rule "
         "gives what the lemma proves. Prints one row per op; exit code 1 if any is unproved.",
         parents=[output_options(json_help="write every target's result as JSON to this path"),
-                 runtime_options(quiet=False)],
+                 runtime_options()],
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
     from empirical.cli.commands.common import check_outputs
     from empirical.models.provenance import versions
-    from homogeneity.verify import check_lemmas, lemma_rows
+    from homogeneity.verify import check_lemmas, lemma_rows, lemma_targets
 
     check_outputs(args)
-    results = check_lemmas()
+    results = {}
+    for target in tqdm(lemma_targets(), desc="lemmas", unit="target", disable=args.quiet):
+        results.update(check_lemmas([target]))
     rows = lemma_rows(results)
     width = max(len(target) for target, _, _ in rows)
     for target, statement, verdict in rows:

@@ -10,10 +10,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from empirical import interrupts
-from empirical.cli.options import device_options, finite_float, runtime_options
+from empirical.cli.options import device_options, finite_float, output_options, runtime_options
 from empirical.errors import EmpiricalError
 from empirical.outputs import check_output_dir
-from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, RESUME_FILE, SCHEDULES
+from empirical.training.choices import (
+    ARCHITECTURE_HELP,
+    ARCHITECTURES,
+    OPTIMIZER_HELP,
+    OPTIMIZERS,
+    RESUME_FILE,
+    SCHEDULE_HELP,
+    SCHEDULES,
+    choices_help,
+)
 
 if TYPE_CHECKING:
     from empirical.training.runs import TrainConfig, TrainResult
@@ -30,11 +39,15 @@ _TRAINING_OPTIONS = ("arch", "layers", "width", "heads", "steps", "lr", "weight_
 """The options that define a run (their ``dest``): :func:`config_from_args` reads them."""
 
 
+def _metavar(choices: tuple[str, ...]) -> str:
+    return "{" + ",".join(choices) + "}"
+
+
 def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     """The options shared by ``train`` and ``grid`` (``grid`` takes lr and weight decay as lists)."""
-    parser.add_argument("--arch", default="pre", help=f"{', '.join(ARCHITECTURES)}: GPT-2 pre-LN, a "
-                        "BERT decoder (post-LN), a bias-free 0-homogeneous LM, or T5's decoder "
-                        "(RMSNorm, no biases, relative positions) (default: pre)")
+    # Choices are listed, not enforced by argparse: TrainConfig refuses others with one line.
+    parser.add_argument("--arch", default="pre", metavar=_metavar(ARCHITECTURES),
+                        help=choices_help(ARCHITECTURE_HELP, "pre"))
     parser.add_argument("--layers", type=int, default=2, help="transformer layers (default: 2)")
     parser.add_argument("--width", type=int, default=64, help="hidden size (default: 64)")
     parser.add_argument("--heads", type=int, default=2, help="attention heads (default: 2)")
@@ -44,10 +57,10 @@ def add_training_options(parser: argparse.ArgumentParser, *, grid: bool = False)
                             help="peak learning rate (default: 1e-3)")
         parser.add_argument("--weight-decay", type=finite_float, default=0.0,
                             help="weight decay (default: 0)")
-    parser.add_argument("--schedule", default="constant",
-                        help=f"{', '.join(SCHEDULES)}: lr schedule (sqrt: lr/√t) (default: constant)")
-    parser.add_argument("--optimizer", default="adamw",
-                        help=f"{', '.join(OPTIMIZERS)} (default: adamw)")
+    parser.add_argument("--schedule", default="constant", metavar=_metavar(SCHEDULES),
+                        help="lr schedule: " + choices_help(SCHEDULE_HELP, "constant"))
+    parser.add_argument("--optimizer", default="adamw", metavar=_metavar(OPTIMIZERS),
+                        help=choices_help(OPTIMIZER_HELP, "adamw"))
     parser.add_argument("--blocks-per-step", type=int, default=16,
                         help="LM blocks (of --context tokens) per optimizer step (default: 16)")
     parser.add_argument("--context", type=int, default=64, help="tokens per block (default: 64)")
@@ -76,7 +89,9 @@ def register(subparsers: Any) -> None:
         "the parameter norm, θᵀ∇L and θᵀδ at every step, evaluate held-out loss, accuracy and "
         "per-layer saturation (c = 1000 and c = ∞) at log-spaced steps, and save safetensors "
         "checkpoints there. Writes DIR/train.json and PNG figures.",
-        parents=[device_options(dtype=False), runtime_options(seed_help=SEED_HELP)],
+        parents=[device_options(dtype=False),
+                 output_options(json_help="also write train.json's record to this path"),
+                 runtime_options(seed_help=SEED_HELP)],
     )
     add_training_options(parser)
     parser.add_argument("--evaluations", type=int, default=10,
@@ -196,11 +211,13 @@ def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from empirical.cli.commands.common import check_outputs
     from empirical.models.loading import check_device
     from empirical.training.fits import best_fit, skipped_lines
     from empirical.training.runs import TrainingInterrupted, train
 
     out = check_output_dir(args.out, what="--out")
+    check_outputs(args)
     if args.resume:
         config = resumed_config(args, out)
     else:
@@ -237,4 +254,6 @@ def run(args: argparse.Namespace) -> int:
           f"accuracy {last['accuracy']:.3f}")
     for name, path in written.items():
         print(f"{name}: {path}")
+    if args.json:
+        print(f"JSON: {result.to_json(args.json)}")
     return 0

@@ -9,7 +9,9 @@ node, the op and the module it was traced in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +27,28 @@ from saturated.rules.routing import name_router_rows
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
 
-__all__ = ["LimitInterpreter", "run_terms"]
+__all__ = ["LimitInterpreter", "node_progress", "run_terms"]
+
+_NODE_LISTENER: ContextVar[Callable[[int, int], None] | None] = ContextVar("node_listener", default=None)
+
+
+@contextmanager
+def node_progress(listener: Callable[[int, int], None]) -> Iterator[None]:
+    """Within this block, every :class:`LimitInterpreter` calls ``listener(done, total)`` as it
+    starts each node it runs: a progress bar can move inside one limit call, which takes minutes
+    on a large batch.
+
+    >>> seen = []
+    >>> with node_progress(lambda done, total: seen.append((done, total))):
+    ...     pass
+    >>> seen
+    []
+    """
+    token = _NODE_LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _NODE_LISTENER.reset(token)
 
 aten = torch.ops.aten
 
@@ -181,12 +204,17 @@ class LimitInterpreter(torch.fx.Interpreter):
         self.user_to_last_uses = _last_uses(self.graph, self.needed)
         self.node: torch.fx.Node | None = None
         """The node being run (named in error messages)."""
+        self._listener = _NODE_LISTENER.get()
+        self._started, self._total = 0, sum(node.op != "placeholder" for node in self.needed)
 
     def run_node(self, n: torch.fx.Node) -> Any:
         if n.op == "placeholder":
             return _Pending(next(self.args_iter))
         if n not in self.needed:
             return None
+        if self._listener is not None:
+            self._started += 1
+            self._listener(self._started, self._total)
         with self._set_current_node(n):
             self.node = n
             if n.op == "output":

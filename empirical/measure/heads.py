@@ -33,11 +33,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
-from empirical.measure.pipeline import corpus_record, prepare, texts_of
+from empirical.measure.pipeline import batch_progress, corpus_record, prepare, texts_of
 from empirical.measure.scaled import scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
@@ -504,7 +503,7 @@ def measure_heads(
     totals = _Totals()
     layers = heads = 0
     options = {"output_attentions": True, "return_dict": True}
-    for batch in tqdm(list(batches), desc="head atlas", unit="batch", disable=not progress):
+    for batch in batch_progress(list(batches), "head atlas", progress):
         with export_ready(model), torch.inference_mode():
             plain = _attentions(model(**batch.inputs, **options), "at θ", model)
             at_paper = _attentions(grown(**batch.inputs, **options), "at 1000·θ", model) if grown else None

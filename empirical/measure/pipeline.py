@@ -53,10 +53,12 @@ from empirical.models.corpus import Corpus
 from empirical.models.experts import check_expert_memory
 from empirical.models.provenance import model_record, versions
 from empirical.validation import check_list, check_measurable
+from saturated.interpreter import node_progress
 
 __all__ = [
     "Prepared",
     "Sums",
+    "batch_progress",
     "corpus_record",
     "forward",
     "hidden_states",
@@ -111,10 +113,34 @@ class Prepared(NamedTuple):
         return sum(int(batch.stacks[0][1].sum()) for batch in self.batches)
 
     def iterate(self, desc: str, *, progress: bool = False) -> Iterator[Batch]:
-        """The batches under ``torch.inference_mode``, with a progress bar on the writing rank."""
+        """The batches under ``torch.inference_mode``, with a progress bar on the writing rank (and
+        under it, the exact limit's nodes: :func:`limit_progress`)."""
         with torch.inference_mode():
-            yield from tqdm(self.batches, desc=desc, unit="batch",
-                            disable=not progress or not distributed.is_writer())
+            yield from batch_progress(self.batches, desc, progress and distributed.is_writer())
+
+
+def batch_progress(batches: Sequence[Any], desc: str, enabled: bool) -> Iterator[Any]:
+    """``batches`` with a progress bar (when ``enabled``) and, under it, a second bar counting
+    the exact limit's graph nodes as it runs them (:func:`saturated.interpreter.node_progress`):
+    one batch's limit takes minutes on two cores, a node well under a second, so the second bar
+    moves where the first would sit still."""
+    if not enabled:
+        yield from batches
+        return
+    shown = tqdm(batches, desc=desc, unit="batch")
+    bar = tqdm(desc=f"{desc}: exact limit", unit="node", leave=False)  # nested under the first
+
+    def started(done: int, total: int) -> None:
+        if done == 1:
+            bar.reset(total=total)
+        bar.update()
+
+    try:
+        with node_progress(started):
+            yield from shown
+    finally:
+        bar.close()
+        shown.close()
 
 
 def prepare(

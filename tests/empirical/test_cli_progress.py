@@ -62,3 +62,25 @@ def test_quiet_wins_over_progress(tiny_bert_dir: Path, capsys: pytest.CaptureFix
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     argv = ["degree", "--model", str(tiny_bert_dir), "--depth", "1", "--quiet", "--progress"]
     assert _stderr(argv, capsys) == ""
+
+
+def test_a_corpus_bar_has_the_exact_limits_nodes_under_it(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One batch's limit takes minutes: the second bar counts its graph nodes as they run."""
+    import torch
+    from torch import nn
+
+    from empirical.measure.pipeline import batch_progress
+    from saturated.rules import Settings
+    from saturated.saturate import SaturatedModel
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    limit = SaturatedModel(net, Settings())
+    batches = [torch.ones(1, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.float64)]
+    capsys.readouterr()
+    assert [b.sum().item() for b in batch_progress(batches, "test", True) if limit(b)] == [3.0, 0.0]
+    err = capsys.readouterr().err
+    assert "test: 100%" in err and "2/2" in err and "test: exact limit" in err and "node" in err
+    assert [b.sum().item() for b in batch_progress(batches, "test", False) if limit(b)] == [3.0, 0.0]
+    assert capsys.readouterr().err == ""

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from saturated.errors import SaturationError
+from saturated.interpreter import node_progress
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel, _check_masks, saturate
 
@@ -603,3 +604,17 @@ def test_a_model_without_parameters_is_saturated_exactly() -> None:
     x = torch.tensor([[-1.0, 2.0], [3.0, -4.0]])
     out = SaturatedModel(nn.ReLU(), Settings())(x)
     assert out.value.tolist() == [[0.0, 2.0], [3.0, 0.0]] and out.degrees == 0.0 and out.refined == ()
+
+
+def test_node_progress_hears_every_node_the_limit_runs_and_nothing_outside_its_block() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    limit = SaturatedModel(net, Settings())
+    heard: list[tuple[int, int]] = []
+    with node_progress(lambda done, total: heard.append((done, total))):
+        limit(x)
+    total = heard[0][1]
+    assert total >= 3 and heard == [(i, total) for i in range(1, total + 1)]
+    limit(x)  # outside the block: no listener
+    assert len(heard) == total

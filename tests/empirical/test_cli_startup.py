@@ -44,5 +44,5 @@ def test_the_parser_and_every_help_build_without_heavy_imports() -> None:
     assert "built-in model (minilm, bert, roberta, t5," in flat["similarity"]
     assert "{bfloat16,float16,float32,float64}" in flat["similarity"]
     assert "(default: all of attention, attention (no biases)," in flat["projection"]
-    assert "post, pre, scale" in flat["train"]
+    assert "{post,pre,scale-invariant,t5}" in flat["train"] and "post: a BERT decoder" in flat["train"]
     assert sorted(loaded & set(HEAVY)) == []

@@ -52,17 +52,27 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
     (:class:`saturated.saturate.SaturatedModel`).
     """
     if math.isinf(scale):
-        limit = SaturatedModel(model, Settings(), outputs, undetermined)
-
-        def saturated(**inputs: Any) -> Any:
-            try:
-                return limit(**inputs).value
-            except SaturationError as err:
-                raise EmpiricalError(f"the exact limit (c = ∞) is not available: {err}") from err
-
-        return saturated
+        return LimitForward(SaturatedModel(model, Settings(), outputs, undetermined))
     scaled = scaled_parameters(model, scale)
     return lambda **inputs: call_scaled(model, scaled, **inputs)
+
+
+class LimitForward:
+    """The exact saturated network called like the model (its outputs' values); ``reasons`` holds,
+    after each call, why each batch entry still undetermined is (see
+    :attr:`saturated.saturate.SaturatedOutput.reasons`)."""
+
+    def __init__(self, limit: SaturatedModel) -> None:
+        self.limit = limit
+        self.reasons: dict[int, tuple[str, ...]] = {}
+
+    def __call__(self, **inputs: Any) -> Any:
+        try:
+            out = self.limit(**inputs)
+        except SaturationError as err:
+            raise EmpiricalError(f"the exact limit (c = ∞) is not available: {err}") from err
+        self.reasons = out.reasons
+        return out.value
 
 
 def scaled_parameters(model: nn.Module, scale: float) -> dict[str, torch.Tensor]:

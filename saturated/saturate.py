@@ -520,6 +520,8 @@ class SaturatedModel:
             finally:
                 levels.append((bits, tuple(left), time.perf_counter() - start))
             found: list[Normalized] = [(None, None) if out is None else out for out in result.outputs]
+            if not pairs:  # every entry is here: this level's outputs are the batch's
+                pairs.extend(found)
             open_nan = [(value, axes[i]) for i, (value, _) in enumerate(found)
                         if isinstance(value, torch.Tensor) and value.is_floating_point()
                         and bool(torch.isnan(value).any())]
@@ -631,7 +633,12 @@ class SaturatedModel:
                         raise SaturationError(message) from err
                     failure = message  # raised after the refinement, if it does not decide
                 count = batch if pending is None else len(pending)
-                found = self._one_at_a_time(these, those, settings, dtype, count, message, axes)
+                try:
+                    found = self._one_at_a_time(these, those, settings, dtype, count, message, axes)
+                except SaturationError:
+                    if failure is None or pending is not None:
+                        raise
+                    break  # no entry's pass went through in float64: the balls start from nothing
                 if pending is None:
                     pairs = found
                 else:
@@ -675,9 +682,9 @@ class SaturatedModel:
         where ``settings.max_precision`` allows it (see :meth:`_refine`)."""
         open_nan = [(value, axes[i]) for i, (value, degree) in enumerate(pairs)
                     if _batched(value, degree) and bool(torch.isnan(value).any())]
-        if not open_nan:
+        if pairs and not open_nan:
             return _Refined((), {})
-        entries = _undetermined_entries(open_nan, batch or 1, batch)
+        entries = _undetermined_entries(open_nan, batch or 1, batch) if pairs else None
         entries = list(range(batch or 1)) if entries is None else entries
         if not precisions(self.settings.max_precision):
             return _Refined((), {entry: ("undetermined in float64, and the ball-arithmetic refinement is off "

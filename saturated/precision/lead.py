@@ -42,6 +42,10 @@ class Lead:
             where it is not tracked.
         zeros: where the elements are zero at every order (hard-attention weights off their
             maximum), or None; a matrix product's classes skip those terms.
+        ties: hard-attention weights only: where a row's weight is split over positions whose
+            scores are equal at the leading order in a way no tracked order decides (the
+            coefficients hold an even split); a product with values that are equal at those
+            positions has a known lead, any other use is undetermined.
     """
 
     degree: float
@@ -52,6 +56,7 @@ class Lead:
     lead_ids: np.ndarray | None = None
     lower: Lead | None = None
     zeros: np.ndarray | None = None
+    ties: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -124,9 +124,12 @@ def _shape(*leads: Lead) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*(x.shape for x in leads)))
 
 
-def _combined(*leads: Lead) -> np.ndarray | None:
-    """Classes of an elementwise op's outputs (None unless every operand has classes)."""
-    classes = [x.classes for x in leads]
+def _combined(*leads: Lead, lead: bool = False) -> np.ndarray | None:
+    """Classes of an elementwise op's outputs (None unless every operand has classes); with
+    ``lead``, of their leading coefficients (None where they are the full classes)."""
+    if lead and all(x.lead_ids is None for x in leads):
+        return None
+    classes = [x.lead_classes if lead else x.classes for x in leads]
     if any(c is None for c in classes):
         return None
     return identity.combine(*classes)  # type: ignore[arg-type]
@@ -274,7 +277,8 @@ def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
         leads = None if top.lead_classes is None else np.broadcast_to(top.lead_classes, shape)
         return Lead(top.degree, array=np.broadcast_to(top.balls, shape), infinite=infinite, ids=ids,
                     lead_ids=leads, lower=lower)
-    return Lead(first.degree, array=np.add(first.balls, second.balls), infinite=infinite, ids=ids)
+    return Lead(first.degree, array=np.add(first.balls, second.balls), infinite=infinite, ids=ids,
+                lead_ids=_combined(first, second, lead=True))
 
 
 def _scaled(x: Lead, factor: Any) -> Lead:
@@ -318,7 +322,7 @@ def _mul(ctx: Context, x: Any, y: Any) -> Lead:
             return _scaled(lead, other)
     first, second = _finite(_lead(x, ctx), "mul"), _finite(_lead(y, ctx), "mul")
     return Lead(first.degree + second.degree, array=np.multiply(first.balls, second.balls),
-                ids=_combined(first, second))
+                ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
 
 
 @_rule(aten.div.Tensor, aten.div.Scalar)
@@ -334,7 +338,7 @@ def _div(ctx: Context, x: Any, y: Any) -> Lead:
     out = np.broadcast_to(np.divide(first.balls, safe), shape)
     values = _undetermined_where(np.asarray(out, dtype=object), unknown)
     return Lead(first.degree - second.degree, array=values,
-                ids=_combined(first, second))
+                ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
 
 
 def _undetermined_where(balls: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -350,7 +354,7 @@ def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
     if float(exponent).is_integer() and exponent >= 0:
         p = int(exponent)
         return Lead(x.degree * p, array=np.asarray(x.balls ** p, dtype=object) if p != 1 else x.balls,
-                    ids=x.classes)
+                    ids=x.classes, lead_ids=x.lead_ids)
     sign = signs(x.balls)
     proved = sign > 0
     ctx.undecided(~proved, f"{what} of a coefficient not proved positive")
@@ -363,7 +367,7 @@ def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
         power = flint.arb(exponent)
         values = np.frompyfunc(lambda b: b ** power, 1, 1)(safe)
     return Lead(x.degree * exponent, array=_undetermined_where(np.asarray(values, dtype=object), ~proved),
-                ids=x.classes)
+                ids=x.classes, lead_ids=x.lead_ids)
 
 
 @_rule(aten.pow.Tensor_Scalar)
@@ -398,7 +402,8 @@ def _sum(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: A
     dims = _dims(x, dim)
     ids = None if x.classes is None else identity.rows(x.classes, dims, keepdim)
     total = np.asarray(np.sum(x.balls, axis=dims, keepdims=keepdim), dtype=object)
-    return Lead(x.degree, array=total, ids=ids)
+    leads = None if x.lead_ids is None else identity.rows(x.lead_ids, dims, keepdim)
+    return Lead(x.degree, array=total, ids=ids, lead_ids=leads)
 
 
 @_rule(aten.mean.dim, aten.mean.default)
@@ -406,7 +411,8 @@ def _mean(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: 
     dims = _dims(x, dim)
     count = math.prod(x.shape[d] for d in dims)
     total = _sum(ctx, x, list(dims), keepdim)
-    return Lead(x.degree, array=np.asarray(total.balls / flint.arb(count), dtype=object), ids=total.classes)
+    return Lead(x.degree, array=np.asarray(total.balls / flint.arb(count), dtype=object), ids=total.classes,
+                lead_ids=total.lead_ids)
 
 
 def _operand(x: Lead) -> np.ndarray:
@@ -419,13 +425,53 @@ def _operand(x: Lead) -> np.ndarray:
 def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
     """Degrees add (Table 1, Linear / Product)."""
     first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
-    return Lead(first.degree + second.degree, array=matmul(_operand(first), _operand(second)),
-                ids=_product_classes(first, second))
+    product = matmul(_operand(first), _operand(second))
+    if first.ties is not None:
+        return Lead(first.degree + second.degree, array=_tied_product(ctx, first.ties, second, product),
+                    lead_ids=_representative_classes(first, second))
+    return Lead(first.degree + second.degree, array=product,
+                ids=_product_classes(first, second), lead_ids=_product_classes(first, second, lead=True))
 
 
-def _product_classes(first: Lead, second: Lead) -> np.ndarray | None:
-    """Element (i, j) of a matrix product reads row i of the first and column j of the second."""
-    a, b = first.classes, second.classes
+def _representative_classes(weights: Lead, values: Lead) -> np.ndarray | None:
+    """Classes of the leading coefficients of weights @ values where a tied row's lead is that of
+    any one tied position (:func:`_tied_product`): each tied row counted at its first member."""
+    if weights.ties is None or weights.zeros is None or values.lead_classes is None \
+            or values.lead_classes.ndim < 2:
+        return None
+    tied_rows = weights.ties.any(axis=-1, keepdims=True)
+    first = np.cumsum(weights.ties, axis=-1) == 1
+    zeros = np.where(tied_rows, ~(weights.ties & first), weights.zeros)
+    classes = weights.classes if weights.classes is not None else np.zeros(weights.shape, dtype=np.int64)
+    classes = np.where(tied_rows, np.where(zeros, 0, 1), classes)
+    return identity.sparse_products(classes, zeros, values.lead_classes)
+
+
+def _tied_product(ctx: Context, ties: np.ndarray, values: Lead, product: np.ndarray) -> np.ndarray:
+    """weights @ values where some rows split their weight over a tie no tracked order decides:
+    the lead is the evenly split product where the values' leading coefficients are proved equal
+    at every tied position (any split gives it), undetermined elsewhere."""
+    classes = values.lead_classes
+    if classes is None or classes.ndim < 2:
+        matters = ties.any(axis=-1)
+    else:
+        per_row = identity.rows(classes, (classes.ndim - 1,))[..., None, :]  # a class per value row
+        big = np.iinfo(np.int64).max
+        low = np.where(ties, per_row, big).min(axis=-1)
+        high = np.where(ties, per_row, -big).max(axis=-1)
+        matters = ties.any(axis=-1) & (low != high)
+    unknown = np.broadcast_to(matters[..., None], product.shape)
+    ctx.undecided(unknown, "a tie of hard attention at the leading order whose positions carry "
+                           "different values")
+    return _undetermined_where(product, unknown)
+
+
+def _product_classes(first: Lead, second: Lead, lead: bool = False) -> np.ndarray | None:
+    """Element (i, j) of a matrix product reads row i of the first and column j of the second
+    (with ``lead``: their leading coefficients; None where those are the full classes)."""
+    if lead and first.lead_ids is None and second.lead_ids is None:
+        return None
+    a, b = (first.lead_classes, second.lead_classes) if lead else (first.classes, second.classes)
     if a is None or b is None or a.ndim < 2 or b.ndim < 2:
         return None
     if first.zeros is not None:
@@ -521,13 +567,14 @@ def _relu(ctx: Context, x: Lead) -> Lead:
     """ReLU is positively 1-homogeneous and continuous: relu of the leading coefficient, an
     enclosure where its ball holds 0 (no decision is needed)."""
     x = _finite(x, "relu")
-    return Lead(x.degree, array=np.asarray(_relu_ball(x.balls), dtype=object), ids=x.classes)
+    return Lead(x.degree, array=np.asarray(_relu_ball(x.balls), dtype=object), ids=x.classes,
+                lead_ids=x.lead_ids)
 
 
 @_rule(aten.abs.default)
 def _abs(ctx: Context, x: Lead) -> Lead:
     x = _finite(x, "abs")
-    return Lead(x.degree, array=np.asarray(np.abs(x.balls), dtype=object), ids=x.classes)
+    return Lead(x.degree, array=np.asarray(np.abs(x.balls), dtype=object), ids=x.classes, lead_ids=x.lead_ids)
 
 
 def _gelu_at(approximate: str) -> Callable[[flint.arb], flint.arb]:
@@ -544,8 +591,9 @@ def _relu_like(ctx: Context, x: Lead, at: Callable[[flint.arb], flint.arb], what
     if x.degree > 0:
         return _relu(ctx, x)
     if x.degree == 0:
-        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes)
-    return Lead(x.degree, array=np.asarray(x.balls / 2, dtype=object), ids=x.classes)
+        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
+                    lead_ids=x.lead_ids)
+    return Lead(x.degree, array=np.asarray(x.balls / 2, dtype=object), ids=x.classes, lead_ids=x.lead_ids)
 
 
 @_rule(aten.gelu.default)
@@ -568,9 +616,10 @@ def _squashing(ctx: Context, x: Lead, grown: Callable[[np.ndarray], np.ndarray],
         unknown = np.isnan(sign) | (sign == 0)
         ctx.undecided(unknown, f"the sign of a growing input of {what}")
         values = np.asarray(np.frompyfunc(flint.arb, 1, 1)(grown(np.nan_to_num(sign))), dtype=object)
-        return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes)
+        return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
     if x.degree == 0:
-        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes)
+        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
+                    lead_ids=x.lead_ids)
     return small(x)
 
 
@@ -606,16 +655,18 @@ def _layer_norm(ctx: Context, x: Any, shape: Sequence[int], weight: Any = None, 
         scale = _power_of(ctx, Lead(2 * lead.degree, array=np.asarray(variance, dtype=object)), -0.5,
                           "layer_norm of a row whose spread")
         normalized = Lead(0.0, array=np.asarray(centered * scale.balls, dtype=object),
-                          ids=_row_relative(lead, axes))
+                          ids=_row_relative(lead, axes), lead_ids=_row_relative(lead, axes, leading=True))
     out = normalized if weight is None else _mul(ctx, normalized, weight)
     return out if bias is None else _sum_of(ctx, out, bias)
 
 
-def _row_relative(x: Lead, axes: tuple[int, ...]) -> np.ndarray | None:
-    """Classes of elements computed from themselves and their whole row along ``axes``."""
-    if x.classes is None:
+def _row_relative(x: Lead, axes: tuple[int, ...], leading: bool = False) -> np.ndarray | None:
+    """Classes of elements computed from themselves and their whole row along ``axes`` (with
+    ``leading``: of their leading coefficients; None where those are the full classes)."""
+    classes = x.classes if not leading else (x.lead_ids if x.lead_ids is not None else None)
+    if classes is None:
         return None
-    return identity.combine(x.classes, identity.rows(x.classes, axes, keepdims=True))
+    return identity.combine(classes, identity.rows(classes, axes, keepdims=True))
 
 
 @dataclass(frozen=True)
@@ -628,26 +679,32 @@ class _Row:
     lower: np.ndarray | None
 
 
-def _hard_row(row: _Row, allowed: np.ndarray) -> tuple[np.ndarray, str | None]:
+def _hard_row(row: _Row, allowed: np.ndarray) -> tuple[np.ndarray, str | None, bool]:
     """Hard attention over one row of scores (Lemma 7): weight 1 at the position whose ball lies
     above every other allowed position's, or shared evenly by positions proved equal to it at
     every order (one class, :mod:`saturated.precision.identity`: their weights are equal at every
     c). Positions whose leading coefficients are proved equal go on to the part below, where it is
-    tracked. NaN weights and the reason where none of this is proved."""
+    tracked; where that does not decide either, the weight is split evenly and the row marked tied
+    (see :attr:`~saturated.precision.lead.Lead.ties`). NaN weights and the reason where none of
+    this is proved. Returns the weights, the reason, and whether the row is tied."""
     places = [int(j) for j in np.nonzero(allowed)[0]]
     if not places:
-        return _zeros(row.balls.shape), None
+        return _zeros(row.balls.shape), None, False
     chosen, reason = _maximal(row.balls, places, row.ids)
-    if reason is not None and row.lower is not None and row.lead_ids is not None \
-            and len({row.lead_ids[j] for j in chosen}) == 1:
-        chosen, reason = _maximal(row.lower, chosen, row.ids)
+    tied = False
+    if reason is not None and row.lead_ids is not None and len({row.lead_ids[j] for j in chosen}) == 1:
+        if row.lower is not None:
+            below, why = _maximal(row.lower, chosen, row.ids)
+            if why is None:
+                chosen, reason = below, None
+        tied, reason = reason is not None, None
     if reason is not None:
-        return nan_like(row.balls.shape), reason
+        return nan_like(row.balls.shape), reason, False
     weights = _zeros(row.balls.shape)
     share = ONE / len(chosen)
     for j in chosen:
         weights[j] = share
-    return weights, None
+    return weights, None, tied
 
 
 def _maximal(values: np.ndarray, places: list[int], ids: np.ndarray | None) -> tuple[list[int], str | None]:
@@ -688,12 +745,13 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
     lower = None if x.lower is None or x.lower.degree <= 0 else by_row(x.lower.balls)
     out = np.empty(rows.shape, dtype=object)
     undecided = np.zeros(rows.shape[0], dtype=bool)
+    tied = np.zeros(rows.shape[0], dtype=bool)
     reasons: set[str] = set()
     for index in range(rows.shape[0]):
         if x.degree > 0:
             row = _Row(rows[index], None if ids is None else ids[index],
                        None if lead_ids is None else lead_ids[index], None if lower is None else lower[index])
-            out[index], reason = _hard_row(row, allowed[index])
+            out[index], reason, tied[index] = _hard_row(row, allowed[index])
         else:
             out[index], reason = _soft_row(rows[index], allowed[index], x.degree == 0), None
         if reason is not None:
@@ -705,15 +763,18 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
         mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
         for reason in sorted(reasons):
             ctx.undecided(mask, reason)
-    zeros = None
+    zeros = ties = None
     if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
-        weight_ids = np.moveaxis(_hard_classes(out, undecided).reshape(scores.shape), -1, dim)
-        zeros = weight_ids == 0
+        weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)
+        members = np.frompyfunc(lambda w: not w.is_zero(), 1, 1)(out).astype(bool) & tied[:, None]
+        zeros = _hard_classes(out, undecided) == 0
+        zeros = np.moveaxis(zeros.reshape(scores.shape), -1, dim)
+        ties = np.moveaxis(members.reshape(scores.shape), -1, dim) if members.any() else None
     elif scored is not None:
         weight_ids = identity.combine(scored, identity.rows(scored, (dim,), keepdims=True))
     else:
         weight_ids = None
-    return Lead(0.0, array=np.asarray(weights, dtype=object), ids=weight_ids, zeros=zeros)
+    return Lead(0.0, array=np.asarray(weights, dtype=object), ids=weight_ids, zeros=zeros, ties=ties)
 
 
 def _hard_classes(rows: np.ndarray, undecided: np.ndarray) -> np.ndarray:

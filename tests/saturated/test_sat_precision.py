@@ -127,3 +127,50 @@ def test_a_deep_network_whose_float64_bounds_outgrow_its_values_is_decided():
     assert out.degrees == 24.0 and out.reasons == {}
     direct = model(x)
     assert torch.allclose(out.value, direct, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("family", ["t5", "llama"])
+def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
+    """Repeated tokens tie exactly at the leading order (T5's keys carry no position there; its
+    position bias, one order below, splits them): the classes of identical sub-computations and
+    the part below the lead decide what balls alone cannot, and the values agree with the fast
+    path's wherever both decide."""
+    import transformers
+    from torch.utils import _pytree as pytree
+
+    from saturated.precision import run_balls
+
+    torch.manual_seed(0)
+    if family == "t5":
+        config = transformers.T5Config(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_layers=2,
+                                       num_decoder_layers=2, vocab_size=50)
+        model = transformers.T5Model._from_config(config, attn_implementation="eager").eval()
+    else:
+        config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                                          num_key_value_heads=1, num_hidden_layers=2, vocab_size=50)
+        model = transformers.LlamaModel._from_config(config, attn_implementation="eager").eval()
+    ids = torch.tensor([[5, 9, 5, 17, 9, 5, 30], [7, 7, 7, 8, 9, 0, 0]])
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    batch = {"input_ids": ids, "attention_mask": mask, "output_hidden_states": True}
+    if family == "t5":
+        batch.update(decoder_input_ids=ids, decoder_attention_mask=mask)
+    fields = {"encoder_hidden_states", "last_hidden_state"} if family == "t5" else {"hidden_states"}
+    limit = SaturatedModel(model, Settings(max_precision=0), fields, "nan")
+    fast = [v for v in pytree.tree_leaves(limit(**batch).value)
+            if isinstance(v, torch.Tensor) and v.dim() == 3]
+    program = limit.program(**batch)
+    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
+    inputs = [leaf for leaf in pytree.tree_leaves(batch) if isinstance(leaf, torch.Tensor)]
+    balls = run_balls(program, tensors, inputs, mask_threshold=1e9, bits=128, entries=2,
+                      keep=limit._keep(program))
+    assert balls.reasons == []
+    found = [out[0] for out in balls.outputs if out is not None and isinstance(out[0], torch.Tensor)
+             and out[0].dim() == 3]
+    assert len(found) == len(fast) > 0
+    real = mask.bool()
+    for ours, theirs in zip(found, fast):
+        assert not torch.isnan(ours[real]).any() and not torch.isnan(theirs[real]).any()
+        # float32 outputs of the fast path against float64 midpoints of the balls
+        scale = float(theirs.abs().max())
+        assert torch.allclose(ours[real].float(), theirs[real], rtol=1e-5, atol=1e-6 * scale)

@@ -452,14 +452,13 @@ def _tied_product(ctx: Context, ties: np.ndarray, values: Lead, product: np.ndar
     the lead is the evenly split product where the values' leading coefficients are proved equal
     at every tied position (any split gives it), undetermined elsewhere."""
     classes = values.lead_classes
-    if classes is None or classes.ndim < 2:
-        matters = ties.any(axis=-1)
-    else:
+    matters: np.ndarray = np.asarray(ties.any(axis=-1))
+    if classes is not None and classes.ndim >= 2:
         per_row = identity.rows(classes, (classes.ndim - 1,))[..., None, :]  # a class per value row
         big = np.iinfo(np.int64).max
         low = np.where(ties, per_row, big).min(axis=-1)
         high = np.where(ties, per_row, -big).max(axis=-1)
-        matters = ties.any(axis=-1) & (low != high)
+        matters = matters & (low != high)
     unknown = np.broadcast_to(matters[..., None], product.shape)
     ctx.undecided(unknown, "a tie of hard attention at the leading order whose positions carry "
                            "different values")

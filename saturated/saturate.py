@@ -667,7 +667,7 @@ class SaturatedModel:
         refinement = self._still_undetermined(args, kwargs, pairs, batch, axes)
         if failure is not None and refinement.reasons:
             entry, why = next(iter(sorted(refinement.reasons.items())))
-            raise SaturationError(f"{failure}; in ball arithmetic, batch entry {entry}: {why[0]}")
+            raise SaturationError(f"{failure}; and for batch entry {entry}: {why[0]}")
         out_spec = self._program(args, kwargs).call_spec.out_spec
         assert out_spec is not None
         values = [v.to(self._dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v

@@ -205,6 +205,7 @@ def representation_similarity(
     batch_size: int = 32,
     max_length: int = 512,
     progress: bool = False,
+    max_precision: int = 1024,
 ) -> SimilarityResult:
     """Mean token cosine between the model's hidden states at θ and at c·θ, per layer.
 
@@ -219,6 +220,9 @@ def representation_similarity(
         batch_size: sentences per forward pass (sentences are length-sorted before batching).
         max_length: truncation length in tokens (capped by the model's position limit).
         progress: show a progress bar.
+        max_precision: (c = ∞) the highest precision, in bits, at which tokens float64 leaves
+            undetermined are decided in ball arithmetic (:mod:`saturated.precision`; below 128,
+            off).
 
     Returns:
         A :class:`SimilarityResult` with one value per hidden state, embeddings first.
@@ -241,7 +245,7 @@ def representation_similarity(
     texts = texts_of(sentences)
     prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                        sharded=True)
-    grow = scaled_forward(model, c, prepared.fields(), undetermined="nan")
+    grow = scaled_forward(model, c, prepared.fields(), undetermined="nan", max_precision=max_precision)
 
     sums = Sums()
     labels: dict[str, list[str]] = {}

@@ -43,13 +43,15 @@ _nan = np.frompyfunc(lambda b: b.is_nan() or not b.is_finite(), 1, 1)
 
 @contextmanager
 def working_precision(bits: int) -> Iterator[None]:
-    """FLINT's working precision set to ``bits`` inside the block."""
-    old = flint.ctx.prec
+    """FLINT's working precision set to ``bits`` inside the block, its matrix products on as many
+    threads as torch uses."""
+    old, threads = flint.ctx.prec, flint.ctx.threads
     flint.ctx.prec = bits
+    flint.ctx.threads = max(1, torch.get_num_threads())
     try:
         yield
     finally:
-        flint.ctx.prec = old
+        flint.ctx.prec, flint.ctx.threads = old, threads
 
 
 def balls_of(values: Tensor | np.ndarray | float) -> np.ndarray:

@@ -92,7 +92,7 @@ def test_precision_rises_until_the_decision_is_made_and_the_cap_is_named_when_it
     assert torch.isnan(capped.value).all()
     assert set(capped.reasons) == {0, 1}
     assert "not proved nonzero" in capped.reasons[0][0] and "at 128 bits" in capped.reasons[0][0]
-    with pytest.raises(SaturationError, match=r"in ball arithmetic, batch entry 0: .*at 128 bits"):
+    with pytest.raises(SaturationError, match=r"and for batch entry 0: .*at 128 bits"):
         saturate(model, x, settings=Settings(max_precision=128))
 
 

@@ -40,6 +40,8 @@ class Lead:
         lower: the next part below the lead, kept by sums and moves so that hard attention can
             split a tie at the leading order (a position bias under growing scores); None
             where it is not tracked.
+        above: with ``lower``, the classes of everything above it (the sum's higher-degree
+            operand): where two elements share one, they differ by their lower parts alone.
         zeros: where the elements are zero at every order (hard-attention weights off their
             maximum), or None; a matrix product's classes skip those terms.
         ties: hard-attention weights only: where a row's weight is split over positions whose
@@ -55,6 +57,7 @@ class Lead:
     ids: np.ndarray | None = None
     lead_ids: np.ndarray | None = None
     lower: Lead | None = None
+    above: np.ndarray | None = None
     zeros: np.ndarray | None = None
     ties: np.ndarray | None = None
 

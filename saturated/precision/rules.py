@@ -172,11 +172,12 @@ def _moved(target: Any, x: Lead, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     flat = x.balls.reshape(-1)
     ids = None if x.classes is None else x.classes.reshape(-1)
     leads = None if x.lead_ids is None else x.lead_ids.reshape(-1)
+    above = None if x.above is None else np.broadcast_to(x.above, x.shape).reshape(-1)
 
     def make(t: Tensor) -> Lead:
         at = t.numpy()
         return Lead(x.degree, array=flat[at], ids=None if ids is None else ids[at],
-                    lead_ids=None if leads is None else leads[at])
+                    lead_ids=None if leads is None else leads[at], above=None if above is None else above[at])
     return _wrap(positions, infinite, lower, make)
 
 
@@ -269,14 +270,15 @@ def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
     ids = _combined(first, second)  # the whole value depends on both, whichever part leads
     if first.degree != second.degree:
         top, below = (first, second) if first.degree > second.degree else (second, first)
-        lower = top.lower  # one part below the lead is tracked: the highest one known
-        if math.isfinite(below.degree) and (lower is None or below.degree > lower.degree):
-            lower = _expanded(Lead(below.degree, exact=below.exact, array=below.array, ids=below.ids), shape)
-        elif lower is not None and below.degree == lower.degree:
-            lower = None
+        # One part below the lead is tracked, the sum's lower operand, with the classes of the
+        # higher one: where those agree, two elements differ by their lower parts alone.
+        lower = above = None
+        if math.isfinite(below.degree) and top.lower is None and top.classes is not None:
+            lower = _expanded(Lead(below.degree, exact=below.exact, array=below.array), shape)
+            above = np.broadcast_to(top.classes, shape)
         leads = None if top.lead_classes is None else np.broadcast_to(top.lead_classes, shape)
         return Lead(top.degree, array=np.broadcast_to(top.balls, shape), infinite=infinite, ids=ids,
-                    lead_ids=leads, lower=lower)
+                    lead_ids=leads, lower=lower, above=above)
     return Lead(first.degree, array=np.add(first.balls, second.balls), infinite=infinite, ids=ids,
                 lead_ids=_combined(first, second, lead=True))
 
@@ -290,7 +292,7 @@ def _scaled(x: Lead, factor: Any) -> Lead:
         raise SaturationError("0 times a masking constant")
     lower = None if x.lower is None else _scaled(x.lower, factor)
     return Lead(x.degree, array=x.balls * flint.arb(value), infinite=infinite, ids=x.classes,
-                lead_ids=x.lead_ids, lower=lower)
+                lead_ids=x.lead_ids, lower=lower, above=x.above)
 
 
 @_rule(aten.add.Tensor, aten.add.Scalar, aten.add_.Tensor)
@@ -676,6 +678,7 @@ class _Row:
     ids: np.ndarray | None
     lead_ids: np.ndarray | None
     lower: np.ndarray | None
+    above: np.ndarray | None
 
 
 def _hard_row(row: _Row, allowed: np.ndarray) -> tuple[np.ndarray, str | None, bool]:
@@ -692,7 +695,7 @@ def _hard_row(row: _Row, allowed: np.ndarray) -> tuple[np.ndarray, str | None, b
     chosen, reason = _maximal(row.balls, places, row.ids)
     tied = False
     if reason is not None and row.lead_ids is not None and len({row.lead_ids[j] for j in chosen}) == 1:
-        if row.lower is not None:
+        if row.lower is not None and row.above is not None and len({row.above[j] for j in chosen}) == 1:
             below, why = _maximal(row.lower, chosen, row.ids)
             if why is None:
                 chosen, reason = below, None
@@ -742,6 +745,7 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
 
     ids, lead_ids = by_row(scored), by_row(x.lead_classes)
     lower = None if x.lower is None or x.lower.degree <= 0 else by_row(x.lower.balls)
+    above = None if lower is None else by_row(x.above)
     out = np.empty(rows.shape, dtype=object)
     undecided = np.zeros(rows.shape[0], dtype=bool)
     tied = np.zeros(rows.shape[0], dtype=bool)
@@ -749,7 +753,8 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
     for index in range(rows.shape[0]):
         if x.degree > 0:
             row = _Row(rows[index], None if ids is None else ids[index],
-                       None if lead_ids is None else lead_ids[index], None if lower is None else lower[index])
+                       None if lead_ids is None else lead_ids[index], None if lower is None else lower[index],
+                       None if above is None else above[index])
             out[index], reason, tied[index] = _hard_row(row, allowed[index])
         else:
             out[index], reason = _soft_row(rows[index], allowed[index], x.degree == 0), None

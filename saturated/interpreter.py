@@ -27,7 +27,7 @@ from saturated.rules.routing import name_router_rows
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
 
-__all__ = ["LimitInterpreter", "node_progress", "run_terms"]
+__all__ = ["LimitInterpreter", "describe_node", "node_progress", "placeholder_values", "run_terms"]
 
 _NODE_LISTENER: ContextVar[Callable[[int, int], None] | None] = ContextVar("node_listener", default=None)
 
@@ -57,7 +57,7 @@ def _is_term(value: Any) -> bool:
     return isinstance(value, Term)
 
 
-def _where(node: torch.fx.Node) -> str:
+def describe_node(node: torch.fx.Node) -> str:
     module = node_module_path(node) or "<root>"
     return f"node '{node.name}' (op {node.target}, module {module})"
 
@@ -73,14 +73,20 @@ def _looked_up(graph: torch.fx.Graph) -> set[str]:
     return found
 
 
-def _placeholder_values(
+def _as_term(value: torch.Tensor) -> Term:
+    """A parameter's value in c: θ·c¹, known exactly."""
+    return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0),))
+
+
+def placeholder_values(
     program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
     user_inputs: Sequence[Any], dtype: torch.dtype | None,
+    grown: Callable[[torch.Tensor], Any] = _as_term,
 ) -> list[Callable[[], Any]]:
-    """Makers of the graph's placeholder values, in order: parameters as degree-1 terms, the rest
-    exact; floating tensors of the model cast to ``dtype`` when one is given (made on first use,
-    so a cast copy lives only while the graph needs it), except embedding tables, whose lookups
-    are cast instead."""
+    """Makers of the graph's placeholder values, in order: parameters as ``grown`` makes them
+    (degree-1 terms), the rest exact; floating tensors of the model cast to ``dtype`` when one is
+    given (made on first use, so a cast copy lives only while the graph needs it), except
+    embedding tables, whose lookups are cast instead."""
     uncast = _looked_up(program.graph)
     placeholders = [node.name for node in program.graph.nodes if node.op == "placeholder"]
 
@@ -95,10 +101,7 @@ def _placeholder_values(
         return lambda: value
 
     def parameter(tensor: torch.Tensor, name: str) -> Callable[[], Any]:
-        def make() -> Term:
-            value = cast(tensor, name)
-            return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0),))
-        return make
+        return lambda: grown(cast(tensor, name))
 
     def exact(tensor: Any, name: str) -> Callable[[], Any]:
         return lambda: cast(tensor, name)
@@ -189,7 +192,10 @@ class LimitInterpreter(torch.fx.Interpreter):
             registered so).
     """
 
-    def __init__(self, module: torch.fx.GraphModule, settings: Settings,
+    value_type: type = Term
+    """The type of c-dependent values: nodes with none among their arguments run as they are."""
+
+    def __init__(self, module: torch.fx.GraphModule, settings: Any,
                  swap: tuple[torch.dtype, torch.dtype] | None = None, keep: Sequence[bool] | None = None,
                  rules: Mapping[Any, Any] | None = None, tie_aware: Container[Any] | None = None) -> None:
         super().__init__(module, garbage_collect_values=True)
@@ -224,7 +230,7 @@ class LimitInterpreter(torch.fx.Interpreter):
                            for out, kept in zip(flat, chosen)]
                 return self.output(n.target, (outputs,), {})
             if n.op != "call_function":
-                raise SaturationError(f"unexpected graph node kind '{n.op}' at {_where(n)}")
+                raise SaturationError(f"unexpected graph node kind '{n.op}' at {describe_node(n)}")
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             if self.swap is not None:
                 args, kwargs = _dtype_swap(args, self.swap), _dtype_swap(kwargs, self.swap)
@@ -248,13 +254,13 @@ class LimitInterpreter(torch.fx.Interpreter):
         """Run the op as it is if no argument depends on c, else its limit rule."""
         node = self.node
         assert node is not None
-        leaves = _terms((args, kwargs))
+        leaves = _values_of((args, kwargs), self.value_type)
         if not leaves:
             return target(*args, **kwargs)
         rule = self.rules.get(target)
         if rule is None:
             raise SaturationError(
-                f"no limit rule for op {target} at {_where(node)}; register one with "
+                f"no limit rule for op {target} at {describe_node(node)}; register one with "
                 "saturated.register_rule"
             )
         settings = self.settings
@@ -265,12 +271,12 @@ class LimitInterpreter(torch.fx.Interpreter):
                     is_leaf=_is_term)
             result = rule(settings, *args, **kwargs)
         except SaturationError as err:
-            raise type(err)(f"{err} [at {_where(node)}]") from err
+            raise type(err)(f"{err} [at {describe_node(node)}]") from err
         except (RuntimeError, TypeError, ValueError) as err:
-            raise SaturationError(f"the limit rule failed at {_where(node)}: {err}") from err
+            raise SaturationError(f"the limit rule failed at {describe_node(node)}: {err}") from err
         if isinstance(result, TiedWeights) and target not in self.tie_aware:
             # Reported where the weights are used: say where they arose.
-            return replace(result, reason=f"{result.reason} [at {_where(node)}]")
+            return replace(result, reason=f"{result.reason} [at {describe_node(node)}]")
         return result
 
     def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
@@ -317,7 +323,7 @@ def run_terms(
             names the node, op and module.
     """
     swap = dtype if dtype is not None and dtype[0] != dtype[1] else None
-    makers = _placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1])
+    makers = placeholder_values(program, tensors, user_inputs, None if swap is None else swap[1])
     try:
         outputs = LimitInterpreter(program.graph_module, settings, swap, keep).run(
             *makers, enable_io_processing=False)
@@ -337,14 +343,14 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _terms(values: Any) -> list[Term]:
-    """The terms among a node's arguments (graph arguments nest only in lists, tuples and dicts);
-    a plain loop, since this runs at every node."""
-    found: list[Term] = []
+def _values_of(values: Any, kind: type) -> list[Any]:
+    """The c-dependent values (of type ``kind``) among a node's arguments (graph arguments nest
+    only in lists, tuples and dicts); a plain loop, since this runs at every node."""
+    found: list[Any] = []
     stack = [values]
     while stack:
         value = stack.pop()
-        if isinstance(value, Term):
+        if isinstance(value, kind):
             found.append(value)
         elif isinstance(value, (list, tuple)):
             stack.extend(value)

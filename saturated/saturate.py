@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from homogeneity.tracing import export_model
 from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
 from saturated.interpreter import run_terms
+from saturated.precision import precisions, run_balls
 from saturated.rounding import Rounding, exact_sign
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
@@ -45,12 +47,18 @@ class SaturatedOutput:
         refined: the batch entries (index along dimension 0 of the inputs) that the leading order
             in the model's dtype left undetermined, recomputed in float64 with more orders as
             needed; every entry when the batch had to be recomputed as a whole.
+        precisions: for each ball-arithmetic level that ran (:mod:`saturated.precision`), its
+            precision in bits, the batch entries it ran and the seconds it took.
+        reasons: per batch entry still holding an undetermined value (NaN), why: the decisions
+            left undecided, each with its node and the precision it was last tried at.
     """
 
     value: Any
     degrees: Any
     orders: int
     refined: tuple[int, ...] = ()
+    precisions: tuple[tuple[int, tuple[int, ...], float], ...] = ()
+    reasons: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 Normalized = tuple[Any, "float | None"]
@@ -478,10 +486,63 @@ class SaturatedModel:
         tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
-        spec = program.call_spec.out_spec
-        keep = None if self.outputs is None or spec is None else _kept_leaves(spec, self.outputs)
         with torch.no_grad():
-            return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), keep)
+            return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), self._keep(program))
+
+    def _keep(self, program: torch.export.ExportedProgram) -> list[bool] | None:
+        """Per flattened output, whether it is asked for (None: all)."""
+        spec = program.call_spec.out_spec
+        return None if self.outputs is None or spec is None else _kept_leaves(spec, self.outputs)
+
+    def _refine(self, args: tuple[Any, ...], kwargs: dict[str, Any], pairs: list[Normalized],
+                entries: list[int], batch: int | None, axes: list[tuple[int, ...]]) -> _Refined:
+        """Run the batch ``entries`` that float64 left undetermined again in ball arithmetic
+        (:mod:`saturated.precision`), at rising precision up to ``settings.max_precision``, each
+        level only on the entries the one before left undetermined. An entry's outputs in
+        ``pairs`` are replaced once a level determines it (and, at the last level, where that
+        level left fewer values undetermined than float64)."""
+        total = batch or 1
+        levels: list[tuple[int, tuple[int, ...], float]] = []
+        reasons: dict[int, tuple[str, ...]] = {}
+        left = list(entries)
+        for bits in precisions(self.settings.max_precision):
+            these, those = (args, kwargs) if batch is None else _select((args, kwargs), left)
+            program = self._program(these, those)
+            tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
+            leaves = [leaf for leaf in pytree.tree_leaves((these, those)) if isinstance(leaf, torch.Tensor)]
+            start = time.perf_counter()
+            try:
+                result = run_balls(program, tensors, leaves, mask_threshold=self.settings.mask_threshold,
+                                   bits=bits, entries=len(left), keep=self._keep(program))
+            except SaturationError as err:
+                reasons.update({entry: (f"not refined in ball arithmetic: {err}",) for entry in left})
+                break
+            finally:
+                levels.append((bits, tuple(left), time.perf_counter() - start))
+            found: list[Normalized] = [(None, None) if out is None else out for out in result.outputs]
+            if not pairs:  # every entry is here: this level's outputs are the batch's
+                pairs.extend(found)
+            open_nan = [(value, axes[i]) for i, (value, _) in enumerate(found)
+                        if isinstance(value, torch.Tensor) and value.is_floating_point()
+                        and bool(torch.isnan(value).any())]
+            still = _undetermined_entries(open_nan, len(left), batch) if open_nan else []
+            if still is None:  # no batch dimension to tell entries apart
+                still = list(range(len(left)))
+            done = [i for i in range(len(left)) if i not in still]
+            if done:
+                _merge(pairs, _subset(found, done, axes, len(left)), [left[i] for i in done], axes, total)
+            reasons = {left[i]: tuple(why for scope, why in result.reasons if scope is None or i in scope)
+                       or ("undetermined",) for i in still}
+            if not still:
+                break
+            if bits == self.settings.max_precision:
+                better = [i for i in still if _nan_count(found, i, axes, len(left)) <
+                          _nan_count(pairs, left[i], axes, total)]
+                if better:
+                    _merge(pairs, _subset(found, better, axes, len(left)), [left[i] for i in better],
+                           axes, total)
+            left = [left[i] for i in still]
+        return _Refined(tuple(levels), reasons)
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -546,6 +607,7 @@ class SaturatedModel:
         marking = "uniform" if self.settings.ties == "uniform" else "nan"
         levels = self._levels()
         pairs: list[Normalized] = []
+        failure: str | None = None
         pending: list[int] | None = None  # the batch entries still undetermined; None: all of them
         refined: tuple[int, ...] = ()
         for step, (dtype, orders) in enumerate(levels):
@@ -567,9 +629,16 @@ class SaturatedModel:
                     continue  # the same entries, at the next level
                 message = f"{_in_batch(str(err), pending)} (tracking {orders} orders)"
                 if self.undetermined == "raise":
-                    raise SaturationError(message) from err
+                    if not precisions(self.settings.max_precision):
+                        raise SaturationError(message) from err
+                    failure = message  # raised after the refinement, if it does not decide
                 count = batch if pending is None else len(pending)
-                found = self._one_at_a_time(these, those, settings, dtype, count, message, axes)
+                try:
+                    found = self._one_at_a_time(these, those, settings, dtype, count, message, axes)
+                except SaturationError:
+                    if failure is None or pending is not None:
+                        raise
+                    break  # no entry's pass went through in float64: the balls start from nothing
                 if pending is None:
                     pairs = found
                 else:
@@ -595,12 +664,78 @@ class SaturatedModel:
                 # ties raise at the last level: this NaN came in
                 raise SaturationError(f"outputs hold NaN (batch entries {pending or 'all'}); expected "
                                       "finite inputs")
+        refinement = self._still_undetermined(args, kwargs, pairs, batch, axes)
+        if failure is not None and refinement.reasons:
+            entry, why = next(iter(sorted(refinement.reasons.items())))
+            raise SaturationError(f"{failure}; and for batch entry {entry}: {why[0]}")
         out_spec = self._program(args, kwargs).call_spec.out_spec
         assert out_spec is not None
         values = [v.to(self._dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                   for v, _ in pairs]  # entries recomputed in float64 are rounded back
         return SaturatedOutput(pytree.tree_unflatten(values, out_spec),
-                               pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined)
+                               pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined,
+                               refinement.levels, refinement.reasons)
+
+    def _still_undetermined(self, args: tuple[Any, ...], kwargs: dict[str, Any], pairs: list[Normalized],
+                            batch: int | None, axes: list[tuple[int, ...]]) -> _Refined:
+        """The entries whose outputs hold NaN after the float levels, refined in ball arithmetic
+        where ``settings.max_precision`` allows it (see :meth:`_refine`)."""
+        open_nan = [(value, axes[i]) for i, (value, degree) in enumerate(pairs)
+                    if _batched(value, degree) and bool(torch.isnan(value).any())]
+        if pairs and not open_nan:
+            return _Refined((), {})
+        entries = _undetermined_entries(open_nan, batch or 1, batch) if pairs else None
+        entries = list(range(batch or 1)) if entries is None else entries
+        if not precisions(self.settings.max_precision):
+            return _Refined((), {entry: ("undetermined in float64, and the ball-arithmetic refinement is off "
+                                         f"(max_precision={self.settings.max_precision} < 128 bits)",)
+                                 for entry in entries})
+        return self._refine(args, kwargs, pairs, entries, batch, axes)
+
+
+@dataclass(frozen=True)
+class _Refined:
+    """What the ball-arithmetic levels did: (bits, entries, seconds) per level, and why each entry
+    still undetermined is."""
+
+    levels: tuple[tuple[int, tuple[int, ...], float], ...]
+    reasons: dict[int, tuple[str, ...]]
+
+
+def _entry_axis(shape: torch.Size, candidates: tuple[int, ...], count: int) -> int | None:
+    """The one candidate batch dimension of an output of ``shape`` computed for ``count`` entries."""
+    fitting = [d for d in candidates if d < len(shape) and shape[d] == count]
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def _subset(found: list[Normalized], chosen: list[int], axes: list[tuple[int, ...]], count: int
+            ) -> list[Normalized]:
+    """The outputs of the ``chosen`` entries among ``count`` computed together."""
+    if len(chosen) == count:
+        return found
+    index = torch.tensor(chosen)
+    out: list[Normalized] = []
+    for (value, degree), candidates in zip(found, axes):
+        if not _per_entry(value, degree):
+            out.append((value, degree))
+            continue
+        axis = _entry_axis(value.shape, candidates, count)
+        if axis is None:
+            raise _unplaced(len(out), None, count, value.shape, len(chosen))
+        out.append((value.index_select(axis, index.to(value.device)), degree))
+    return out
+
+
+def _nan_count(pairs: list[Normalized], entry: int, axes: list[tuple[int, ...]], count: int) -> int:
+    """How many values of one batch entry (of ``count`` computed together) are NaN."""
+    total = 0
+    for (value, degree), candidates in zip(pairs, axes):
+        if not (_batched(value, degree) and bool(torch.isnan(value).any())):
+            continue
+        axis = _entry_axis(value.shape, candidates, count)
+        row = value if axis is None else value.select(axis, entry)
+        total += int(torch.isnan(row).sum())
+    return total
 
 
 def _kept_leaves(spec: pytree.TreeSpec, names: frozenset[str]) -> list[bool]:

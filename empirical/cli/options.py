@@ -67,6 +67,25 @@ def step_int(text: str) -> int:
 step_int.__name__ = "step (integer ≥ 0)"
 
 
+def precision_bits(text: str) -> int:
+    """argparse type: a precision cap in bits, an integer in [0, 2²⁰] (0: no refinement).
+
+    >>> precision_bits("512")
+    512
+    >>> precision_bits("-1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a precision in bits, an integer from 0 to 1048576, got '-1'
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 1 << 20:
+        raise argparse.ArgumentTypeError(
+            f"expected a precision in bits, an integer from 0 to {1 << 20}, got {text!r}")
+    return value
+
+
 def seed_int(text: str) -> int:
     """argparse type: a seed, an integer in [0, 2⁶³ − 1] (torch's generators take 64 bits).
 

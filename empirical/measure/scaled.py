@@ -42,27 +42,42 @@ def check_scale(scale: float) -> float:
 
 
 def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None,
-                   undetermined: str = "raise") -> Callable[..., Any]:
+                   undetermined: str = "raise", max_precision: int = 1024) -> Callable[..., Any]:
     """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
 
     The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
     leaves every cosine with f(x; θ) as the limit of the cosines at c·θ. ``outputs``: the output
     fields the caller reads; the limit computes only those (the others are None).
     ``undetermined="nan"``: the limit is NaN where it is undetermined instead of raising
-    (:class:`saturated.saturate.SaturatedModel`).
+    (:class:`saturated.saturate.SaturatedModel`). ``max_precision``: the cap of the refinement
+    in ball arithmetic (:class:`saturated.rules.Settings`).
     """
     if math.isinf(scale):
-        limit = SaturatedModel(model, Settings(), outputs, undetermined)
-
-        def saturated(**inputs: Any) -> Any:
-            try:
-                return limit(**inputs).value
-            except SaturationError as err:
-                raise EmpiricalError(f"the exact limit (c = ∞) is not available: {err}") from err
-
-        return saturated
+        try:
+            settings = Settings(max_precision=max_precision)
+        except SaturationError as err:
+            raise EmpiricalError(str(err)) from err
+        return LimitForward(SaturatedModel(model, settings, outputs, undetermined))
     scaled = scaled_parameters(model, scale)
     return lambda **inputs: call_scaled(model, scaled, **inputs)
+
+
+class LimitForward:
+    """The exact saturated network called like the model (its outputs' values); ``reasons`` holds,
+    after each call, why each batch entry still undetermined is (see
+    :attr:`saturated.saturate.SaturatedOutput.reasons`)."""
+
+    def __init__(self, limit: SaturatedModel) -> None:
+        self.limit = limit
+        self.reasons: dict[int, tuple[str, ...]] = {}
+
+    def __call__(self, **inputs: Any) -> Any:
+        try:
+            out = self.limit(**inputs)
+        except SaturationError as err:
+            raise EmpiricalError(f"the exact limit (c = ∞) is not available: {err}") from err
+        self.reasons = out.reasons
+        return out.value
 
 
 def scaled_parameters(model: nn.Module, scale: float) -> dict[str, torch.Tensor]:

@@ -63,6 +63,8 @@ class SimilarityResult(Result):
         undetermined: per layer, the sentences (indices in the corpus) with a token whose limit
             is undetermined (c = ∞ only; empty otherwise).
         n_undetermined: per layer, the tokens left out of its mean as undetermined.
+        reasons: per sentence with an undetermined token, why its limit is undetermined (the
+            decisions left undecided, with their nodes and the precision last tried).
     """
 
     layers: tuple[str, ...]
@@ -76,6 +78,7 @@ class SimilarityResult(Result):
     record: dict[str, Any] = field(default_factory=dict)
     undetermined: tuple[tuple[int, ...], ...] = ()
     n_undetermined: tuple[int, ...] = ()
+    reasons: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.undetermined:
@@ -103,6 +106,8 @@ class SimilarityResult(Result):
                 for n, k, s, u, t in zip(self.layers, self.stacks, self.per_layer, self.undetermined,
                                          self.n_undetermined)
             ],
+            "undetermined_reasons": {str(sentence): list(why)
+                                     for sentence, why in sorted(self.reasons.items())},
             "n_sentences": self.n_sentences,
             "n_tokens": {stack or _SINGLE_STACK: n for stack, n in self.n_tokens.items()},
             "n_truncated": self.n_truncated,
@@ -124,7 +129,7 @@ class SimilarityResult(Result):
             raise EmpiricalError(f"expected a {SCHEMA} record, got schema {data.get('schema')!r}")
         layers = data["layers"]
         known = {"schema", "scale", "exact_limit", "layers", "n_sentences", "n_tokens", "n_truncated",
-                 "max_length"}
+                 "max_length", "undetermined_reasons"}
         limit = data.get("exact_limit") or data["scale"] in (None, "inf")  # "inf": older files
         return cls(
             layers=tuple(layer["name"] for layer in layers),
@@ -137,6 +142,7 @@ class SimilarityResult(Result):
             record={k: v for k, v in data.items() if k not in known},
             undetermined=tuple(tuple(layer.get("undetermined_sentences", ())) for layer in layers),
             n_undetermined=tuple(layer.get("undetermined_tokens", 0) for layer in layers),
+            reasons={int(k): tuple(v) for k, v in data.get("undetermined_reasons", {}).items()},
         )
 
     def table(self) -> str:
@@ -165,6 +171,9 @@ class SimilarityResult(Result):
                 notes.append(f"{name}: {left} of {self.n_tokens[stack]} tokens (sentences {listed})")
         if notes:
             rows.append("* undetermined limit, left out of the mean: " + "; ".join(notes))
+        for sentence, why in sorted(self.reasons.items()):
+            more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
+            rows.append(f"  sentence {sentence}: {why[0]}{more}")
         return "\n".join(rows)
 
 
@@ -196,6 +205,7 @@ def representation_similarity(
     batch_size: int = 32,
     max_length: int = 512,
     progress: bool = False,
+    max_precision: int = 1024,
 ) -> SimilarityResult:
     """Mean token cosine between the model's hidden states at θ and at c·θ, per layer.
 
@@ -210,6 +220,9 @@ def representation_similarity(
         batch_size: sentences per forward pass (sentences are length-sorted before batching).
         max_length: truncation length in tokens (capped by the model's position limit).
         progress: show a progress bar.
+        max_precision: (c = ∞) the highest precision, in bits, at which tokens float64 leaves
+            undetermined are decided in ball arithmetic (:mod:`saturated.precision`; below 128,
+            off).
 
     Returns:
         A :class:`SimilarityResult` with one value per hidden state, embeddings first.
@@ -232,14 +245,17 @@ def representation_similarity(
     texts = texts_of(sentences)
     prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                        sharded=True)
-    grow = scaled_forward(model, c, prepared.fields(), undetermined="nan")
+    grow = scaled_forward(model, c, prepared.fields(), undetermined="nan", max_precision=max_precision)
 
     sums = Sums()
     labels: dict[str, list[str]] = {}
     unknown: dict[str, torch.Tensor] = {}  # per stack, (layer, sentence): undetermined tokens
+    reasons: dict[int, tuple[str, ...]] = {}
     for batch in prepared.iterate(f"similarity c={c:g}", progress=progress):
         plain = forward(model, batch.inputs)
         grown = forward(model, batch.inputs, grow)
+        for row, why in getattr(grow, "reasons", {}).items():
+            reasons[batch.indices[row]] = why
         for stack, mask in batch.stacks:
             ours, theirs = hidden_states(plain, stack, model), hidden_states(grown, stack, model)
             names = labels.setdefault(stack, layer_labels(stack, len(ours)))
@@ -281,5 +297,5 @@ def representation_similarity(
     return SimilarityResult(
         layers=tuple(layers), per_layer=tuple(means), stacks=tuple(stacks), scale=c, n_sentences=len(texts),
         n_tokens=dict(counts), n_truncated=prepared.tokens.n_truncated, max_length=prepared.tokens.max_length,
-        record=record, undetermined=undetermined, n_undetermined=n_undetermined,
+        record=record, undetermined=undetermined, n_undetermined=n_undetermined, reasons=reasons,
     )

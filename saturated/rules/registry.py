@@ -50,6 +50,9 @@ class Settings:
             rounding of the op that decides; an exact step then settles only decisions whose
             operands carry none, and the rest are undetermined. Certifies chains of cancellation
             (a linear layer feeding another), at the cost of far more float64 recomputation.
+        max_precision: the highest precision, in bits, at which batch entries that float64 leaves
+            undetermined are run again in ball arithmetic (:mod:`saturated.precision`: 128, 256,
+            … bits up to this cap); below 128, no such refinement.
     """
 
     mask_threshold: float = 1e9
@@ -59,6 +62,7 @@ class Settings:
     exact_ties: bool = True
     operand_rtol: float = 0.0
     carried: bool = False
+    max_precision: int = 1024
 
     def __post_init__(self) -> None:
         # Every field checked here, once: a bad value would otherwise give a wrong limit silently.
@@ -70,6 +74,8 @@ class Settings:
         object.__setattr__(self, "mask_threshold", check_number(
             self.mask_threshold, "mask_threshold", low=0, low_open=True, error=SaturationError))
         object.__setattr__(self, "rtol", check_rtol(self.rtol))
+        object.__setattr__(self, "max_precision", check_integer(
+            self.max_precision, "max_precision", low=0, high=1 << 20, error=SaturationError))
         object.__setattr__(self, "operand_rtol", check_number(
             self.operand_rtol, "operand_rtol", low=0, high=1, high_open=True, error=SaturationError))
         for flag in ("exact_ties", "carried"):

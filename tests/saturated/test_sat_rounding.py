@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -149,15 +150,21 @@ def test_the_exact_step_settles_scores_on_cuda() -> None:
     assert saturate(head, x)(x).value.tolist() == [[[1.0, 0.0]]]
 
 
-def test_a_near_tie_no_exact_step_can_settle_is_undetermined_not_averaged() -> None:
+def test_a_near_tie_no_exact_step_can_settle_is_undetermined_in_float64_not_averaged() -> None:
     # Without exact values behind the bound, float64 cannot tell this near-tie from a tie: the
-    # limit must not treat it as an exact tie and average the two keys.
+    # limit must not treat it as an exact tie and average the two keys. Ball arithmetic at 128
+    # bits (saturated.precision) separates the scores: key 0's is exactly the larger.
     query, keys = FLOAT64_CASE
     x = tokens(keys, torch.float64)
+    float64_only = Settings(max_precision=0)
     with pytest.raises(SaturationError, match=r"within the rounding bound of torch\.float64"):
-        saturate(RescaledSumHead(query, 2).double(), x)
-    nan = saturate(RescaledSumHead(query, 2).double(), x, settings=Settings(ties="nan"))(x)
+        saturate(RescaledSumHead(query, 2).double(), x, settings=float64_only)
+    nan = saturate(RescaledSumHead(query, 2).double(), x, settings=replace(float64_only, ties="nan"))(x)
     assert torch.isnan(nan.value).all()
+    exact = [sum(Fraction(a) * Fraction(b) for a, b in zip(query, key)) for key in keys]
+    assert exact[0] > exact[1]
+    refined = saturate(RescaledSumHead(query, 2).double(), x)(x)
+    assert refined.value.tolist() == [[[1.0, 0.0]]] and [b for b, _, _ in refined.precisions] == [128]
 
 
 def test_scores_the_bound_separates_are_decided_in_float32() -> None:

@@ -11,6 +11,7 @@ from empirical.cli.options import (
     device_options,
     model_options,
     output_options,
+    precision_bits,
     runtime_options,
     scale_float,
 )
@@ -41,6 +42,10 @@ def register(subparsers: Any) -> None:
                         help="the factor c ≥ 1 applied to every parameter (default: 1000); inf "
                         "compares with the exact saturated network (the c → ∞ limit, not a "
                         "large c)")
+    parser.add_argument("--max-precision", type=precision_bits, default=1024, metavar="BITS",
+                        help="with --scale inf: the highest precision, in bits, at which tokens "
+                        "float64 leaves undetermined are decided again in ball arithmetic "
+                        "(128, 256, … up to this; below 128, off; default: 1024)")
     parser.set_defaults(func=run)
 
 
@@ -61,7 +66,7 @@ def run_variants(args: argparse.Namespace) -> dict[str, tuple[dict[str, Any], Si
         model, tokenizer = load_args_model(args, random_init=random_init)
         result = representation_similarity(
             model, tokenizer, corpus, scale=args.scale, batch_size=args.batch_size,
-            max_length=args.max_length, progress=not args.quiet,
+            max_length=args.max_length, progress=not args.quiet, max_precision=args.max_precision,
         )
         label = "random-init" if random_init else "pretrained"
         identity = {"name": name, "random_init": random_init,

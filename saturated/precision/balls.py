@@ -1,0 +1,166 @@
+"""Arrays of balls: numpy object arrays of python-flint ``arb`` values, and the few array
+operations the refinement needs that numpy does not do for objects quickly (matrix products go to
+FLINT's ``arb_mat``).
+
+An ``arb`` is a midpoint and a radius with rigorous rounding: every operation returns a ball that
+contains the exact result for every pair of values in its operands' balls. A float converts to a
+ball of radius 0 exactly (floats are dyadic rationals). The working precision is FLINT's global
+``ctx.prec``; :func:`working_precision` sets it for a block and puts it back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import flint
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "ONE",
+    "ZERO",
+    "balls_of",
+    "is_undetermined",
+    "matmul",
+    "midpoints",
+    "nan_like",
+    "signs",
+    "undetermined_mask",
+    "working_precision",
+]
+
+ZERO = flint.arb(0)
+ONE = flint.arb(1)
+_NAN = flint.arb.nan()
+
+_to_ball = np.frompyfunc(flint.arb, 1, 1)
+_mid = np.frompyfunc(lambda b: float(b.mid()), 1, 1)
+_nan = np.frompyfunc(lambda b: b.is_nan() or not b.is_finite(), 1, 1)
+
+
+@contextmanager
+def working_precision(bits: int) -> Iterator[None]:
+    """FLINT's working precision set to ``bits`` inside the block, its matrix products on as many
+    threads as torch uses."""
+    old, threads = flint.ctx.prec, flint.ctx.threads
+    flint.ctx.prec = bits
+    flint.ctx.threads = max(1, torch.get_num_threads())
+    try:
+        yield
+    finally:
+        flint.ctx.prec, flint.ctx.threads = old, threads
+
+
+def balls_of(values: Tensor | np.ndarray | float) -> np.ndarray:
+    """Exact balls (radius 0) of float values: every float is a dyadic rational.
+
+    >>> balls_of(torch.tensor([0.5, -2.0])).tolist()
+    [0.500000000000000, -2.00000000000000]
+    """
+    if isinstance(values, Tensor):
+        values = values.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(_to_ball(np.asarray(values, dtype=np.float64)), dtype=object)
+
+
+def nan_like(shape: tuple[int, ...]) -> np.ndarray:
+    """Balls that say nothing (NaN): the value of an element whose decision is not made."""
+    out = np.empty(shape, dtype=object)
+    out.fill(_NAN)
+    return out
+
+
+def is_undetermined(ball: flint.arb) -> bool:
+    return bool(ball.is_nan() or not ball.is_finite())
+
+
+def undetermined_mask(balls: np.ndarray) -> np.ndarray:
+    """Where the balls are NaN or unbounded (a decision before them was not made)."""
+    return np.asarray(_nan(balls), dtype=bool) if balls.size else np.zeros(balls.shape, dtype=bool)
+
+
+def midpoints(balls: np.ndarray) -> Tensor:
+    """The midpoints as float64 (NaN where undetermined): within the radius of the exact values."""
+    if not balls.size:
+        return torch.zeros(balls.shape, dtype=torch.float64)
+    values = np.asarray(_mid(balls), dtype=np.float64)
+    values[undetermined_mask(balls)] = math.nan
+    return torch.from_numpy(values)
+
+
+def _sign(ball: flint.arb) -> float:
+    if ball > 0:
+        return 1.0
+    if ball < 0:
+        return -1.0
+    if ball.is_zero():
+        return 0.0
+    return math.nan
+
+
+_signs = np.frompyfunc(_sign, 1, 1)
+
+
+def signs(balls: np.ndarray) -> np.ndarray:
+    """Per ball: +1 or −1 where it excludes 0, 0 where it is exactly 0, NaN where it holds 0 and
+    other values (undecided at this precision).
+
+    >>> signs(np.array([flint.arb(2), flint.arb(0), flint.arb(0, 1), flint.arb(-1)], dtype=object)).tolist()
+    [1.0, 0.0, nan, -1.0]
+    """
+    if not balls.size:
+        return np.zeros(balls.shape)
+    return np.asarray(_signs(balls), dtype=np.float64)
+
+
+def _matrix(values: np.ndarray) -> flint.arb_mat:
+    return flint.arb_mat(values.tolist())
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One matrix product of (m, k) and (k, n) arrays of balls or floats."""
+    m, k = a.shape
+    n = b.shape[1]
+    if not (m and n):
+        return np.empty((m, n), dtype=object)
+    if not k:
+        out = np.empty((m, n), dtype=object)
+        out.fill(ZERO)
+        return out
+    product = _matrix(a) * _matrix(b)
+    out = np.empty((m, n), dtype=object)
+    out[...] = product.tolist() if m * n > 1 else [[product[0, 0]]]
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` with torch's broadcasting of batch dimensions (1-D operands as in ``torch.matmul``),
+    each matrix product in FLINT (``arb_mat``). Operands are ball arrays or float arrays.
+
+    >>> a = balls_of(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> matmul(a, balls_of(torch.tensor([1.0, -1.0]))).tolist()
+    [-1.00000000000000, -1.00000000000000]
+    """
+    if a.ndim > 2 and b.ndim == 2:  # one product for every row: the right side converts once
+        rows = a.reshape(-1, a.shape[-1])
+        return _product(rows, b).reshape(*a.shape[:-1], b.shape[-1])
+    vector_left, vector_right = a.ndim == 1, b.ndim == 1
+    if vector_left:
+        a = a[None, :]
+    if vector_right:
+        b = b[:, None]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matrix shapes {a.shape} and {b.shape} do not multiply")
+    out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
+    for index in np.ndindex(*batch):
+        out[index] = _product(a[index], b[index])
+    if vector_right:
+        out = out[..., 0]
+    if vector_left:
+        out = out[..., 0, :] if not vector_right else out[..., 0]
+    return out

@@ -1,0 +1,101 @@
+"""Identical sub-computations: proofs that two elements are equal at every order of c.
+
+Balls can never prove two numbers equal (each keeps a radius), yet exact ties are common: two
+occurrences of a token, without position information at the leading order, get the same key in
+every layer. Such equalities follow from the computation itself: the same operations on equal
+inputs give equal results. Each element of a value carries a *class* (an integer), such that
+two elements of one tensor with the same class are equal as functions of c. Classes start from
+exact values (equal floats are equal numbers) and each op derives its output's classes from the
+classes its elements were computed from: an elementwise op from the operands' element classes, a
+reduction or matrix product from the classes of the whole rows and columns it reads. Classes are
+local to one tensor (they are compared only within it), so each op renumbers them.
+
+>>> same = combine(np.array([0, 0, 1]), np.array([2, 2, 2]))
+>>> bool(same[0] == same[1]), bool(same[0] == same[2])
+(True, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["combine", "joined", "of_values", "rows", "sparse_products"]
+
+
+def of_values(values: Tensor) -> np.ndarray:
+    """Classes of exact values: equal floats share one (−0.0 and 0.0 included).
+
+    >>> of_values(torch.tensor([1.5, -0.0, 1.5, 0.0])).tolist()
+    [1, 0, 1, 0]
+    """
+    array = values.detach().to("cpu", torch.float64).numpy()
+    if not array.size:
+        return np.zeros(array.shape, dtype=np.int64)
+    _, inverse = np.unique(array.reshape(-1), return_inverse=True)
+    return inverse.reshape(array.shape).astype(np.int64)
+
+
+def combine(*classes: np.ndarray) -> np.ndarray:
+    """Classes of an elementwise op's outputs from its operands' (broadcast): equal tuples of
+    operand classes give equal outputs."""
+    shape = np.broadcast_shapes(*(c.shape for c in classes))
+    if len(classes) == 1:
+        return np.broadcast_to(classes[0], shape).copy()
+    stacked = np.stack([np.broadcast_to(c, shape).reshape(-1) for c in classes], axis=-1)
+    if not stacked.shape[0]:
+        return np.zeros(shape, dtype=np.int64)
+    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(shape).astype(np.int64)
+
+
+def rows(classes: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+    """Classes of whole rows along ``axes`` (in order): what a reduction over them yields."""
+    moved = np.moveaxis(classes, axes, tuple(range(classes.ndim - len(axes), classes.ndim)))
+    outer = moved.shape[: classes.ndim - len(axes)]
+    flat = moved.reshape(int(np.prod(outer, dtype=np.int64)), -1)
+    if not flat.shape[0] or not flat.shape[1]:
+        ids = np.zeros(outer, dtype=np.int64)
+    else:
+        _, inverse = np.unique(flat, axis=0, return_inverse=True)
+        ids = inverse.reshape(outer).astype(np.int64)
+    if keepdims:
+        for axis in sorted(axes):
+            ids = np.expand_dims(ids, axis)
+    return ids
+
+
+def joined(pieces: list[np.ndarray]) -> list[np.ndarray]:
+    """Pieces renumbered apart, to be placed side by side (a class of one piece never claims
+    equality with an element of another)."""
+    out, offset = [], 0
+    for piece in pieces:
+        out.append(piece + offset)
+        offset += int(piece.max()) + 1 if piece.size else 0
+    return out
+
+
+def sparse_products(left: np.ndarray, zeros: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Classes of a matrix product whose left factor is zero at every order where ``zeros``:
+    element (i, j) is the sum of left[i, k]·right[k, j] over the other k, so equal multisets of
+    (left class, right class) pairs give equal sums (hard attention picking equal values at
+    different positions gives equal outputs).
+
+    >>> weights = np.array([[1, 0], [0, 1]]); off = np.array([[False, True], [True, False]])
+    >>> values = np.array([[5], [5]])  # two equal value rows
+    >>> sparse_products(weights, off, values).tolist()
+    [[0], [0]]
+    """
+    batch = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    left = np.broadcast_to(left, batch + left.shape[-2:])
+    zeros = np.broadcast_to(zeros, batch + zeros.shape[-2:])
+    right = np.broadcast_to(right, batch + right.shape[-2:])
+    widest = max(int((~zeros).sum(axis=-1).max()) if zeros.size else 0, 1)
+    order = np.argsort(zeros, axis=-1, kind="stable")[..., :widest]  # the terms that count first
+    valid = ~np.take_along_axis(zeros, order, -1)
+    chosen = np.take_along_axis(left, order, -1)
+    picked = np.take_along_axis(right[..., None, :, :], order[..., None], axis=-2)
+    pairs = combine(chosen[..., None], picked)
+    pairs = np.sort(np.where(valid[..., None], pairs, -1), axis=-2)
+    return rows(pairs, (pairs.ndim - 2,))

@@ -1,0 +1,122 @@
+"""One pass of the exported graph on leading coefficients in ball arithmetic, at one precision.
+
+The same graph, the same interpreter and the same placeholder handling as the fast path
+(:mod:`saturated.interpreter`): only the values (:class:`~saturated.precision.lead.Lead` instead
+of :class:`~saturated.terms.Term`) and the rule table (:data:`~saturated.precision.rules.BALL_RULES`)
+differ. Exact ops (masks, positions, buckets) run as they are, in the model's dtype, as the model
+runs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from saturated.errors import SaturationError
+from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
+from saturated.precision.balls import midpoints, signs, undetermined_mask, working_precision
+from saturated.precision.lead import Lead
+from saturated.precision.rules import BALL_RULES, Context
+
+__all__ = ["BallPass", "run_balls"]
+
+
+class _BallInterpreter(LimitInterpreter):
+    """:class:`~saturated.interpreter.LimitInterpreter` on leads, with the ball rules."""
+
+    value_type = Lead
+
+    def __init__(self, module: torch.fx.GraphModule, context: Context, keep: Sequence[bool] | None) -> None:
+        super().__init__(module, context, keep=keep, rules=BALL_RULES, tie_aware=())
+        self.context = context
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        node = self.node
+        assert node is not None
+        self.context.target = target
+        self.context.where = lambda: describe_node(node)
+        if target not in BALL_RULES and any(isinstance(v, Lead) for v in _flat((args, kwargs))):
+            raise SaturationError(f"no ball rule for op {target} at {describe_node(node)}")
+        return super().call_function(target, args, kwargs)
+
+    def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
+        return list(args[0])
+
+
+def _flat(values: Any) -> list[Any]:
+    found, stack = [], [values]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        else:
+            found.append(value)
+    return found
+
+
+@dataclass(frozen=True)
+class BallPass:
+    """The outputs of one pass, normalized as the fast path normalizes them.
+
+    Attributes:
+        outputs: per flattened output, (lim f/cᵈ as float64 with NaN where undetermined, d), an
+            exact output as it is (degree 0.0, or None for non-tensors), or None if not computed.
+        reasons: (batch entries, or None for every entry, reason) of each undecided decision.
+    """
+
+    outputs: list[tuple[Any, float | None] | None]
+    reasons: list[tuple[frozenset[int] | None, str]]
+
+
+def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
+              user_inputs: Sequence[Any], *, mask_threshold: float, bits: int, entries: int,
+              keep: Sequence[bool] | None = None) -> BallPass:
+    """Interpret ``program`` with every parameter scaled by c → ∞, on leading coefficients held
+    as balls at ``bits`` of precision, for a batch of ``entries`` entries.
+
+    Raises:
+        SaturationError: an op without a ball rule (the message names the node).
+    """
+    context = Context(mask_threshold, bits, entries)
+    makers = placeholder_values(program, tensors, user_inputs, None,
+                                lambda value: Lead(1.0, exact=value.detach().to(torch.float64)))
+    with working_precision(bits), torch.no_grad():
+        raw = _BallInterpreter(program.graph_module, context, keep).run(*makers, enable_io_processing=False)
+        outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
+    return BallPass(outputs, context.reasons)
+
+
+def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | None] | None:
+    """lim v/cᵈ of one output: the midpoints of its leading balls (within their radii of the exact
+    values). A vector along the last dimension whose balls all hold 0 may be zero at d, so that a
+    lower degree leads: undetermined, as is every element a decision left undecided."""
+    if out is None:
+        return None
+    if not isinstance(out, Lead):
+        return out, (0.0 if isinstance(out, torch.Tensor) else None)
+    if out.infinite is not None and bool(out.infinite.any()):
+        raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
+    balls = out.balls
+    values = midpoints(balls)
+    sign = signs(balls)
+    unknown = undetermined_mask(balls)
+    zeroish = (sign == 0) | np.isnan(sign)
+    if balls.ndim:
+        hidden = zeroish.all(axis=-1, keepdims=True) & ~unknown.any(axis=-1, keepdims=True)
+        context.where = lambda: f"output {index}"
+        context.undecided(np.broadcast_to(hidden, balls.shape),
+                          f"a vector whose leading coefficients (degree {out.degree:g}) are not "
+                          "proved nonzero")
+        values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, balls.shape).copy()), math.nan)
+    elif bool(zeroish):
+        context.where = lambda: f"output {index}"
+        context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}")
+        values = torch.tensor(math.nan, dtype=torch.float64)
+    return values, out.degree

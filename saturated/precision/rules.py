@@ -1,0 +1,811 @@
+"""The limit rules on leading coefficients in ball arithmetic: ATen op → rule, one table.
+
+Each rule is the leading-order case of the matching rule in :mod:`saturated.rules`, with every
+decision taken on balls: a decision is made only where the balls prove it (a score's ball lies
+wholly below the maximum's, a sign's ball excludes 0), and otherwise the elements it governs are
+marked undecided (NaN balls) with the reason recorded in :class:`Context`, for a higher precision
+to try again. Continuous maps (sums, products, ReLU, normalization of a row whose size is proved
+positive) need no decision: their balls enclose the exact results.
+
+A rule is called as ``rule(context, *args, **kwargs)`` with c-dependent arguments given as
+:class:`~saturated.precision.lead.Lead`; everything else is exact, as in the fast path.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import flint
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from saturated.errors import SaturationError
+from saturated.precision import identity
+from saturated.precision.balls import ONE, ZERO, matmul, nan_like, signs
+from saturated.precision.lead import Lead, lift_exact
+
+__all__ = ["BALL_RULES", "Context"]
+
+aten = torch.ops.aten
+
+
+@dataclass
+class Context:
+    """What the ball rules share during one pass.
+
+    Attributes:
+        mask_threshold: exact constants at least this large are masking constants (±∞).
+        bits: the working precision.
+        entries: the number of batch entries in the pass (dimension 0 of batched values).
+        where: names the node being run (for reasons).
+        target: the op being run.
+        reasons: (batch entries or None for all, reason) of every decision left undecided.
+    """
+
+    mask_threshold: float
+    bits: int
+    entries: int
+    where: Callable[[], str] = lambda: "<unknown node>"
+    target: Any = None
+    reasons: list[tuple[frozenset[int] | None, str]] = field(default_factory=list)
+
+    def undecided(self, mask: np.ndarray, what: str) -> None:
+        """Record that the decision ``what`` is not made where ``mask`` is True."""
+        if not mask.any():
+            return
+        entries = None
+        if mask.ndim >= 1 and mask.shape[0] == self.entries:
+            entries = frozenset(np.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0].tolist())
+        self.reasons.append((entries, f"{what} at {self.bits} bits at {self.where()}"))
+
+
+Rule = Callable[..., Any]
+BALL_RULES: dict[Any, Rule] = {}
+
+
+def _rule(*targets: Any) -> Callable[[Rule], Rule]:
+    def decorate(fn: Rule) -> Rule:
+        for target in targets:
+            BALL_RULES[target] = fn
+        return fn
+    return decorate
+
+
+def _lead(value: Any, ctx: Context) -> Lead:
+    return value if isinstance(value, Lead) else lift_exact(value, ctx.mask_threshold)
+
+
+def _finite(x: Lead, op: str) -> Lead:
+    if x.infinite is not None and bool(x.infinite.any()):
+        raise SaturationError(f"{op} of a masking constant (±∞) has no ball rule")
+    return x
+
+
+def _aligned(leads: Sequence[Lead], shape: tuple[int, ...] | None = None) -> tuple[list[np.ndarray], float]:
+    """The coefficients of each lead at the highest degree among them: a lead of lower degree is
+    o(c^d) there, a zero coefficient."""
+    degree = max(x.degree for x in leads)
+    arrays = []
+    for x in leads:
+        balls = x.balls if x.degree == degree else _zeros(x.shape)
+        arrays.append(balls if shape is None else np.broadcast_to(balls, shape))
+    return arrays, degree
+
+
+def _filled(value: flint.arb, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    out.fill(value)
+    return out
+
+
+def _zeros(shape: tuple[int, ...]) -> np.ndarray:
+    return _filled(ZERO, shape)
+
+
+def _infinite(leads: Sequence[Lead], shape: tuple[int, ...]) -> Tensor | None:
+    parts = [x.infinite for x in leads if x.infinite is not None]
+    if not parts:
+        return None
+    total = torch.zeros(shape, dtype=torch.int8)
+    for part in parts:
+        if bool(((total * part.expand(shape)) < 0).any()):
+            raise SaturationError("masking constants of both signs meet in a sum")
+        total = torch.where(part.expand(shape) != 0, part.expand(shape), total)
+    return total
+
+
+def _shape(*leads: Lead) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*(x.shape for x in leads)))
+
+
+def _combined(*leads: Lead, lead: bool = False) -> np.ndarray | None:
+    """Classes of an elementwise op's outputs (None unless every operand has classes); with
+    ``lead``, of their leading coefficients (None where they are the full classes)."""
+    if lead and all(x.lead_ids is None for x in leads):
+        return None
+    classes = [x.lead_classes if lead else x.classes for x in leads]
+    if any(c is None for c in classes):
+        return None
+    return identity.combine(*classes)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Moving elements: shapes, indexing, casts
+
+
+_CASTS = (aten.to.dtype, aten._to_copy.default, aten.to.dtype_layout, aten.to.device, aten.clone.default,
+          aten.contiguous.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
+
+
+@_rule(*_CASTS)
+def _same(ctx: Context, x: Any, *args: Any, **kwargs: Any) -> Any:
+    """Casts and copies: the exact coefficients are what they are in any precision."""
+    return x
+
+
+@_rule(aten.dropout.default)
+def _dropout(ctx: Context, x: Any, p: float, train: bool | None) -> Any:
+    """Dropout in eval mode is the identity."""
+    if train:
+        raise SaturationError("dropout in training mode has no limit")
+    return x
+
+
+def _moved(target: Any, x: Lead, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``target`` (an op that moves elements) applied to a lead: to its exact floats where it has
+    them, else to the flat positions of its balls."""
+    def on(tensor: Tensor) -> Any:
+        return target(tensor, *args, **kwargs)
+
+    infinite = None if x.infinite is None else on(x.infinite.expand(x.shape))
+    lower = None if x.lower is None else _moved(target, _expanded(x.lower, x.shape), args, kwargs)
+    if x.exact is not None and x.lead_ids is None:
+        moved = on(x.exact)
+        return _wrap(moved, infinite, lower, lambda t: Lead(x.degree, exact=t))
+    positions = on(torch.arange(x.balls.size).reshape(x.shape))
+    flat = x.balls.reshape(-1)
+    ids = None if x.classes is None else x.classes.reshape(-1)
+    leads = None if x.lead_ids is None else x.lead_ids.reshape(-1)
+    above = None if x.above is None else np.broadcast_to(x.above, x.shape).reshape(-1)
+
+    def make(t: Tensor) -> Lead:
+        at = t.numpy()
+        return Lead(x.degree, array=flat[at], ids=None if ids is None else ids[at],
+                    lead_ids=None if leads is None else leads[at], above=None if above is None else above[at])
+    return _wrap(positions, infinite, lower, make)
+
+
+def _expanded(x: Lead, shape: tuple[int, ...]) -> Lead:
+    """``x`` broadcast to ``shape`` (a lower part may be smaller than its lead)."""
+    if x.shape == shape:
+        return x
+    return Lead(x.degree, array=np.broadcast_to(x.balls, shape),
+                ids=None if x.classes is None else np.broadcast_to(x.classes, shape),
+                infinite=None if x.infinite is None else x.infinite.expand(shape))
+
+
+def _wrap(moved: Any, infinite: Any, lower: Any, make: Callable[[Tensor], Lead]) -> Any:
+    if isinstance(moved, Tensor):
+        lead = make(moved)
+        lead.infinite, lead.lower = infinite, lower
+        return lead
+    parts = [make(t) for t in moved]
+    for index, lead in enumerate(parts):
+        lead.infinite = None if infinite is None else infinite[index]
+        lead.lower = None if lower is None else lower[index]
+    return parts
+
+
+_MOVES = (aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
+          aten.t.default, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim,
+          aten.squeeze.dims, aten.squeeze.default, aten.expand.default, aten.slice.Tensor,
+          aten.select.int, aten.index.Tensor, aten.flatten.using_ints, aten.narrow.default,
+          aten.movedim.int, aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
+          aten.unbind.int, aten.repeat.default, aten.unflatten.int, aten.view_as.default,
+          aten.expand_as.default, aten.repeat_interleave.self_int)
+
+
+def _move_rule(target: Any) -> Rule:
+    def rule(ctx: Context, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(x, Lead):
+            raise SaturationError(f"{target} of an exact value with a c-dependent argument has no ball rule")
+        if any(isinstance(a, Lead) for a in (*args, *kwargs.values())):
+            args = tuple(a.exact if isinstance(a, Lead) and a.exact is not None else a for a in args)
+        return _moved(target, x, args, kwargs)
+    return rule
+
+
+for _target in _MOVES:
+    BALL_RULES[_target] = _move_rule(_target)
+
+
+@_rule(aten.sym_size.int)
+def _sym_size(ctx: Context, x: Lead, dim: int) -> int:
+    return x.shape[dim]
+
+
+@_rule(aten._assert_tensor_metadata.default)
+def _assert_metadata(ctx: Context, x: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@_rule(aten.zeros_like.default, aten.ones_like.default, aten.full_like.default, aten.empty_like.default,
+       aten.new_ones.default, aten.new_zeros.default, aten.new_full.default, aten.new_empty.default)
+def _shaped_like(ctx: Context, x: Lead, *args: Any, **kwargs: Any) -> Tensor:
+    """Ops that read only the shape of their c-dependent argument."""
+    return ctx.target(torch.zeros(x.shape), *args, **kwargs)
+
+
+@_rule(aten.embedding.default)
+def _embedding(ctx: Context, weight: Any, indices: Tensor, *args: Any) -> Lead:
+    """Rows of a c-dependent table at exact indices."""
+    if isinstance(indices, Lead):
+        raise SaturationError("embedding indices that depend on c have no ball rule")
+    table = _lead(weight, ctx)
+    return _moved(lambda t: F.embedding(indices, t), table, (), {})
+
+
+@_rule(operator.getitem)
+def _getitem(ctx: Context, values: Sequence[Any], index: int) -> Any:
+    """One output of an op that returns several (a split)."""
+    return values[index]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sums and products
+
+
+def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
+    first, second = _lead(x, ctx), _lead(y, ctx)
+    if factor != 1:
+        second = _scaled(second, factor)
+    shape = _shape(first, second)
+    infinite = _infinite([first, second], shape)
+    ids = _combined(first, second)  # the whole value depends on both, whichever part leads
+    if first.degree != second.degree:
+        top, below = (first, second) if first.degree > second.degree else (second, first)
+        # One part below the lead is tracked, the sum's lower operand, with the classes of the
+        # higher one: where those agree, two elements differ by their lower parts alone.
+        lower = above = None
+        if math.isfinite(below.degree) and top.lower is None and top.classes is not None:
+            lower = _expanded(Lead(below.degree, exact=below.exact, array=below.array), shape)
+            above = np.broadcast_to(top.classes, shape)
+        leads = None if top.lead_classes is None else np.broadcast_to(top.lead_classes, shape)
+        return Lead(top.degree, array=np.broadcast_to(top.balls, shape), infinite=infinite, ids=ids,
+                    lead_ids=leads, lower=lower, above=above)
+    return Lead(first.degree, array=np.add(first.balls, second.balls), infinite=infinite, ids=ids,
+                lead_ids=_combined(first, second, lead=True))
+
+
+def _scaled(x: Lead, factor: Any) -> Lead:
+    if isinstance(factor, Lead) or (isinstance(factor, Tensor) and factor.numel() != 1):
+        raise SaturationError("a scaling factor that is not one number has no ball rule")
+    value = float(factor)
+    infinite = None if x.infinite is None else (x.infinite * int(np.sign(value))).to(torch.int8)
+    if value == 0 and infinite is not None and bool(infinite.any()):
+        raise SaturationError("0 times a masking constant")
+    lower = None if x.lower is None else _scaled(x.lower, factor)
+    return Lead(x.degree, array=x.balls * flint.arb(value), infinite=infinite, ids=x.classes,
+                lead_ids=x.lead_ids, lower=lower, above=x.above)
+
+
+@_rule(aten.add.Tensor, aten.add.Scalar, aten.add_.Tensor)
+def _add(ctx: Context, x: Any, y: Any, alpha: Any = 1) -> Lead:
+    """Parts of equal degree add; a higher degree leads (Table 1, Sum)."""
+    return _sum_of(ctx, x, y, alpha)
+
+
+@_rule(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(ctx: Context, x: Any, y: Any, alpha: Any = 1) -> Lead:
+    return _sum_of(ctx, x, y, -float(alpha))
+
+
+@_rule(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(ctx: Context, x: Any, y: Any, alpha: Any = 1) -> Lead:
+    return _sum_of(ctx, y, x, -float(alpha))
+
+
+@_rule(aten.neg.default)
+def _neg(ctx: Context, x: Lead) -> Lead:
+    return _scaled(x, -1.0)
+
+
+@_rule(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(ctx: Context, x: Any, y: Any) -> Lead:
+    """Degrees add (Table 1, Product); a masking constant only scales by an exact number."""
+    for lead, other in ((x, y), (y, x)):
+        if isinstance(lead, Lead) and lead.infinite is not None and bool(lead.infinite.any()):
+            return _scaled(lead, other)
+    first, second = _finite(_lead(x, ctx), "mul"), _finite(_lead(y, ctx), "mul")
+    return Lead(first.degree + second.degree, array=np.multiply(first.balls, second.balls),
+                ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
+
+
+@_rule(aten.div.Tensor, aten.div.Scalar)
+def _div(ctx: Context, x: Any, y: Any) -> Lead:
+    """x / y: degrees subtract; y's coefficients must be proved nonzero."""
+    first, second = _finite(_lead(x, ctx), "div"), _finite(_lead(y, ctx), "div")
+    shape = _shape(first, second)
+    sign = signs(second.balls)
+    proved = (sign != 0) & ~np.isnan(sign)
+    unknown = np.broadcast_to(~proved, shape)
+    ctx.undecided(unknown, "a divisor whose coefficient may be zero")
+    safe = np.where(proved, second.balls, _filled(ONE, second.shape))
+    out = np.broadcast_to(np.divide(first.balls, safe), shape)
+    values = _undetermined_where(np.asarray(out, dtype=object), unknown)
+    return Lead(first.degree - second.degree, array=values,
+                ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
+
+
+def _undetermined_where(balls: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    if not mask.any():
+        return balls
+    return np.where(mask, nan_like(balls.shape), balls)
+
+
+def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
+    """x^p elementwise: degree p·d; a power that is not a non-negative integer needs a proved
+    positive base."""
+    x = _finite(x, what)
+    if float(exponent).is_integer() and exponent >= 0:
+        p = int(exponent)
+        return Lead(x.degree * p, array=np.asarray(x.balls ** p, dtype=object) if p != 1 else x.balls,
+                    ids=x.classes, lead_ids=x.lead_ids)
+    sign = signs(x.balls)
+    proved = sign > 0
+    ctx.undecided(~proved, f"{what} of a coefficient not proved positive")
+    safe = np.where(proved, x.balls, _filled(ONE, x.shape))
+    if exponent == 0.5:
+        values = np.frompyfunc(lambda b: b.sqrt(), 1, 1)(safe)
+    elif exponent == -0.5:
+        values = np.frompyfunc(lambda b: b.rsqrt(), 1, 1)(safe)
+    else:
+        power = flint.arb(exponent)
+        values = np.frompyfunc(lambda b: b ** power, 1, 1)(safe)
+    return Lead(x.degree * exponent, array=_undetermined_where(np.asarray(values, dtype=object), ~proved),
+                ids=x.classes, lead_ids=x.lead_ids)
+
+
+@_rule(aten.pow.Tensor_Scalar)
+def _pow(ctx: Context, x: Lead, exponent: Any) -> Lead:
+    """Table 1's Product, repeated: the leading part to the power."""
+    if isinstance(exponent, Lead):
+        raise SaturationError("a c-dependent exponent has no ball rule")
+    return _power_of(ctx, x, float(exponent), "pow")
+
+
+@_rule(aten.rsqrt.default)
+def _rsqrt(ctx: Context, x: Lead) -> Lead:
+    return _power_of(ctx, x, -0.5, "rsqrt")
+
+
+@_rule(aten.sqrt.default)
+def _sqrt(ctx: Context, x: Lead) -> Lead:
+    return _power_of(ctx, x, 0.5, "sqrt")
+
+
+def _dims(x: Lead, dim: Any) -> tuple[int, ...]:
+    n = len(x.shape)
+    if dim is None or (isinstance(dim, (list, tuple)) and not dim):
+        return tuple(range(n))
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return tuple(sorted(d % n for d in dims))
+
+
+@_rule(aten.sum.dim_IntList, aten.sum.default)
+def _sum(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Lead:
+    x = _finite(x, "sum")
+    dims = _dims(x, dim)
+    ids = None if x.classes is None else identity.rows(x.classes, dims, keepdim)
+    total = np.asarray(np.sum(x.balls, axis=dims, keepdims=keepdim), dtype=object)
+    leads = None if x.lead_ids is None else identity.rows(x.lead_ids, dims, keepdim)
+    return Lead(x.degree, array=total, ids=ids, lead_ids=leads)
+
+
+@_rule(aten.mean.dim, aten.mean.default)
+def _mean(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Lead:
+    dims = _dims(x, dim)
+    count = math.prod(x.shape[d] for d in dims)
+    total = _sum(ctx, x, list(dims), keepdim)
+    return Lead(x.degree, array=np.asarray(total.balls / flint.arb(count), dtype=object), ids=total.classes,
+                lead_ids=total.lead_ids)
+
+
+def _operand(x: Lead) -> np.ndarray:
+    """A matrix operand for :func:`~saturated.precision.balls.matmul`: exact floats go to FLINT as
+    floats (no ball array is built for a weight matrix)."""
+    return x.exact.numpy() if x.exact is not None else x.balls
+
+
+@_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
+def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
+    """Degrees add (Table 1, Linear / Product)."""
+    first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
+    product = matmul(_operand(first), _operand(second))
+    if first.ties is not None:
+        return Lead(first.degree + second.degree, array=_tied_product(ctx, first.ties, second, product),
+                    lead_ids=_representative_classes(first, second))
+    return Lead(first.degree + second.degree, array=product,
+                ids=_product_classes(first, second), lead_ids=_product_classes(first, second, lead=True))
+
+
+def _representative_classes(weights: Lead, values: Lead) -> np.ndarray | None:
+    """Classes of the leading coefficients of weights @ values where a tied row's lead is that of
+    any one tied position (:func:`_tied_product`): each tied row counted at its first member."""
+    if weights.ties is None or weights.zeros is None or values.lead_classes is None \
+            or values.lead_classes.ndim < 2:
+        return None
+    tied_rows = weights.ties.any(axis=-1, keepdims=True)
+    first = np.cumsum(weights.ties, axis=-1) == 1
+    zeros = np.where(tied_rows, ~(weights.ties & first), weights.zeros)
+    classes = weights.classes if weights.classes is not None else np.zeros(weights.shape, dtype=np.int64)
+    classes = np.where(tied_rows, np.where(zeros, 0, 1), classes)
+    return identity.sparse_products(classes, zeros, values.lead_classes)
+
+
+def _tied_product(ctx: Context, ties: np.ndarray, values: Lead, product: np.ndarray) -> np.ndarray:
+    """weights @ values where some rows split their weight over a tie no tracked order decides:
+    the lead is the evenly split product where the values' leading coefficients are proved equal
+    at every tied position (any split gives it), undetermined elsewhere."""
+    classes = values.lead_classes
+    matters: np.ndarray = np.asarray(ties.any(axis=-1))
+    if classes is not None and classes.ndim >= 2:
+        per_row = identity.rows(classes, (classes.ndim - 1,))[..., None, :]  # a class per value row
+        big = np.iinfo(np.int64).max
+        low = np.where(ties, per_row, big).min(axis=-1)
+        high = np.where(ties, per_row, -big).max(axis=-1)
+        matters = matters & (low != high)
+    unknown = np.broadcast_to(matters[..., None], product.shape)
+    ctx.undecided(unknown, "a tie of hard attention at the leading order whose positions carry "
+                           "different values")
+    return _undetermined_where(product, unknown)
+
+
+def _product_classes(first: Lead, second: Lead, lead: bool = False) -> np.ndarray | None:
+    """Element (i, j) of a matrix product reads row i of the first and column j of the second
+    (with ``lead``: their leading coefficients; None where those are the full classes)."""
+    if lead and first.lead_ids is None and second.lead_ids is None:
+        return None
+    a, b = (first.lead_classes, second.lead_classes) if lead else (first.classes, second.classes)
+    if a is None or b is None or a.ndim < 2 or b.ndim < 2:
+        return None
+    if first.zeros is not None:
+        return identity.sparse_products(a, first.zeros, b)
+    return identity.combine(identity.rows(a, (a.ndim - 1,))[..., :, None],
+                            identity.rows(b, (b.ndim - 2,))[..., None, :])
+
+
+@_rule(aten.linear.default)
+def _linear(ctx: Context, x: Any, weight: Any, bias: Any = None) -> Lead:
+    """x·Wᵀ (+ b): degrees add, then the Sum rule with the bias."""
+    w = _finite(_lead(weight, ctx), "linear")
+    transposed = Lead(w.degree, exact=w.exact.T if w.exact is not None else None,
+                      array=None if w.exact is not None else w.balls.T)
+    product = _matmul(ctx, x, transposed)
+    return product if bias is None else _sum_of(ctx, product, bias)
+
+
+@_rule(aten.addmm.default)
+def _addmm(ctx: Context, bias: Any, x: Any, y: Any, beta: Any = 1, alpha: Any = 1) -> Lead:
+    product = _matmul(ctx, x, y)
+    if alpha != 1:
+        product = _scaled(product, alpha)
+    return _sum_of(ctx, product, bias if beta == 1 else _scaled(_lead(bias, ctx), beta))
+
+
+# ---------------------------------------------------------------------------------------------
+# Selections
+
+
+def _selected(ctx: Context, condition: Any, x: Any, y: Any) -> Lead:
+    if isinstance(condition, Lead):
+        raise SaturationError("a c-dependent condition has no ball rule")
+    first, second = _lead(x, ctx), _lead(y, ctx)
+    cond = torch.as_tensor(condition, dtype=torch.bool)
+    shape = tuple(np.broadcast_shapes(tuple(cond.shape), first.shape, second.shape))
+    (a, b), degree = _aligned([first, second], shape)
+    values = np.where(cond.expand(shape).numpy(), a, b)
+    ids = None
+    if first.classes is not None and second.classes is not None:
+        left, right = identity.joined([first.classes, second.classes])
+        ids = np.where(cond.expand(shape).numpy(), left, right)
+    infinite = None
+    if first.infinite is not None or second.infinite is not None:
+        zero = torch.zeros(shape, dtype=torch.int8)
+        infinite = torch.where(cond.expand(shape),
+                               zero if first.infinite is None else first.infinite.expand(shape),
+                               zero if second.infinite is None else second.infinite.expand(shape))
+    return Lead(degree, array=np.asarray(values, dtype=object), infinite=infinite, ids=ids)
+
+
+@_rule(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def _where(ctx: Context, condition: Any, x: Any, y: Any) -> Lead:
+    """Each element keeps its own expansion; the lower-degree side is o(c^d) at the higher."""
+    return _selected(ctx, condition, x, y)
+
+
+@_rule(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(ctx: Context, x: Any, mask: Any, value: Any) -> Lead:
+    return _selected(ctx, mask, value, x)
+
+
+@_rule(aten.cat.default, aten.stack.default)
+def _cat(ctx: Context, tensors: Sequence[Any], dim: int = 0) -> Lead:
+    """Pieces side by side, at the highest degree among them."""
+    leads = [_lead(t, ctx) for t in tensors]
+    stacked = ctx.target is aten.stack.default
+    ctx_op = np.stack if stacked else np.concatenate
+    torch_op = torch.stack if stacked else torch.cat
+    arrays, degree = _aligned(leads)
+    infinite = None
+    if any(x.infinite is not None for x in leads):
+        infinite = torch_op([x.infinite.expand(x.shape) if x.infinite is not None
+                             else torch.zeros(x.shape, dtype=torch.int8) for x in leads], dim)
+    if all(x.exact is not None and x.degree == degree for x in leads):
+        return Lead(degree, exact=torch_op([x.exact for x in leads if x.exact is not None], dim),
+                    infinite=infinite)
+    classes = [x.classes for x in leads]
+    ids = None if any(c is None for c in classes) else ctx_op(identity.joined(classes), axis=dim)  # type: ignore[arg-type]
+    return Lead(degree, array=ctx_op(arrays, axis=dim), infinite=infinite, ids=ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nonlinearities and hard attention
+
+
+_relu_ball = np.frompyfunc(
+    lambda b: b if b > 0 else (ZERO if b < 0 or b.is_zero() else b.nonnegative_part()), 1, 1)
+
+
+@_rule(aten.relu.default)
+def _relu(ctx: Context, x: Lead) -> Lead:
+    """ReLU is positively 1-homogeneous and continuous: relu of the leading coefficient, an
+    enclosure where its ball holds 0 (no decision is needed)."""
+    x = _finite(x, "relu")
+    return Lead(x.degree, array=np.asarray(_relu_ball(x.balls), dtype=object), ids=x.classes,
+                lead_ids=x.lead_ids)
+
+
+@_rule(aten.abs.default)
+def _abs(ctx: Context, x: Lead) -> Lead:
+    x = _finite(x, "abs")
+    return Lead(x.degree, array=np.asarray(np.abs(x.balls), dtype=object), ids=x.classes, lead_ids=x.lead_ids)
+
+
+def _gelu_at(approximate: str) -> Callable[[flint.arb], flint.arb]:
+    if approximate == "tanh":
+        k = (2 / flint.arb.pi()).sqrt()
+        return lambda a: a * (1 + (k * (a + flint.arb("0.044715") * a ** 3)).tanh()) / 2
+    return lambda a: a * (1 + (a / flint.arb(2).sqrt()).erf()) / 2
+
+
+def _relu_like(ctx: Context, x: Lead, at: Callable[[flint.arb], flint.arb], what: str) -> Lead:
+    """GELU, SiLU: ReLU for growing inputs (they differ by e^(−Θ(c))), f(a) for a fixed one,
+    a/2 for a vanishing one (f(v) = v/2 + O(v²))."""
+    x = _finite(x, what)
+    if x.degree > 0:
+        return _relu(ctx, x)
+    if x.degree == 0:
+        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
+                    lead_ids=x.lead_ids)
+    return Lead(x.degree, array=np.asarray(x.balls / 2, dtype=object), ids=x.classes, lead_ids=x.lead_ids)
+
+
+@_rule(aten.gelu.default)
+def _gelu(ctx: Context, x: Lead, approximate: str = "none") -> Lead:
+    return _relu_like(ctx, x, _gelu_at(approximate), "gelu")
+
+
+@_rule(aten.silu.default)
+def _silu(ctx: Context, x: Lead) -> Lead:
+    return _relu_like(ctx, x, lambda a: a / (1 + (-a).exp()), "silu")
+
+
+def _squashing(ctx: Context, x: Lead, grown: Callable[[np.ndarray], np.ndarray],
+               at: Callable[[flint.arb], flint.arb], small: Callable[[Lead], Lead], what: str) -> Lead:
+    """sigmoid, tanh: a constant set by the proved sign for growing inputs (Lemmas 6, 8), f(a) for
+    fixed ones, ``small`` for vanishing ones."""
+    x = _finite(x, what)
+    if x.degree > 0:
+        sign = signs(x.balls)
+        unknown = np.isnan(sign) | (sign == 0)
+        ctx.undecided(unknown, f"the sign of a growing input of {what}")
+        values = np.asarray(np.frompyfunc(flint.arb, 1, 1)(grown(np.nan_to_num(sign))), dtype=object)
+        return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
+    if x.degree == 0:
+        return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
+                    lead_ids=x.lead_ids)
+    return small(x)
+
+
+@_rule(aten.tanh.default)
+def _tanh(ctx: Context, x: Lead) -> Lead:
+    return _squashing(ctx, x, lambda sign: sign, lambda a: a.tanh(), lambda v: v, "tanh")
+
+
+@_rule(aten.sigmoid.default)
+def _sigmoid(ctx: Context, x: Lead) -> Lead:
+    half = Lead(0.0, array=np.full(x.shape, flint.arb(0.5), dtype=object))
+    return _squashing(ctx, x, lambda sign: (sign > 0).astype(np.float64), lambda a: 1 / (1 + (-a).exp()),
+                      lambda v: half, "sigmoid")
+
+
+@_rule(aten.layer_norm.default)
+def _layer_norm(ctx: Context, x: Any, shape: Sequence[int], weight: Any = None, bias: Any = None,
+                eps: float = 1e-5, *rest: Any) -> Lead:
+    """(x − mean)/√(var + ε): for a growing row ε is below the lead, and the row's variance must be
+    proved positive (a constant row has no direction); then the affine map."""
+    lead = _finite(_lead(x, ctx), "layer_norm")
+    axes = tuple(range(len(lead.shape) - len(shape), len(lead.shape)))
+    count = math.prod(lead.shape[a] for a in axes)
+    mean = np.sum(lead.balls, axis=axes, keepdims=True) / flint.arb(count)
+    centered = lead.balls - mean
+    variance = np.sum(centered * centered, axis=axes, keepdims=True) / flint.arb(count)
+    if lead.degree < 0:  # ε leads
+        normalized = Lead(lead.degree, array=np.asarray(centered / flint.arb(eps).sqrt(), dtype=object))
+        normalized.ids = _row_relative(lead, axes)
+    else:
+        if lead.degree == 0:
+            variance = variance + flint.arb(eps)
+        scale = _power_of(ctx, Lead(2 * lead.degree, array=np.asarray(variance, dtype=object)), -0.5,
+                          "layer_norm of a row whose spread")
+        normalized = Lead(0.0, array=np.asarray(centered * scale.balls, dtype=object),
+                          ids=_row_relative(lead, axes), lead_ids=_row_relative(lead, axes, leading=True))
+    out = normalized if weight is None else _mul(ctx, normalized, weight)
+    return out if bias is None else _sum_of(ctx, out, bias)
+
+
+def _row_relative(x: Lead, axes: tuple[int, ...], leading: bool = False) -> np.ndarray | None:
+    """Classes of elements computed from themselves and their whole row along ``axes`` (with
+    ``leading``: of their leading coefficients; None where those are the full classes)."""
+    classes = x.classes if not leading else (x.lead_ids if x.lead_ids is not None else None)
+    if classes is None:
+        return None
+    return identity.combine(classes, identity.rows(classes, axes, keepdims=True))
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of scores: leading balls, their classes (full and leading) and the part below."""
+
+    balls: np.ndarray
+    ids: np.ndarray | None
+    lead_ids: np.ndarray | None
+    lower: np.ndarray | None
+    above: np.ndarray | None
+
+
+def _hard_row(row: _Row, allowed: np.ndarray) -> tuple[np.ndarray, str | None, bool]:
+    """Hard attention over one row of scores (Lemma 7): weight 1 at the position whose ball lies
+    above every other allowed position's, or shared evenly by positions proved equal to it at
+    every order (one class, :mod:`saturated.precision.identity`: their weights are equal at every
+    c). Positions whose leading coefficients are proved equal go on to the part below, where it is
+    tracked; where that does not decide either, the weight is split evenly and the row marked tied
+    (see :attr:`~saturated.precision.lead.Lead.ties`). NaN weights and the reason where none of
+    this is proved. Returns the weights, the reason, and whether the row is tied."""
+    places = [int(j) for j in np.nonzero(allowed)[0]]
+    if not places:
+        return _zeros(row.balls.shape), None, False
+    chosen, reason = _maximal(row.balls, places, row.ids)
+    tied = False
+    if reason is not None and row.lead_ids is not None and len({row.lead_ids[j] for j in chosen}) == 1:
+        if row.lower is not None and row.above is not None and len({row.above[j] for j in chosen}) == 1:
+            below, why = _maximal(row.lower, chosen, row.ids)
+            if why is None:
+                chosen, reason = below, None
+        tied, reason = reason is not None, None
+    if reason is not None:
+        return nan_like(row.balls.shape), reason, False
+    weights = _zeros(row.balls.shape)
+    share = ONE / len(chosen)
+    for j in chosen:
+        weights[j] = share
+    return weights, None, tied
+
+
+def _maximal(values: np.ndarray, places: list[int], ids: np.ndarray | None) -> tuple[list[int], str | None]:
+    """The positions among ``places`` that may hold the maximum; a reason unless that is one
+    position, or several proved equal at every order."""
+    mids = [float(values[j].mid()) if values[j].is_finite() else math.nan for j in places]
+    if any(math.isnan(m) for m in mids):
+        return places, "hard attention over scores a decision before left undecided"
+    best = places[int(np.argmax(mids))]
+    top = values[best]
+    chosen = [best, *(j for j in places if j != best and not values[j] < top)]
+    if len(chosen) == 1 or (ids is not None and len({ids[j] for j in chosen}) == 1):
+        return chosen, None
+    if all(values[j].is_exact() and values[j] == top for j in chosen):
+        return chosen, "a tie of hard attention at the leading order that untracked orders split"
+    return chosen, "a near-tie of hard attention not separated"
+
+
+@_rule(aten.softmax.int, aten._softmax.default)
+def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead:
+    """Softmax → hard attention for growing scores (Lemma 7); the softmax itself for fixed ones;
+    uniform weights for vanishing ones. Masking constants of degree +∞ exclude positions."""
+    dim = dim % len(x.shape)
+    scores = np.moveaxis(x.balls, dim, -1)
+    rows = scores.reshape(-1, scores.shape[-1])
+    infinite = torch.zeros(x.shape, dtype=torch.int8) if x.infinite is None else x.infinite.expand(x.shape)
+    if bool((infinite > 0).any()):
+        raise SaturationError("softmax input contains +∞ (a huge positive constant)")
+    allowed = np.moveaxis((infinite == 0).numpy(), dim, -1).reshape(rows.shape)
+    scored = None if x.classes is None else identity.combine(x.classes, infinite.numpy().astype(np.int64))
+
+    def by_row(values: np.ndarray | None) -> np.ndarray | None:
+        if values is None:
+            return None
+        return np.moveaxis(np.broadcast_to(values, x.shape), dim, -1).reshape(rows.shape)
+
+    ids, lead_ids = by_row(scored), by_row(x.lead_classes)
+    lower = None if x.lower is None or x.lower.degree <= 0 else by_row(x.lower.balls)
+    above = None if lower is None else by_row(x.above)
+    out = np.empty(rows.shape, dtype=object)
+    undecided = np.zeros(rows.shape[0], dtype=bool)
+    tied = np.zeros(rows.shape[0], dtype=bool)
+    reasons: set[str] = set()
+    for index in range(rows.shape[0]):
+        if x.degree > 0:
+            row = _Row(rows[index], None if ids is None else ids[index],
+                       None if lead_ids is None else lead_ids[index], None if lower is None else lower[index],
+                       None if above is None else above[index])
+            out[index], reason, tied[index] = _hard_row(row, allowed[index])
+        else:
+            out[index], reason = _soft_row(rows[index], allowed[index], x.degree == 0), None
+        if reason is not None:
+            undecided[index] = True
+            reasons.add(reason)
+    weights = np.moveaxis(out.reshape(scores.shape), -1, dim)
+    if undecided.any():
+        per_row = undecided.reshape(scores.shape[:-1])[..., None]
+        mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
+        for reason in sorted(reasons):
+            ctx.undecided(mask, reason)
+    zeros = ties = None
+    if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
+        weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)
+        members = np.frompyfunc(lambda w: not w.is_zero(), 1, 1)(out).astype(bool) & tied[:, None]
+        zeros = _hard_classes(out, undecided) == 0
+        zeros = np.moveaxis(zeros.reshape(scores.shape), -1, dim)
+        ties = np.moveaxis(members.reshape(scores.shape), -1, dim) if members.any() else None
+    elif scored is not None:
+        weight_ids = identity.combine(scored, identity.rows(scored, (dim,), keepdims=True))
+    else:
+        weight_ids = None
+    return Lead(0.0, array=np.asarray(weights, dtype=object), ids=weight_ids, zeros=zeros, ties=ties)
+
+
+def _hard_classes(rows: np.ndarray, undecided: np.ndarray) -> np.ndarray:
+    """Classes of hard-attention weights: k for a weight 1/k, 0 for a weight 0, and a class of
+    its own for each weight of an undecided row."""
+    shares = np.frompyfunc(lambda w: 0 if w.is_zero() else -1, 1, 1)(rows).astype(np.int64)
+    counts = (shares != 0).sum(axis=1, keepdims=True)
+    ids = np.where(shares != 0, counts, 0)
+    own = -1 - np.arange(rows.size, dtype=np.int64).reshape(rows.shape)
+    return np.where(undecided[:, None], own, ids)
+
+
+def _soft_row(row: np.ndarray, allowed: np.ndarray, fixed: bool) -> np.ndarray:
+    """The softmax of fixed scores (the limit of a continuous map), or uniform weights over the
+    allowed positions when the scores vanish."""
+    weights = _zeros(row.shape)
+    places = np.nonzero(allowed)[0]
+    if not len(places):
+        return weights
+    if not fixed:
+        share = ONE / len(places)
+        for j in places:
+            weights[j] = share
+        return weights
+    top = max(float(row[j].mid()) for j in places)
+    exps = [(row[j] - top).exp() for j in places]
+    total = sum(exps[1:], exps[0])
+    for j, e in zip(places, exps):
+        weights[j] = e / total
+    return weights

@@ -531,17 +531,21 @@ class SaturatedModel:
             done = [i for i in range(len(left)) if i not in still]
             if done:
                 _merge(pairs, _subset(found, done, axes, len(left)), [left[i] for i in done], axes, total)
-            reasons = {left[i]: tuple(why for scope, why in result.reasons if scope is None or i in scope)
+            reasons = {left[i]: tuple(why for scope, why, _ in result.reasons if scope is None or i in scope)
                        or ("undetermined",) for i in still}
-            if not still:
-                break
+            # entries whose every undecided decision is final (exact zeros, exact ties) stop here,
+            # as do all at the cap: each keeps these values where they leave fewer undetermined
+            rising = [i for i in still if any(open_ is None or i in open_ for _, _, open_ in result.reasons)]
             if bits == self.settings.max_precision:
-                better = [i for i in still if _nan_count(found, i, axes, len(left)) <
-                          _nan_count(pairs, left[i], axes, total)]
-                if better:
-                    _merge(pairs, _subset(found, better, axes, len(left)), [left[i] for i in better],
-                           axes, total)
-            left = [left[i] for i in still]
+                rising = []
+            stopping = [i for i in still if i not in rising]
+            better = [i for i in stopping
+                      if _nan_count(found, i, axes, len(left)) < _nan_count(pairs, left[i], axes, total)]
+            if better:
+                _merge(pairs, _subset(found, better, axes, len(left)), [left[i] for i in better], axes, total)
+            if not rising:
+                break
+            left = [left[i] for i in rising]
         return _Refined(tuple(levels), reasons)
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:

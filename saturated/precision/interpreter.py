@@ -68,11 +68,12 @@ class BallPass:
     Attributes:
         outputs: per flattened output, (lim f/cᵈ as float64 with NaN where undetermined, d), an
             exact output as it is (degree 0.0, or None for non-tensors), or None if not computed.
-        reasons: (batch entries, or None for every entry, reason) of each undecided decision.
+        reasons: (batch entries, or None for every entry, reason, the entries a higher precision
+            may still decide) of each undecided decision.
     """
 
     outputs: list[tuple[Any, float | None] | None]
-    reasons: list[tuple[frozenset[int] | None, str]]
+    reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]]
 
 
 def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
@@ -111,12 +112,14 @@ def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | No
     if balls.ndim:
         hidden = zeroish.all(axis=-1, keepdims=True) & ~unknown.any(axis=-1, keepdims=True)
         context.where = lambda: f"output {index}"
+        exact_zero = (sign == 0).all(axis=-1, keepdims=True)
         context.undecided(np.broadcast_to(hidden, balls.shape),
                           f"a vector whose leading coefficients (degree {out.degree:g}) are not "
-                          "proved nonzero")
+                          "proved nonzero", np.broadcast_to(exact_zero, balls.shape))
         values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, balls.shape).copy()), math.nan)
     elif bool(zeroish):
         context.where = lambda: f"output {index}"
-        context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}")
+        context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}",
+                          bool(sign == 0))
         values = torch.tensor(math.nan, dtype=torch.float64)
     return values, out.degree

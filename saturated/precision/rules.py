@@ -45,7 +45,8 @@ class Context:
         entries: the number of batch entries in the pass (dimension 0 of batched values).
         where: names the node being run (for reasons).
         target: the op being run.
-        reasons: (batch entries or None for all, reason) of every decision left undecided.
+        reasons: (batch entries or None for all, reason, entries a higher precision may still
+            decide) of every decision left undecided.
     """
 
     mask_threshold: float
@@ -53,16 +54,23 @@ class Context:
     entries: int
     where: Callable[[], str] = lambda: "<unknown node>"
     target: Any = None
-    reasons: list[tuple[frozenset[int] | None, str]] = field(default_factory=list)
+    reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]] = field(default_factory=list)
 
-    def undecided(self, mask: np.ndarray, what: str) -> None:
-        """Record that the decision ``what`` is not made where ``mask`` is True."""
+    def undecided(self, mask: np.ndarray, what: str, final: np.ndarray | bool = False) -> None:
+        """Record that the decision ``what`` is not made where ``mask`` is True; ``final`` marks
+        the elements no precision can decide (an exact zero, an exact tie that untracked orders
+        split), whose entries are not run again at a higher one."""
         if not mask.any():
             return
-        entries = None
+        open_mask = mask & ~np.broadcast_to(final, mask.shape)
+        self.reasons.append((self._entries(mask), f"{what} at {self.bits} bits at {self.where()}",
+                             self._entries(open_mask) if open_mask.any() else frozenset()))
+
+    def _entries(self, mask: np.ndarray) -> frozenset[int] | None:
+        """The batch entries (dimension 0) where ``mask`` holds, None where it has no such axis."""
         if mask.ndim >= 1 and mask.shape[0] == self.entries:
-            entries = frozenset(np.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0].tolist())
-        self.reasons.append((entries, f"{what} at {self.bits} bits at {self.where()}"))
+            return frozenset(np.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0].tolist())
+        return None
 
 
 Rule = Callable[..., Any]
@@ -335,7 +343,7 @@ def _div(ctx: Context, x: Any, y: Any) -> Lead:
     sign = signs(second.balls)
     proved = (sign != 0) & ~np.isnan(sign)
     unknown = np.broadcast_to(~proved, shape)
-    ctx.undecided(unknown, "a divisor whose coefficient may be zero")
+    ctx.undecided(unknown, "a divisor whose coefficient may be zero", np.broadcast_to(sign == 0, shape))
     safe = np.where(proved, second.balls, _filled(ONE, second.shape))
     out = np.broadcast_to(np.divide(first.balls, safe), shape)
     values = _undetermined_where(np.asarray(out, dtype=object), unknown)
@@ -359,7 +367,7 @@ def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
                     ids=x.classes, lead_ids=x.lead_ids)
     sign = signs(x.balls)
     proved = sign > 0
-    ctx.undecided(~proved, f"{what} of a coefficient not proved positive")
+    ctx.undecided(~proved, f"{what}: a coefficient not proved positive", sign <= 0)
     safe = np.where(proved, x.balls, _filled(ONE, x.shape))
     if exponent == 0.5:
         values = np.frompyfunc(lambda b: b.sqrt(), 1, 1)(safe)
@@ -463,7 +471,7 @@ def _tied_product(ctx: Context, ties: np.ndarray, values: Lead, product: np.ndar
         matters = matters & (low != high)
     unknown = np.broadcast_to(matters[..., None], product.shape)
     ctx.undecided(unknown, "a tie of hard attention at the leading order whose positions carry "
-                           "different values")
+                           "different values", final=True)
     return _undetermined_where(product, unknown)
 
 
@@ -615,7 +623,7 @@ def _squashing(ctx: Context, x: Lead, grown: Callable[[np.ndarray], np.ndarray],
     if x.degree > 0:
         sign = signs(x.balls)
         unknown = np.isnan(sign) | (sign == 0)
-        ctx.undecided(unknown, f"the sign of a growing input of {what}")
+        ctx.undecided(unknown, f"the sign of a growing input of {what}", sign == 0)
         values = np.asarray(np.frompyfunc(flint.arb, 1, 1)(grown(np.nan_to_num(sign))), dtype=object)
         return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
     if x.degree == 0:
@@ -654,7 +662,7 @@ def _layer_norm(ctx: Context, x: Any, shape: Sequence[int], weight: Any = None, 
         if lead.degree == 0:
             variance = variance + flint.arb(eps)
         scale = _power_of(ctx, Lead(2 * lead.degree, array=np.asarray(variance, dtype=object)), -0.5,
-                          "layer_norm of a row whose spread")
+                          "layer_norm (the variance of a row)")
         normalized = Lead(0.0, array=np.asarray(centered * scale.balls, dtype=object),
                           ids=_row_relative(lead, axes), lead_ids=_row_relative(lead, axes, leading=True))
     out = normalized if weight is None else _mul(ctx, normalized, weight)
@@ -668,6 +676,9 @@ def _row_relative(x: Lead, axes: tuple[int, ...], leading: bool = False) -> np.n
     if classes is None:
         return None
     return identity.combine(classes, identity.rows(classes, axes, keepdims=True))
+
+
+_UNTRACKED = "a tie of hard attention at the leading order that untracked orders split"
 
 
 @dataclass(frozen=True)
@@ -721,7 +732,7 @@ def _maximal(values: np.ndarray, places: list[int], ids: np.ndarray | None) -> t
     if len(chosen) == 1 or (ids is not None and len({ids[j] for j in chosen}) == 1):
         return chosen, None
     if all(values[j].is_exact() and values[j] == top for j in chosen):
-        return chosen, "a tie of hard attention at the leading order that untracked orders split"
+        return chosen, _UNTRACKED
     return chosen, "a near-tie of hard attention not separated"
 
 
@@ -766,7 +777,7 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
         per_row = undecided.reshape(scores.shape[:-1])[..., None]
         mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
         for reason in sorted(reasons):
-            ctx.undecided(mask, reason)
+            ctx.undecided(mask, reason, final=reason == _UNTRACKED)
     zeros = ties = None
     if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
         weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)

@@ -149,6 +149,7 @@ def test_result_json_table_and_round_trip(tmp_path: Any) -> None:
                     "undetermined_tokens": 0},
                    {"name": "layer 1", "stack": "", "similarity": 0.25, "undetermined_sentences": [],
                     "undetermined_tokens": 0}],
+        "undetermined_reasons": {},
         "n_sentences": 2, "n_tokens": {"all": 9}, "n_truncated": 1, "max_length": 16, "batch_size": 4,
     }
     text = result.to_json(tmp_path / "r.json").read_text(encoding="utf-8")
@@ -586,7 +587,14 @@ def test_undetermined_tokens_of_the_exact_limit_are_left_out_and_named(tmp_path:
     assert [layer["undetermined_tokens"] for layer in data["layers"]] == [0, 0, 2]
     assert SimilarityResult.from_dict(data).undetermined == result.undetermined
     assert "layer 2     1.0000 *" in result.table()
-    assert result.table().endswith("layer 2: 2 of 17 tokens (sentences 0, 2)")
+    assert "layer 2: 2 of 17 tokens (sentences 0, 2)\n" in result.table()
+    # why: each such state is exactly zero at its degree (only lower orders could give it a
+    # direction), so no precision above the first is tried; the reason names the decision, the
+    # output and the precision
+    assert sorted(result.reasons) == [0, 2] and sorted(data["undetermined_reasons"]) == ["0", "2"]
+    assert "not proved nonzero at 128 bits" in data["undetermined_reasons"]["0"][0]
+    assert result.table().splitlines()[-2].startswith("  sentence 0: a vector whose leading coefficients")
+    assert SimilarityResult.from_dict(data).reasons == result.reasons
     nothing = SimilarityResult(("embeddings", "layer 1"), (1.0, math.nan), ("", ""), math.inf, 1,
                                {"": 3}, 0, 8, undetermined=((), (0,)), n_undetermined=(0, 3))
     written = nothing.to_json(tmp_path / "nothing.json").read_text(encoding="utf-8")

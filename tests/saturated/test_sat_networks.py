@@ -138,7 +138,7 @@ def test_tie_broken_by_a_lower_order_follows_it() -> None:
 def test_tie_beyond_the_tracked_orders_is_reported_with_its_node() -> None:
     x = torch.ones(1, 1, dtype=torch.float64)
     with pytest.raises(SaturationError, match=r"hard attention tie.*node 'softmax'"):
-        saturate(LowerOrderHead(), x, settings=Settings(orders=1))
+        saturate(LowerOrderHead(), x, settings=Settings(orders=1, max_precision=0))
 
 
 class RunningMaximum(nn.Module):
@@ -258,7 +258,7 @@ def test_the_tensors_given_replace_the_programs_own() -> None:
 
 def test_only_tables_read_by_embedding_lookups_alone_are_left_uncast() -> None:
     from homogeneity.tracing import export_model
-    from saturated.interpreter import _looked_up, _placeholder_values
+    from saturated.interpreter import _looked_up, placeholder_values
     from saturated.terms import Term
     model, program, x, ids = mixed_program()
     assert _looked_up(program.graph) == {"p_table_weight", "b_codes"}
@@ -266,7 +266,7 @@ def test_only_tables_read_by_embedding_lookups_alone_are_left_uncast() -> None:
     # terms, floating tensors cast but the two tables (their lookups are cast instead), integers
     # and inputs as they are.
     names = [node.name for node in program.graph.nodes if node.op == "placeholder"]
-    made = dict(zip(names, (make() for make in _placeholder_values(program, {}, [x, ids], torch.float64)),
+    made = dict(zip(names, (make() for make in placeholder_values(program, {}, [x, ids], torch.float64)),
                     strict=True))
     assert list(made) == ["p_linear_weight", "p_table_weight", "b_shift", "b_steps", "b_position", "b_codes",
                           "c_lifted_tensor_0", "x", "scale", "ids"]
@@ -319,13 +319,13 @@ def test_only_the_nodes_the_kept_outputs_need_run() -> None:
 def interpreter_of(rules: dict, tie_aware: tuple = (), settings: Settings | None = None) -> list:
     """Run ReLU(linear(x)) (module 'lin', then 'act') with the rule table ``rules``."""
     from homogeneity.tracing import export_model
-    from saturated.interpreter import LimitInterpreter, _placeholder_values
+    from saturated.interpreter import LimitInterpreter, placeholder_values
     model = nn.Sequential()
     model.add_module("lin", nn.Linear(2, 2))
     model.add_module("act", nn.ReLU())
     x = torch.ones(1, 2)
     program = export_model(model, (x,))
-    makers = _placeholder_values(program, dict(model.state_dict()), [x], None)
+    makers = placeholder_values(program, dict(model.state_dict()), [x], None)
     interpreter = LimitInterpreter(program.graph_module, settings or Settings(), rules=rules,
                                    tie_aware=tie_aware)
     return interpreter.run(*makers, enable_io_processing=False)
@@ -396,9 +396,9 @@ def test_a_graph_node_other_than_a_function_call_is_refused() -> None:
 def test_a_run_keeps_no_value_past_its_last_use() -> None:
     # A cast copy of a parameter (or any value) lives only while the graph needs it: after the
     # run the interpreter holds only values no node read (unused inputs, checks) and the outputs.
-    from saturated.interpreter import LimitInterpreter, _placeholder_values
+    from saturated.interpreter import LimitInterpreter, placeholder_values
     model, program, x, ids = mixed_program()
-    makers = _placeholder_values(program, dict(model.state_dict()), [x.double(), ids], torch.float64)
+    makers = placeholder_values(program, dict(model.state_dict()), [x.double(), ids], torch.float64)
     interpreter = LimitInterpreter(program.graph_module, Settings(), (torch.float32, torch.float64))
     interpreter.run(*makers, enable_io_processing=False)
     assert {node.name for node in interpreter.env if node.users} == set()
@@ -407,7 +407,7 @@ def test_a_run_keeps_no_value_past_its_last_use() -> None:
     from homogeneity.tracing import export_model
     half, x = HalfKnown(), torch.randn(2, 3)
     program = export_model(half, (x,))
-    makers = _placeholder_values(program, dict(half.state_dict()), [x], None)
+    makers = placeholder_values(program, dict(half.state_dict()), [x], None)
     interpreter = LimitInterpreter(program.graph_module, Settings(), keep=[False, True])
     assert interpreter.run(*makers, enable_io_processing=False)[0] is None
     assert {node.name for node in interpreter.env if node.users and node in interpreter.needed} == set()

@@ -139,6 +139,7 @@ class Normed(nn.Module):
         return self.norm(h), h, h.transpose(0, 1), x.sum(-1), None
 
 
+FLOAT64_ONE_ORDER = Settings(orders=1, max_precision=0)  # the float path alone, no ball refinement
 NORMED = torch.tensor([[1.0, 2.0], [3.0, 3.0], [2.0, 1.0]])
 EQUAL_ROW = ("layer_norm of a row whose leading coefficients are all equal [at node 'layer_norm' (op "
              "aten.layer_norm.default, module norm)] (tracking 1 orders)")
@@ -147,7 +148,7 @@ EQUAL_ROW = ("layer_norm of a row whose leading coefficients are all equal [at n
 def test_an_entry_whose_pass_needs_more_orders_is_nan_in_every_output() -> None:
     """With one order the batch's pass fails on entry 1 (its constant row): each entry is then
     computed alone, entries 0 and 2 to their limits, entry 1 NaN in every output."""
-    out = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(NORMED)
+    out = SaturatedModel(Normed(), Settings(orders=1, max_precision=0), undetermined="nan")(NORMED)
     nan = math.nan
     expected = ([[-1.0, 1.0], [nan, nan], [1.0, -1.0]], [[1.0, 2.0], [nan, nan], [2.0, 1.0]],
                 [[1.0, nan, 2.0], [2.0, nan, 1.0]], [3.0, nan, 3.0])
@@ -155,12 +156,17 @@ def test_an_entry_whose_pass_needs_more_orders_is_nan_in_every_output() -> None:
         torch.testing.assert_close(value, torch.tensor(rows), equal_nan=True, rtol=0, atol=0)
     assert out.value[4] is None and out.degrees == (0.0, 1.0, 1.0, 0.0, None)
     assert out.orders == 1 and out.refined == (0, 1, 2)
-    pair = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")(x=NORMED[[1, 0]])  # by keyword
+    pair = SaturatedModel(Normed(), FLOAT64_ONE_ORDER, undetermined="nan")(x=NORMED[[1, 0]])  # by keyword
     assert torch.isnan(pair.value[0][0]).all() and pair.value[0][1].tolist() == [-1.0, 1.0]
     assert torch.isnan(pair.value[2][:, 0]).all() and pair.value[2][:, 1].tolist() == [1.0, 2.0]
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(Normed(), Settings(orders=1))(NORMED)
+        SaturatedModel(Normed(), FLOAT64_ONE_ORDER)(NORMED)
     assert str(caught.value) == EQUAL_ROW
+    with pytest.raises(SaturationError) as caught:  # ball arithmetic cannot normalize it either
+        SaturatedModel(Normed(), Settings(orders=1))(NORMED)
+    # the row's variance is exactly 0, which no precision changes: 128 bits are the last tried
+    assert str(caught.value).startswith(EQUAL_ROW + "; and for batch entry 1: layer_norm (the variance of "
+                                        "a row): a coefficient not proved positive at 128 bits")
 
 
 class NormedPair(Normed):
@@ -171,7 +177,7 @@ class NormedPair(Normed):
 
 
 def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
-    limit = SaturatedModel(Normed(), Settings(orders=1), undetermined="nan")
+    limit = SaturatedModel(Normed(), Settings(orders=1, max_precision=0), undetermined="nan")
     for x in (NORMED[1:2], NORMED[[1, 1]]):  # one entry (no batch), two alike
         with pytest.raises(SaturationError) as caught:
             limit(x)
@@ -179,7 +185,7 @@ def test_when_no_entry_passes_the_error_names_what_needs_orders() -> None:
     # Inputs without a common batch dimension are one entry, recomputed whole: row 0 of each
     # input alone ([1, 2] and [1, 1]) would pass, the whole fails on its row [3, 3].
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedPair(), Settings(orders=1), undetermined="nan")(NORMED[[0, 1]], torch.ones(3, 2))
+        SaturatedModel(NormedPair(), FLOAT64_ONE_ORDER, undetermined="nan")(NORMED[[0, 1]], torch.ones(3, 2))
     assert str(caught.value) == EQUAL_ROW
 
 
@@ -194,7 +200,7 @@ def test_entries_computed_alone_need_a_batch_dimension_in_every_output() -> None
     """Entry 1's pass fails, so the entries are computed one at a time; output 1 (a sum over the
     batch, shape (2,)) has no dimension to put each entry's value along."""
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedAndSummed(), Settings(orders=1), undetermined="nan")(NORMED)
+        SaturatedModel(NormedAndSummed(), Settings(orders=1, max_precision=0), undetermined="nan")(NORMED)
     assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
                                  "(shape (2,) for 1 of 3); expected one dimension the exported graph "
                                  "sizes by the batch")
@@ -210,7 +216,7 @@ class NormedAndIndexed(Normed):
 def test_entries_computed_alone_merge_an_integer_output_along_the_batch() -> None:
     """Entries [1, 2] and [2, 1] computed one at a time: the LayerNorm limits [−1, 1] and [1, −1]
     (degree 0), the argmax 1 and 0 (exact), each in its entry's row and the integers kept."""
-    limit = SaturatedModel(NormedAndIndexed(), Settings(orders=1), undetermined="nan")
+    limit = SaturatedModel(NormedAndIndexed(), Settings(orders=1, max_precision=0), undetermined="nan")
     x = NORMED[[0, 2]]
     axes = _batch_axes(limit.program(x))
     settings = Settings(orders=1, ties="nan")
@@ -223,7 +229,7 @@ def test_entries_computed_alone_merge_an_integer_output_along_the_batch() -> Non
 def test_an_integer_output_cannot_mark_an_entry_whose_pass_fails() -> None:
     """Entry 1 ([3, 3]) of :data:`NORMED` needs more orders: its argmax has no NaN to hold."""
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedAndIndexed(), Settings(orders=1), undetermined="nan")(NORMED)
+        SaturatedModel(NormedAndIndexed(), Settings(orders=1, max_precision=0), undetermined="nan")(NORMED)
     assert str(caught.value) == (f"output 1 holds integers, which cannot be NaN where a batch entry's "
                                  f"pass needs more orders: {EQUAL_ROW}; expected floating outputs, or "
                                  "only those asked for with outputs=")
@@ -240,7 +246,7 @@ def test_a_0_dim_integer_output_has_no_batch_dimension_to_merge_along() -> None:
     """Entries computed one at a time (entry 1's pass fails): the argmax over the batch has no row
     per entry, so it is refused for its shape, before any entry could be marked."""
     with pytest.raises(SaturationError) as caught:
-        SaturatedModel(NormedAndArgmax(), Settings(orders=1), undetermined="nan")(NORMED)
+        SaturatedModel(NormedAndArgmax(), Settings(orders=1, max_precision=0), undetermined="nan")(NORMED)
     assert str(caught.value) == ("output 1 has no batch dimension to merge recomputed entries along "
                                  "(shape () for 3 entries, shape () for 1 of 3); expected one dimension "
                                  "the exported graph sizes by the batch")
@@ -478,7 +484,7 @@ class CancellingAndNormed(nn.Module):
 
 def test_entries_computed_alone_keep_their_own_undetermined_outputs() -> None:
     x = torch.tensor([[3.0, 0.0], [2.0, 2.0], [1.0, 2.0]])  # −x₁ undetermined; pass fails; both known
-    out = SaturatedModel(CancellingAndNormed(), Settings(orders=1), undetermined="nan")(x)
+    out = SaturatedModel(CancellingAndNormed(), Settings(orders=1, max_precision=0), undetermined="nan")(x)
     first, normed = out.value
     assert math.isnan(first[0, 0]) and math.isnan(first[1, 0]) and first[2, 0] == -2.0
     assert normed[0].tolist() == [1.0, -1.0] and torch.isnan(normed[1]).all()
@@ -520,7 +526,7 @@ def test_with_uniform_ties_no_zero_test_is_final() -> None:
 
 def test_entries_computed_alone_keep_a_float64_models_precision() -> None:
     x = NORMED.double() / 10  # 0.1, 0.2, …: not float32 numbers
-    out = SaturatedModel(Normed().double(), Settings(orders=1), undetermined="nan")(x)
+    out = SaturatedModel(Normed().double(), Settings(orders=1, max_precision=0), undetermined="nan")(x)
     hidden = out.value[1]
     assert hidden.dtype == F64 and torch.equal(hidden[[0, 2]], x[[0, 2]]) and torch.isnan(hidden[1]).all()
 
@@ -542,7 +548,7 @@ class NormedAndFlagged(Normed):
 
 def test_entries_computed_alone_are_computed_in_float64() -> None:
     x = torch.tensor([[1.0, 2.0], [3.0, 3.0]])  # entry 1's pass fails
-    out = SaturatedModel(NormedAndFlagged(), Settings(orders=1), undetermined="nan")(x)
+    out = SaturatedModel(NormedAndFlagged(), Settings(orders=1, max_precision=0), undetermined="nan")(x)
     normed, flag = out.value
     assert normed[0].tolist() == [-1.0, 1.0] and flag[0, 0] == 1.0  # the sign float64 certifies
     assert normed.dtype == flag.dtype == torch.float32  # rounded back to the model's dtype

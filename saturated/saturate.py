@@ -128,11 +128,35 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
             if bool(hidden.any()):
                 final = _final(coef, bound, rounding, settings)
                 final = None if final is None else final & hidden
+                final = _with_zero_vectors(final, term, coef.shape, degree, hidden, rounding, settings)
                 coef, has_nan = coef.masked_fill(hidden, math.nan), True
         return coef, degree, has_nan, final
     if term.floor == -math.inf:
         return term.lead, -math.inf, False, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+def _with_zero_vectors(final: torch.Tensor | None, term: Term, shape: torch.Size, degree: float,
+                       hidden: torch.Tensor, rounding: Rounding, settings: Settings) -> torch.Tensor | None:
+    """``final`` (None: nowhere) extended to the ``hidden`` vectors that are exactly zero for every
+    c: every partial of their exact values is 0 at ``degree``, they are zero in every lower part,
+    and nothing below the parts is unknown (a padding token's zero embedding). No order or
+    precision gives them a direction, so their batch entries are not recomputed for them."""
+    if term.floor != -math.inf or not settles_exactly(rounding, replace(settings, carried=True)):
+        return final
+    zero = hidden.clone()
+    for coef, lower in term.parts:
+        if lower < degree:
+            zero &= (coef == 0).all(-1, keepdim=True)
+    if not bool(zero.any()):
+        return final
+    assert rounding.index is not None and rounding.partials is not None
+    at = rounding.index().expand(shape)[zero.expand(shape)]
+    exact = (rounding.partials(at) == 0).all(-1).reshape(-1, shape[-1]).all(-1)
+    zero = zero.masked_scatter(zero, exact)
+    if not bool(zero.any()):
+        return final
+    return zero.expand(shape) if final is None else final | zero
 
 
 # The most elements of an output part the exact step sums one by one to tell a zero part.

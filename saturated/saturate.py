@@ -354,11 +354,14 @@ def _module_fingerprint(model: nn.Module) -> tuple[Any, ...]:
 class _Graphs:
     """A model's exported programs, for one parameter layout: by input structure (dynamic batch
     and lengths; None where the model cannot be exported so) and by exact signature (the
-    per-shape fallback)."""
+    per-shape fallback); and the calls (graph, outputs, settings) whose first level, in a dtype
+    narrower than float64, left every batch entry undetermined (see
+    :meth:`SaturatedModel._note_whole_failure`)."""
 
     layout: tuple[Any, ...] = ()
     dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = field(default_factory=dict)
     static: dict[tuple[Any, ...], torch.export.ExportedProgram] = field(default_factory=dict)
+    narrow_fails: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 # Shared by every SaturatedModel of one model (the similarity, convergence and head measurements
@@ -370,6 +373,10 @@ def _graphs_of(model: nn.Module) -> _Graphs:
     if model not in _GRAPHS:
         _GRAPHS[model] = _Graphs()
     return _GRAPHS[model]
+
+
+_WHOLESALE = 4
+"""The fewest batch entries whose joint failure at the first level says it fails for the graph."""
 
 
 class SaturatedModel:
@@ -457,6 +464,7 @@ class SaturatedModel:
         if layout != self._graphs.layout:
             self._graphs.dynamic.clear()
             self._graphs.static.clear()
+            self._graphs.narrow_fails.clear()
             self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
@@ -498,6 +506,8 @@ class SaturatedModel:
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
+        if dtype != self._wide and self._narrow_key(args, kwargs) in self._graphs.narrow_fails:
+            raise NeedsOrders(f"{dtype} left every entry undetermined before (see _note_whole_failure)")
         program = self._program(args, kwargs)
         tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
         inputs = _cast_inputs((args, kwargs), dtype)
@@ -506,6 +516,20 @@ class SaturatedModel:
         keep = None if self.outputs is None or spec is None else _kept_leaves(spec, self.outputs)
         with torch.no_grad():
             return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), keep)
+
+    def _narrow_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        return (id(self._program(args, kwargs)), self.outputs, self.settings, self.undetermined)
+
+    def _note_whole_failure(self, step: int, dtype: torch.dtype, batch: int | None,
+                            args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Remember that the first level, in a dtype narrower than float64, left every entry of a
+        batch of at least :data:`_WHOLESALE` undetermined: for this graph, outputs and settings it
+        fails wholesale (the error bounds of a deep decoder's normalized output exceed its values
+        in float32), and later calls go straight to float64 (:meth:`_run` skips the first level),
+        which decides whatever it would have; only the last bits of the values (computed in
+        float64, rounded back) differ."""
+        if step == 0 and dtype != self._wide and (batch or 1) >= _WHOLESALE:
+            self._graphs.narrow_fails.add(self._narrow_key(args, kwargs))
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -588,6 +612,7 @@ class SaturatedModel:
                                                          lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
+                    self._note_whole_failure(step, dtype, batch, args, kwargs)
                     continue  # the same entries, at the next level
                 message = f"{_in_batch(str(err), pending)} (tracking {orders} orders)"
                 if self.undetermined == "raise":
@@ -612,6 +637,8 @@ class SaturatedModel:
                                          batch or 1 if pending is None else len(pending), batch)
             if left == []:
                 break
+            if left is None or len(left) == (batch or 1 if pending is None else len(pending)):
+                self._note_whole_failure(step, dtype, batch, args, kwargs)
             if left is not None:
                 pending = left if pending is None else [pending[i] for i in left]
         else:

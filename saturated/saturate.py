@@ -21,9 +21,9 @@ from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
 from homogeneity.errors import HomogeneityError
-from homogeneity.tracing import export_model
 from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
+from saturated.export_cache import cached_export
 from saturated.interpreter import run_terms
 from saturated.rounding import Rounding, exact_sign
 from saturated.rules import Settings
@@ -489,7 +489,7 @@ class SaturatedModel:
         graphs = self._graphs
         if structure not in graphs.dynamic:
             try:
-                graphs.dynamic[structure] = export_model(self.model, args, kwargs, dynamic=True)
+                graphs.dynamic[structure] = cached_export(self.model, args, kwargs, dynamic=True)
             except HomogeneityError:
                 graphs.dynamic[structure] = None  # exported per shape below
         dynamic = graphs.dynamic[structure]
@@ -499,7 +499,7 @@ class SaturatedModel:
         key = _signature(spec, leaves)
         if key not in graphs.static:
             try:
-                graphs.static[key] = export_model(self.model, args, kwargs)
+                graphs.static[key] = cached_export(self.model, args, kwargs)
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
         return graphs.static[key]
@@ -509,7 +509,9 @@ class SaturatedModel:
         if dtype != self._wide and self._narrow_key(args, kwargs) in self._graphs.narrow_fails:
             raise NeedsOrders(f"{dtype} left every entry undetermined before (see _note_whole_failure)")
         program = self._program(args, kwargs)
-        tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
+        # Every name of a tied tensor: a graph from the cache holds no weights of its own.
+        tensors = {**dict(self.model.named_buffers(remove_duplicate=False)),
+                   **dict(self.model.named_parameters(remove_duplicate=False))}
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
         spec = program.call_spec.out_spec

@@ -13,7 +13,7 @@ Batch of 32 sentences from the default corpus, float32, CPU. Three timings, best
 Exporting is a one-off per model (one graph with dynamic batch and length serves every call and
 both precisions, and it is kept on disk for the next process); the first call is timed with the
 export cache empty and again, on a fresh copy of the model, with the graph read from the cache.
-Memory: the growth of resident memory over a saturated call, against a plain pass's.
+Memory: the process's peak resident memory during a saturated call, against a plain pass's.
 With ``--families`` it also reports, for two-layer random-init
 models of every family, whether the model exported with dynamic shapes and how many entries of a
 16-sentence batch were recomputed in float64.
@@ -32,7 +32,7 @@ import time
 from dataclasses import replace
 
 import torch
-from timing import best_of, peak_growth
+from timing import best_of, peak_resident
 
 from empirical.models.batching import make_batches, tokenize
 from empirical.models.corpus import load_corpus
@@ -92,10 +92,10 @@ def main() -> None:
           f"{'s' if limit.exports != 1 else ''})")
     print(f"first call, cached graph   {warm:8.2f} s")
     with torch.inference_mode():
-        plain_memory = peak_growth(lambda: model(**batch))
-    limit_memory = peak_growth(lambda: limit(**batch))
-    print(f"memory growth over a call  {limit_memory / 2**20:8.0f} MB   ratio "
-          f"{limit_memory / max(plain_memory, 2**20):5.2f} to a plain pass ({plain_memory / 2**20:.0f} MB)")
+        plain_memory = peak_resident(lambda: model(**batch))
+    limit_memory = peak_resident(lambda: limit(**batch))
+    print(f"peak memory of a call      {limit_memory / 2**20:8.0f} MB   ratio "
+          f"{limit_memory / plain_memory:5.2f} to a plain pass's ({plain_memory / 2**20:.0f} MB)")
     if args.families:
         for family in FAMILIES:
             fallback_rate(family, sentences[:16])

@@ -19,11 +19,11 @@ def _resident() -> int:
         return int(stats.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def peak_growth(fn: Callable[[], object], every: float = 0.002) -> int:
-    """How far the process's resident memory rose above its level at the start while ``fn`` ran,
-    in bytes (sampled every ``every`` seconds: tensors live outside Python's allocator, where
-    ``tracemalloc`` does not see them)."""
-    start = peak = _resident()
+def peak_resident(fn: Callable[[], object], every: float = 0.002) -> int:
+    """The process's peak resident memory while ``fn`` ran, in bytes, the model and everything
+    already held included (sampled every ``every`` seconds: tensors live outside Python's
+    allocator, where ``tracemalloc`` does not see them)."""
+    peak = _resident()
     done = threading.Event()
 
     def sample() -> None:
@@ -39,4 +39,4 @@ def peak_growth(fn: Callable[[], object], every: float = 0.002) -> int:
     finally:
         done.set()
         watcher.join()
-    return max(peak, _resident()) - start
+    return max(peak, _resident())

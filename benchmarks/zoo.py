@@ -7,7 +7,7 @@ undetermined values as NaN (as ``docs/zoo.md`` measures it):
 
 - plain: a forward pass with hidden states, best of ``--repeat``;
 - limit: a call with the graph held (best of ``--repeat``), and its ratio to plain;
-- memory: the growth of resident memory over a limit call, and its ratio to a plain pass's;
+- memory: the process's peak resident memory during a limit call over that during a plain pass;
 - first call, cold: a fresh model, the export cache empty (the export is made and stored);
 - first call, warm: another fresh model of the same configuration, the graph read from the cache.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from timing import best_of, peak_growth
+from timing import best_of, peak_resident
 
 from empirical.measure.pipeline import forward, prepare
 from empirical.models.corpus import load_corpus
@@ -80,13 +80,13 @@ def main() -> None:
             cold = time.perf_counter() - start
             plain = best_of(lambda m=fresh, b=inputs: forward(m, b), args.repeat)
             call = best_of(lambda m=fresh, b=inputs, lim=limit: forward(m, b, lim), args.repeat)
-            plain_memory = peak_growth(lambda m=fresh, b=inputs: forward(m, b))
-            limit_memory = peak_growth(lambda m=fresh, b=inputs, lim=limit: forward(m, b, lim))
+            plain_memory = peak_resident(lambda m=fresh, b=inputs: forward(m, b))
+            limit_memory = peak_resident(lambda m=fresh, b=inputs, lim=limit: forward(m, b, lim))
             start = time.perf_counter()
             forward(other, inputs, again)
             warm_first = time.perf_counter() - start
         print(f"{name:<10} {plain:7.3f} {call:7.3f} {call / plain:6.1f} "
-              f"{limit_memory / max(plain_memory, 1 << 20):7.1f} {cold:9.2f} {warm_first:9.2f}", flush=True)
+              f"{limit_memory / plain_memory:7.2f} {cold:9.2f} {warm_first:9.2f}", flush=True)
 
 
 if __name__ == "__main__":

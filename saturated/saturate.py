@@ -22,9 +22,9 @@ from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
 from homogeneity.errors import HomogeneityError
-from homogeneity.tracing import export_model
 from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
+from saturated.export_cache import cached_export
 from saturated.interpreter import run_terms
 from saturated.precision import precisions, run_balls
 from saturated.rounding import Rounding, exact_sign
@@ -136,11 +136,35 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
             if bool(hidden.any()):
                 final = _final(coef, bound, rounding, settings)
                 final = None if final is None else final & hidden
+                final = _with_zero_vectors(final, term, coef.shape, degree, hidden, rounding, settings)
                 coef, has_nan = coef.masked_fill(hidden, math.nan), True
         return coef, degree, has_nan, final
     if term.floor == -math.inf:
         return term.lead, -math.inf, False, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+def _with_zero_vectors(final: torch.Tensor | None, term: Term, shape: torch.Size, degree: float,
+                       hidden: torch.Tensor, rounding: Rounding, settings: Settings) -> torch.Tensor | None:
+    """``final`` (None: nowhere) extended to the ``hidden`` vectors that are exactly zero for every
+    c: every partial of their exact values is 0 at ``degree``, they are zero in every lower part,
+    and nothing below the parts is unknown (a padding token's zero embedding). No order or
+    precision gives them a direction, so their batch entries are not recomputed for them."""
+    if term.floor != -math.inf or not settles_exactly(rounding, replace(settings, carried=True)):
+        return final
+    zero = hidden.clone()
+    for coef, lower in term.parts:
+        if lower < degree:
+            zero &= (coef == 0).all(-1, keepdim=True)
+    if not bool(zero.any()):
+        return final
+    assert rounding.index is not None and rounding.partials is not None
+    at = rounding.index().expand(shape)[zero.expand(shape)]
+    exact = (rounding.partials(at) == 0).all(-1).reshape(-1, shape[-1]).all(-1)
+    zero = zero.masked_scatter(zero, exact)
+    if not bool(zero.any()):
+        return final
+    return zero.expand(shape) if final is None else final | zero
 
 
 # The most elements of an output part the exact step sums one by one to tell a zero part.
@@ -338,11 +362,14 @@ def _module_fingerprint(model: nn.Module) -> tuple[Any, ...]:
 class _Graphs:
     """A model's exported programs, for one parameter layout: by input structure (dynamic batch
     and lengths; None where the model cannot be exported so) and by exact signature (the
-    per-shape fallback)."""
+    per-shape fallback); and the calls (graph, outputs, settings) whose first level, in a dtype
+    narrower than float64, left every batch entry undetermined (see
+    :meth:`SaturatedModel._note_whole_failure`)."""
 
     layout: tuple[Any, ...] = ()
     dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = field(default_factory=dict)
     static: dict[tuple[Any, ...], torch.export.ExportedProgram] = field(default_factory=dict)
+    narrow_fails: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 # Shared by every SaturatedModel of one model (the similarity, convergence and head measurements
@@ -354,6 +381,10 @@ def _graphs_of(model: nn.Module) -> _Graphs:
     if model not in _GRAPHS:
         _GRAPHS[model] = _Graphs()
     return _GRAPHS[model]
+
+
+_WHOLESALE = 4
+"""The fewest batch entries whose joint failure at the first level says it fails for the graph."""
 
 
 class SaturatedModel:
@@ -441,6 +472,7 @@ class SaturatedModel:
         if layout != self._graphs.layout:
             self._graphs.dynamic.clear()
             self._graphs.static.clear()
+            self._graphs.narrow_fails.clear()
             self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
@@ -465,7 +497,7 @@ class SaturatedModel:
         graphs = self._graphs
         if structure not in graphs.dynamic:
             try:
-                graphs.dynamic[structure] = export_model(self.model, args, kwargs, dynamic=True)
+                graphs.dynamic[structure] = cached_export(self.model, args, kwargs, dynamic=True)
             except HomogeneityError:
                 graphs.dynamic[structure] = None  # exported per shape below
         dynamic = graphs.dynamic[structure]
@@ -475,15 +507,19 @@ class SaturatedModel:
         key = _signature(spec, leaves)
         if key not in graphs.static:
             try:
-                graphs.static[key] = export_model(self.model, args, kwargs)
+                graphs.static[key] = cached_export(self.model, args, kwargs)
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
         return graphs.static[key]
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
+        if dtype != self._wide and self._narrow_key(args, kwargs) in self._graphs.narrow_fails:
+            raise NeedsOrders(f"{dtype} left every entry undetermined before (see _note_whole_failure)")
         program = self._program(args, kwargs)
-        tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
+        # Every name of a tied tensor: a graph from the cache holds no weights of its own.
+        tensors = {**dict(self.model.named_buffers(remove_duplicate=False)),
+                   **dict(self.model.named_parameters(remove_duplicate=False))}
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
         with torch.no_grad():
@@ -547,6 +583,20 @@ class SaturatedModel:
                 break
             left = [left[i] for i in rising]
         return _Refined(tuple(levels), reasons)
+
+    def _narrow_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        return (id(self._program(args, kwargs)), self.outputs, self.settings, self.undetermined)
+
+    def _note_whole_failure(self, step: int, dtype: torch.dtype, batch: int | None,
+                            args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Remember that the first level, in a dtype narrower than float64, left every entry of a
+        batch of at least :data:`_WHOLESALE` undetermined: for this graph, outputs and settings it
+        fails wholesale (the error bounds of a deep decoder's normalized output exceed its values
+        in float32), and later calls go straight to float64 (:meth:`_run` skips the first level),
+        which decides whatever it would have; only the last bits of the values (computed in
+        float64, rounded back) differ."""
+        if step == 0 and dtype != self._wide and (batch or 1) >= _WHOLESALE:
+            self._graphs.narrow_fails.add(self._narrow_key(args, kwargs))
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -630,6 +680,7 @@ class SaturatedModel:
                                                          lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
+                    self._note_whole_failure(step, dtype, batch, args, kwargs)
                     continue  # the same entries, at the next level
                 message = f"{_in_batch(str(err), pending)} (tracking {orders} orders)"
                 if self.undetermined == "raise":
@@ -661,6 +712,8 @@ class SaturatedModel:
                                          batch or 1 if pending is None else len(pending), batch)
             if left == []:
                 break
+            if left is None or len(left) == (batch or 1 if pending is None else len(pending)):
+                self._note_whole_failure(step, dtype, batch, args, kwargs)
             if left is not None:
                 pending = left if pending is None else [pending[i] for i in left]
         else:

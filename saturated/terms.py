@@ -23,7 +23,7 @@ from saturated.rounding import Rounding, product_rounding
 
 __all__ = [
     "NeedsOrders", "Term", "add", "bilinear", "computed_degrees", "exp_series", "lift", "make",
-    "may_hold_nan", "mul", "power", "reduce", "scale",
+    "may_hold_nan", "mul", "nonzero", "power", "reduce", "scale",
 ]
 
 Part = tuple[Tensor, float]
@@ -95,6 +95,17 @@ def may_hold_nan(a: Tensor) -> bool:
     return a.is_floating_point() and bool(torch.isnan(a.sum()))
 
 
+def nonzero(a: Tensor) -> bool:
+    """Whether ``a`` has a nonzero entry, read once per stored element: a broadcast dimension
+    (stride 0, as ``make`` leaves parts) is tested at one index, not at every one.
+
+    >>> nonzero(torch.zeros(3).expand(4, 3)), nonzero(torch.tensor([0.0, 2.0]).expand(5, 2))
+    (False, True)
+    """
+    index = tuple(0 if stride == 0 and size > 1 else slice(None) for size, stride in zip(a.shape, a.stride()))
+    return bool(a[index].any())
+
+
 def _broadcast(shapes: list[torch.Size]) -> torch.Size:
     """The broadcast of ``shapes`` (a plain loop: ``torch.broadcast_shapes`` costs more than most
     of the tensor ops it serves here).
@@ -140,7 +151,7 @@ def make(parts: Iterable[Part], floor: float, orders: int,
         coef = merged[deg]
         # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
         if not kept and (not math.isfinite(deg) or (orders > 1 and deg not in computed)) \
-                and not bool(coef.any()):
+                and not nonzero(coef):
             continue
         if math.isfinite(deg):
             if finite == orders:
@@ -234,8 +245,10 @@ def _product_floor(x: Term, y: Term) -> float:
 
 def _computed_products(x: Term, y: Term, chosen: list[tuple[int, int, float]]) -> set[float]:
     """The degrees at which a zero product may be rounding's (products can cancel or underflow
-    to 0): those with a pair of parts neither of which is all zero."""
-    return {deg for i, j, deg in chosen if bool(x.parts[i][0].any()) and bool(y.parts[j][0].any())}
+    to 0): those with a pair of parts neither of which is all zero (each part tested once)."""
+    left = {i: nonzero(x.parts[i][0]) for i in {i for i, _, _ in chosen}}
+    right = {j: nonzero(y.parts[j][0]) for j in {j for _, j, _ in chosen}}
+    return {deg for i, j, deg in chosen if left[i] and right[j]}
 
 
 def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: int,

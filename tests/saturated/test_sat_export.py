@@ -242,7 +242,7 @@ def test_one_graph_per_input_structure_whatever_the_values_and_batch() -> None:
 
 
 def test_per_shape_graphs_are_kept_by_structure_and_shape(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = importlib.import_module("saturated.saturate")
+    module = importlib.import_module("saturated.export_cache")  # where SaturatedModel exports
 
     def per_shape(model: nn.Module, args: Any, kwargs: Any, dynamic: bool = False) -> Any:
         if dynamic:

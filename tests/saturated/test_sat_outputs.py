@@ -126,3 +126,26 @@ def test_kept_leaves_name_what_was_asked_for_and_what_there_is(output: object, m
     with pytest.raises(SaturationError) as caught:
         _kept_leaves(spec, frozenset({"b", "a"}))
     assert str(caught.value) == message
+
+
+def test_a_first_level_that_failed_a_whole_batch_is_skipped_for_that_graph(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every entry's flag cancels within float32's bound: once a batch of four failed wholesale in
+    float32, the next call on the same graph starts in float64, with the same limit."""
+    net, _ = _cancelling()
+    x = torch.tensor([[1.0, 1.0]] * 4)
+    first = SaturatedModel(net, Settings())(x)
+    assert first.refined == (0, 1, 2, 3) and first.value["flag"].tolist() == [[1.0]] * 4
+    runs: list[torch.dtype] = []
+    run = SaturatedModel._run
+    monkeypatch.setattr(SaturatedModel, "_run", lambda self, *a: runs.append(a[-1]) or run(self, *a))
+    again = SaturatedModel(net, Settings())(x)
+    assert runs == [torch.float32, torch.float64]  # the first level refused at once
+    assert again.refined == first.refined and torch.equal(again.value["flag"], first.value["flag"])
+    SaturatedModel(net, Settings(), outputs={"hidden"})(x)  # other outputs: their own record
+    assert runs[2:] == [torch.float32]
+    net2, _ = _cancelling()
+    runs.clear()
+    alone = SaturatedModel(net2, Settings())(x[:2])  # a smaller batch failing says too little
+    assert runs == [torch.float32, torch.float64] and alone.refined == (0, 1)
+    assert not SaturatedModel(net2, Settings())._graphs.narrow_fails

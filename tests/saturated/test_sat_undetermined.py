@@ -561,3 +561,22 @@ def test_a_vector_equal_to_its_bound_is_within_rounding() -> None:
     coef = torch.cat([rounding.bound(F64, 0.0, carried=True)[:1], _t([[1.0, 2.0]])])
     value = _normalized(Term(((coef, 1.0),), roundings=(rounding,)), 0, Settings(), vectors=True)[0]
     assert torch.isnan(value[0]).all() and value[1].tolist() == [1.0, 2.0]
+
+
+def test_a_vector_exactly_zero_at_every_order_is_final() -> None:
+    """A padding token's zero embedding: exact values all 0, no lower part, nothing unknown below.
+    No order gives it a direction, so its entry is not recomputed for it; a vector whose exact
+    values are not zero, or a term with an unknown rest, stays open."""
+    coef = _t([[[0.0, 0.0], [1.0, 2.0]]])
+    exact = [[0.0]] * 2 + [[1.0]] * 2
+    term = Term(((coef, 1.0),), roundings=(_bounded(coef, 1.0, exact=exact),))
+    value, degree, has_nan, found = _normalized(term, 0, Settings(), vectors=True)
+    assert has_nan and degree == 1.0 and bool(value[0, 0].isnan().all()) and found is not None
+    assert found.all(-1).tolist() == [[True, False]] and found.any(-1).tolist() == [[True, False]]
+    nonzero = Term(((coef, 1.0),), roundings=(_bounded(coef, 1.0, exact=[[0.5, -0.25]] * 4),))
+    assert _normalized(nonzero, 0, Settings(), vectors=True)[3] is None
+    open_below = Term(((coef, 1.0),), floor=0.0, roundings=(_bounded(coef, 1.0, exact=exact),))
+    assert _normalized(open_below, 0, Settings(), vectors=True)[3] is None
+    lower = Term(((coef, 1.0), (_t([[[0.0, 1.0], [0.0, 0.0]]]), 0.0)),
+                 roundings=(_bounded(coef, 1.0, exact=exact),))
+    assert _normalized(lower, 0, Settings(), vectors=True)[3] is None

@@ -1,0 +1,107 @@
+"""Exported graphs kept on disk: found again by a new process (here: a new model object of the same
+configuration), without their weights, and made again from a file that cannot be read."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+import saturated.export_cache as export_cache
+from empirical.models.loading import family_config
+from homogeneity.errors import HomogeneityError
+from saturated.rules import Settings
+from saturated.saturate import SaturatedModel
+
+IDS = torch.tensor([[3, 17, 42, 9], [5, 6, 25, 8]])
+
+
+def _llama(seed: int, layers: int = 1) -> torch.nn.Module:
+    config = family_config("llama", hidden_size=32, intermediate_size=64, vocab_size=64,
+                           num_attention_heads=4, num_hidden_layers=layers, num_key_value_heads=2,
+                           head_dim=8, pad_token_id=None)
+    torch.manual_seed(seed)
+    return transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[bool]]:
+    """A fresh cache directory, and a record of every export actually made (its ``dynamic``)."""
+    monkeypatch.setenv("NORMSAT_CACHE_DIR", str(tmp_path))
+    made: list[bool] = []
+    export = export_cache.export_model
+
+    def counted(*args: object, dynamic: bool = False) -> torch.export.ExportedProgram:
+        made.append(dynamic)
+        return export(*args, dynamic=dynamic)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(export_cache, "export_model", counted)
+    return tmp_path, made
+
+
+def _limit(model: torch.nn.Module) -> torch.Tensor:
+    out = SaturatedModel(model, Settings(), {"last_hidden_state"})(input_ids=IDS)
+    return out.value.last_hidden_state
+
+
+def test_a_second_model_of_the_same_configuration_reads_the_graph_and_its_own_weights(
+        cache: tuple[Path, list[bool]]) -> None:
+    root, made = cache
+    first = _limit(_llama(0))
+    assert made == [True] and len(list(root.glob("*.pt2"))) == 1
+    other = _llama(1)  # other weights, same configuration: the graph is read, not made
+    again = _limit(other)
+    assert made == [True]
+    _limit(_llama(0, layers=2))  # another configuration: another graph
+    assert made == [True, True] and len(list(root.glob("*.pt2"))) == 2
+    assert torch.equal(again, _uncached(other)) and not torch.equal(again, first)
+
+
+def _uncached(model: torch.nn.Module) -> torch.Tensor:
+    """The limit from a graph exported afresh (a copy of the model shares no graph with it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NORMSAT_CACHE_DIR", "")
+        return _limit(copy.deepcopy(model))
+
+
+def test_a_file_that_cannot_be_read_is_exported_again_and_replaced(cache: tuple[Path, list[bool]]) -> None:
+    root, made = cache
+    _limit(_llama(0))
+    (path,) = root.glob("*.pt2")
+    path.write_bytes(path.read_bytes()[:100])  # a partly written file
+    model = _llama(0)
+    found = _limit(model)
+    assert made == [True, True] and path.stat().st_size > 100
+    assert torch.equal(found, _uncached(model))
+    assert not list(root.glob("*.part"))  # written under a temporary name, then renamed
+
+
+def test_modules_without_a_configuration_and_an_empty_setting_are_not_cached(
+        cache: tuple[Path, list[bool]], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, made = cache
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    SaturatedModel(net, Settings())(torch.randn(3, 2))
+    assert made == [True] and not list(root.iterdir())
+    monkeypatch.setenv("NORMSAT_CACHE_DIR", "")
+    assert export_cache.cache_dir() is None
+    _limit(_llama(0))
+    assert made == [True, True] and not list(root.iterdir())
+
+
+def test_a_refused_dynamic_export_is_remembered(cache: tuple[Path, list[bool]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    root, made = cache
+    model = _llama(0)
+
+    def refuse(*args: object, dynamic: bool = False) -> torch.export.ExportedProgram:
+        made.append(dynamic)
+        raise HomogeneityError("no dynamic shapes here")
+
+    monkeypatch.setattr(export_cache, "export_model", refuse)
+    for _ in range(2):
+        with pytest.raises(HomogeneityError, match="no dynamic shapes here"):
+            export_cache.cached_export(model, (), {"input_ids": IDS}, dynamic=True)
+    assert made == [True] and len(list(root.glob("*.refused"))) == 1

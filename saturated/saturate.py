@@ -517,13 +517,17 @@ class SaturatedModel:
         if dtype != self._wide and self._narrow_key(args, kwargs) in self._graphs.narrow_fails:
             raise NeedsOrders(f"{dtype} left every entry undetermined before (see _note_whole_failure)")
         program = self._program(args, kwargs)
-        # Every name of a tied tensor: a graph from the cache holds no weights of its own.
-        tensors = {**dict(self.model.named_buffers(remove_duplicate=False)),
-                   **dict(self.model.named_parameters(remove_duplicate=False))}
+        tensors = self._tensors()
         inputs = _cast_inputs((args, kwargs), dtype)
         leaves = [leaf for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
         with torch.no_grad():
             return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), self._keep(program))
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        """The model's tensors under every name of a tied one: a graph from the cache holds no
+        weights of its own."""
+        return {**dict(self.model.named_buffers(remove_duplicate=False)),
+                **dict(self.model.named_parameters(remove_duplicate=False))}
 
     def _keep(self, program: torch.export.ExportedProgram) -> list[bool] | None:
         """Per flattened output, whether it is asked for (None: all)."""
@@ -544,7 +548,7 @@ class SaturatedModel:
         for bits in precisions(self.settings.max_precision):
             these, those = (args, kwargs) if batch is None else _select((args, kwargs), left)
             program = self._program(these, those)
-            tensors = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters())}
+            tensors = self._tensors()
             leaves = [leaf for leaf in pytree.tree_leaves((these, those)) if isinstance(leaf, torch.Tensor)]
             start = time.perf_counter()
             try:

@@ -11,7 +11,7 @@ import torch
 from empirical.cli import main
 from homogeneity.rules import RULES, register_rule
 
-BERT = ["--model", "bert", "--random-init", "--num-layers", "1"]
+BERT = ["--model", "bert", "--random-init", "--num-layers", "1", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,8 @@ def test_a_written_certificate_is_accepted(certificate: Path, capsys: pytest.Cap
 
 def test_a_certificate_of_another_model_is_bad_input(certificate: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", str(certificate), "--model", "gpt2", "--random-init", "--num-layers", "1"]) == 2
+    gpt2 = ["--model", "gpt2", "--random-init", "--num-layers", "1", "--quiet"]
+    assert main(["check", str(certificate), *gpt2]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith(f"normsat check: error: {certificate} does not apply to gpt2: node ")
     assert "a certificate of another model or graph" in captured.err and "accepted" not in captured.out
@@ -61,7 +62,7 @@ def test_a_model_with_an_op_without_a_rule_is_bad_input(tmp_path: Path, monkeypa
     path = tmp_path / "bessel.json"
     assert main(["degree", "bessel_factories:make", "--certificate", str(path)]) == 0
     assert "INCOMPLETE (no proved lemma for aten.special_i0.default)" in capsys.readouterr().out
-    assert main(["check", str(path), "--model", "bessel_factories:make"]) == 2
+    assert main(["check", str(path), "--model", "bessel_factories:make", "--quiet"]) == 2
     captured = capsys.readouterr()
     assert "ops no proved lemma covers (aten.special_i0.default)" in captured.err
     assert "accepted" not in captured.out and captured.err.count("\n") == 1

@@ -38,7 +38,7 @@ from homogeneity.lemmas.base import fmt
 from homogeneity.program import output_names, select_parameters
 from homogeneity.tracing import export_model, parameter_names
 
-__all__ = ["CertificateCheck", "Failure", "check_certificate"]
+__all__ = ["CertificateCheck", "Failure", "check_certificate", "check_program"]
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ def _same_graph(certificate: Certificate, nodes: list[torch.fx.Node]) -> Failure
     """The first node where the certificate and the graph differ, described; ``None`` if none."""
     for index, node in enumerate(nodes):
         if index >= len(certificate.steps):
-            return Failure("steps", f"node {node.name} ({node_target(node)}) of the graph is not in "
-                           "the certificate", node.name)
+            return Failure(f"steps[{index}]", f"node {node.name} ({node_target(node)}) of the graph is "
+                           "not in the certificate", node.name)
         step = certificate.steps[index]
         wiring = node_inputs(node) if node.op == "call_function" else ()
         target = node_target(node)
@@ -249,9 +249,18 @@ def check_certificate(certificate: Certificate | str, model: nn.Module, *args: A
     """
     if isinstance(certificate, str):
         certificate = Certificate.from_json(certificate)
-    else:
-        validate(certificate)
-    program = export_model(model, args, kwargs)
+    return check_program(certificate, export_model(model, args, kwargs), params=params)
+
+
+def check_program(certificate: Certificate, program: torch.export.ExportedProgram, *,
+                  params: str | Sequence[str] | None = None) -> CertificateCheck:
+    """Check ``certificate`` against an already exported ``program``, as :func:`check_certificate`
+    does after exporting the model (the program is only read, so one export serves many checks).
+
+    Raises:
+        CertificateFieldError: a field of ``certificate`` is not of the format (:func:`validate`).
+    """
+    validate(certificate)
     nodes = [n for n in program.graph.nodes if n.op != "output"]
     mismatch = _same_graph(certificate, nodes)
     if mismatch:

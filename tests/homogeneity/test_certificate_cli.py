@@ -157,7 +157,7 @@ def _number(digits: int) -> str:
     (_number(5000).encode(), "field steps: expected a list of steps, got RawNumber('1111111111"),
     (b"[" * 3_000_000 + b"]" * 3_000_000, "its arrays and objects nest deeper than 4 levels"),
     (b"[" * 3_000_000, "its arrays and objects nest deeper than 4 levels"),
-    (b'{"a": "' + b"x" * (16 * 2**20) + b'"}', "bytes; expected a certificate of at most 16,777,216 bytes"),
+    (b'{"a": "' + b"x" * (8 * 2**20) + b'"}', "bytes; expected a certificate of at most 8,388,608 bytes"),
     (b'{"schema": "normsat.certificate/1", "schema": "x"}', "the key 'schema' appears twice in one object"),
 ])
 def test_untrusted_certificate_files_are_refused_naming_the_file(tmp_path: Path, content: bytes, message: str,

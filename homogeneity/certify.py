@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from importlib import metadata
 from typing import Any
@@ -13,12 +14,21 @@ import torch
 import torch.fx
 from torch import nn
 
-from homogeneity.analysis import META_KEY, analyze_program, output_names, select_parameters
-from homogeneity.certificate import Certificate, Step, applied_to, graph_hash, node_inputs, node_target
+from homogeneity.analysis import META_KEY, analyze_program
+from homogeneity.certificate import (
+    Certificate,
+    Step,
+    applied_to,
+    graph_hash,
+    leaf_step,
+    node_inputs,
+    node_target,
+)
 from homogeneity.degree import Degree, Grade
 from homogeneity.errors import HomogeneityError
 from homogeneity.lemmas import Deg, case_unproved, lemma_for
 from homogeneity.lemmas.base import fmt
+from homogeneity.program import output_names, select_parameters
 from homogeneity.tracing import export_model, parameter_names
 
 __all__ = ["certify", "versions"]
@@ -50,10 +60,8 @@ def _concrete(node: torch.fx.Node, degree: Degree) -> Deg:
 
 
 def _leaf(node: torch.fx.Node, degree: Deg, param_of: dict[str, str], scaled: set[str]) -> Step:
-    name = param_of.get(node.name)
-    case = ("scaled parameter" if name in scaled else "fixed parameter") if name else "constant input"
-    return Step(node.name, node_target(node), (), "leaf", case, (name or node.name,), fmt(degree.value),
-                str(degree.grade))
+    """The leaf's step with the degree the analysis gave it (the checker expects :func:`leaf_step`'s)."""
+    return replace(leaf_step(node, param_of, scaled), degree=fmt(degree.value), grade=str(degree.grade))
 
 
 def certify(model: nn.Module, *args: Any, params: str | Sequence[str] | None = None,

@@ -995,14 +995,14 @@ EQUIVALENT: dict[str, str] = {
         "At the grid's end c = log(max(n, 2)/(t·eps))/δ the two lower bounds are at most eps/t (R ≤ "
         "n·e^(−cδ)) and eps/max(n, 2) (x ≤ e^(−cδ)), half of eps for the t ≥ 2 of the only caller, so "
         "the last grid point is never above eps",
-    "homogeneity.analysis.x_output_names__mutmut_10":
+    "homogeneity.program.x_output_names__mutmut_10":
         "labels read s.arg.name for non-tensor outputs too: every non-tensor user output of a "
         "static export (ints and floats are specialised) is a ConstantArgument, whose name is '', "
         "the label given to non-tensor outputs anyway",
-    "homogeneity.analysis.x_output_names__mutmut_26":
+    "homogeneity.program.x_output_names__mutmut_26":
         "the fallback after `kinds or` is read only when no non-tensor output has an empty label; "
         "every non-tensor user output of a static export is a ConstantArgument, named ''",
-    "homogeneity.analysis.x_output_names__mutmut_27":
+    "homogeneity.program.x_output_names__mutmut_27":
         "the fallback after `kinds or` is read only when no non-tensor output has an empty label; "
         "every non-tensor user output of a static export is a ConstantArgument, named ''",
     # the lemmas (homogeneity/lemmas/): a proof step that proves the same identity

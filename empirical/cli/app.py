@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import re
+import signal
 import sys
 import traceback
 import warnings
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code.
 
     Bad input (the packages' errors, and files that cannot be read or written) gives exit code 2
-    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143);
+    and one line on stderr; Ctrl-C or SIGTERM gives 128 + the signal's number (130, 143), and a
+    reader of the output that goes away (``| head``) 141, as SIGPIPE would, without a message;
     anything else is a bug: one line, exit code 1, and the traceback with ``--debug`` or
     ``NORMSAT_DEBUG=1``.
     """
@@ -134,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             distributed.init_from_environment()  # started by torchrun: join the ranks
             code = int(args.func(args))
             distributed.shutdown()
+            sys.stdout.flush()  # here, where a reader that has gone is caught, not at exit
             return code
+    except BrokenPipeError:
+        # The reader of stdout has gone (`normsat check cert.json | head -1`): end as a program
+        # that SIGPIPE stopped, silently, with nothing more written to the closed pipe at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + int(signal.SIGPIPE)
     except (EmpiricalError, HomogeneityError, SaturationError, OSError) as err:
         if debug:
             traceback.print_exc()

@@ -30,6 +30,7 @@ __all__ = [
     "finite_float",
     "model_options",
     "output_options",
+    "params_options",
     "positive_int",
     "runtime_options",
     "scale_float",
@@ -261,6 +262,16 @@ def output_options(*, json_help: str, plot: bool = False,
         group.add_argument("--plot", default=None, metavar="PATH",
                            help=f"write a plot to this path ({', '.join(plot_suffixes)})")
         parent.set_defaults(plot_suffixes=tuple(plot_suffixes))
+    return parent
+
+
+def params_options() -> argparse.ArgumentParser:
+    """``--params GLOB``, repeatable: the parameters that scale (default: all). A certificate is
+    checked with the ``--params`` it was written with."""
+    parent, group = _parent("parameters")
+    group.add_argument("--params", action="append", default=None, metavar="GLOB",
+                       help="parameters that scale: a name or glob pattern, repeatable "
+                       "(default: all parameters)")
     return parent
 
 

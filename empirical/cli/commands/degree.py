@@ -9,6 +9,7 @@ from empirical.cli.options import (
     device_options,
     model_options,
     output_options,
+    params_options,
     positive_int,
     runtime_options,
 )
@@ -41,11 +42,9 @@ def register(subparsers: Any) -> None:
         parents=[model_options(positional=True),
                  device_options(dtype_default=None, dtype_help="float32; a factory's model keeps its own"),
                  output_options(json_help="write the full report as JSON to this path"),
+                 params_options(),
                  runtime_options(seed_help="seed of the random initialization (default: 0)")],
     )
-    parser.add_argument("--params", action="append", default=None, metavar="GLOB",
-                        help="parameters that scale: a name or glob pattern, repeatable "
-                        "(default: all parameters)")
     parser.add_argument("--depth", type=positive_int, default=3,
                         help="show modules at most this many levels deep (default: 3)")
     parser.add_argument("--certificate", default=None, metavar="PATH",

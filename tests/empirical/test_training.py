@@ -754,7 +754,7 @@ def test_a_run_s_document_and_table(written_run, small_corpus):
     document = result.to_dict()
     assert set(document) == {"schema", "config", "stopped", "model", "corpus", "homogeneity",
                              "evaluations", "checkpoints", "records", "vocabulary", "provenance",
-                             *result.fits}
+                             "checkpoint_sha256", *result.fits}
     assert {"fits", "best", "best_by_aic", "skipped", "layer_growth"} <= set(result.fits)
     assert document["schema"] == "normsat.train/2" and document["config"] == asdict(_RUN)
     assert document["stopped"] is None and document["homogeneity"] is None
@@ -807,7 +807,7 @@ def test_read_run_reads_utf8_whatever_the_locale(written_run, tmp_path, ascii_lo
 
 @pytest.mark.parametrize(("text", "message"), [
     (None, "expected a normsat train folder holding train.json, got {run}"),
-    ("{not json", "expected JSON in {run}/train.json, got a parse error: "),
+    ("{not json", "expected JSON in the run file {run}/train.json, got a parse error: "),
     ('{"schema": "normsat.norms/1"}', "expected a normsat.train/2 document in {run}/train.json, got "
                                       "schema 'normsat.norms/1'"),
     ("{}", "expected a normsat.train/2 document in {run}/train.json, got schema None"),

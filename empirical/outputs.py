@@ -73,6 +73,15 @@ def _check_name_lengths(path: Path, ancestor: Path, what: str, shown: Path) -> N
                              f"bytes long, and paths in {ancestor} must be shorter than {path_max}")
 
 
+def _as_path(path: Any, expected: str) -> Path:
+    """``path`` as a Path (``~`` expanded) if it is a string or path-like object."""
+    if not isinstance(path, str | os.PathLike):
+        from homogeneity.validation import describe  # loads torch: only on this error's road
+
+        raise EmpiricalError(f"expected {expected}, got {describe(path)}")
+    return Path(path).expanduser()
+
+
 def _exists(path: Path) -> bool:
     """``path.exists()``, where a name too long for the file system does not exist (pathlib raises)."""
     try:
@@ -119,7 +128,7 @@ def check_output(path: str | Path, suffixes: Iterable[str] | None = None, *, wha
     >>> check_output("results/run.json", suffixes=[".json"]).name
     'run.json'
     """
-    out = Path(path).expanduser()
+    out = _as_path(path, f"a file name for {what}")
     _writable_ancestor(out, what)  # first: a name too long cannot even be looked up
     if out.is_dir():
         raise EmpiricalError(f"expected a file name for {what}, got the existing folder {out}")
@@ -172,7 +181,7 @@ def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
 
 def check_output_dir(path: str | Path, *, what: str = "output folder") -> Path:
     """Check that ``path`` is, or can become, a writable folder (creating nothing) and return it."""
-    out = Path(path).expanduser()
+    out = _as_path(path, f"a folder for {what}")
     if out.is_symlink() and not _exists(out):
         raise EmpiricalError(f"expected a folder for {what}, but {out} is a symbolic link to "
                              f"{os.readlink(out)}, which does not exist")

@@ -4,7 +4,9 @@ holds one run at a time, and a resumed run continues only from the checkpoint it
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import safetensors.torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import empirical.training.runs as runs
@@ -194,14 +196,39 @@ def test_a_truncated_train_json_is_refused_by_name(stopped_run, tmp_path_factory
         read_run(run, unfinished=True)
 
 
-def test_overwrite_deletes_nothing_until_every_input_is_checked(tmp_path, capsys):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("finished") / "run"
     assert main(["train", *OPTIONS, "--steps", "3", "--evaluations", "1", "--out", str(run)]) == 0
-    capsys.readouterr()
-    before = _snapshot(run)
-    assert main(["train", *OPTIONS, "--context", "100000", "--overwrite", "--out", str(run)]) == 2
+    return run
+
+
+def test_overwrite_deletes_nothing_when_the_context_is_too_long_for_the_corpus(finished_run, capsys):
+    before = _snapshot(finished_run)
+    assert main(["train", *OPTIONS, "--context", "100000", "--overwrite", "--out", str(finished_run)]) == 2
     assert "use a smaller context" in capsys.readouterr().err
-    assert _snapshot(run) == before
+    assert _snapshot(finished_run) == before
+
+
+BAD_INPUTS = st.sampled_from([["--context", "100000"], ["--context", "20000"], ["--device", "cuda:3"],
+                              ["--layers", "0"], ["--heads", "3"], ["--lr", "nan"], ["--arch", "lstm"],
+                              ["--optimizer", "lion"], ["--steps", "2"], ["--resume"]])
+
+
+@settings(max_examples=10)  # an example that reaches the corpus tokenizes it: seconds each
+@given(bad=st.lists(BAD_INPUTS, min_size=1, max_size=2))
+def test_overwrite_deletes_nothing_until_every_input_is_checked(finished_run, bad):
+    before = _snapshot(finished_run)
+    argv = ["train", *OPTIONS, *[item for option in bad for item in option], "--overwrite",
+            "--out", str(finished_run)]
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            code = main(argv)
+        except SystemExit as exited:  # argparse's own refusals
+            code = int(exited.code or 0)
+    assert code == 2, err.getvalue()
+    assert "Traceback" not in err.getvalue(), err.getvalue()
+    assert _snapshot(finished_run) == before
 
 
 def _holder(folder: Path) -> subprocess.Popen[str]:

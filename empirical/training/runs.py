@@ -681,6 +681,10 @@ def _resumable(out: Path, config: TrainConfig, device: str | torch.device) -> Re
     saved = load_state(resume_path(out), device)
     document, where = saved.document, resume_path(out)
     check_run_document(document, f"the resume file {where}")
+    corpus = document["corpus"]
+    if not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str):
+        raise EmpiricalError(f"expected corpus in the resume file {where} to be an object with the "
+                             f"corpus' sha256, got {describe(corpus)}")
     if document["config"] != asdict(config):
         raise EmpiricalError(f"cannot resume the run in {out} with another configuration: it has "
                              f"{document['config']}, got {asdict(config)}")

@@ -48,9 +48,10 @@ def temporary_name(path: str | Path) -> str:
     return f"{TEMPORARY_PREFIX}{'X' * _RANDOM_CHARACTERS}{Path(path).suffix}"
 
 
-def _check_name_lengths(path: Path, ancestor: Path, what: str) -> None:
+def _check_name_lengths(path: Path, ancestor: Path, what: str, shown: Path) -> None:
     """Refuse ``path`` if one of the names to create under ``ancestor`` (the folders still missing,
-    the file and its temporary sibling) or the whole path is longer than the file system allows."""
+    the file and its temporary sibling) or the whole path is longer than the file system allows;
+    ``shown`` is the path the user gave, for messages."""
     try:
         name_max = os.pathconf(ancestor, "PC_NAME_MAX")
         path_max = os.pathconf(ancestor, "PC_PATH_MAX")
@@ -59,7 +60,7 @@ def _check_name_lengths(path: Path, ancestor: Path, what: str) -> None:
     missing = path.relative_to(ancestor).parts
     for name in (*missing, temporary_name(path)):
         if len(os.fsencode(name)) > name_max:
-            raise EmpiricalError(f"cannot write {what} {path}: the name {name[:40]}… is "
+            raise EmpiricalError(f"cannot write {what} {shown}: the name {name[:40]}… is "
                                  f"{len(os.fsencode(name))} bytes long, and names in {ancestor} "
                                  f"may have at most {name_max}")
     # the file is written as its temporary sibling first: the longer of the two paths must fit
@@ -68,8 +69,17 @@ def _check_name_lengths(path: Path, ancestor: Path, what: str) -> None:
     if max(own, sibling) >= path_max:
         which = ("the path is" if own >= sibling else
                  f"the path of its temporary file ({temporary_name(path)}) is")
-        raise EmpiricalError(f"cannot write {what} {str(path)[:60]}…: {which} {max(own, sibling)} "
+        raise EmpiricalError(f"cannot write {what} {str(shown)[:60]}…: {which} {max(own, sibling)} "
                              f"bytes long, and paths in {ancestor} must be shorter than {path_max}")
+
+
+def _as_path(path: Any, expected: str) -> Path:
+    """``path`` as a Path (``~`` expanded) if it is a string or path-like object."""
+    if not isinstance(path, str | os.PathLike):
+        from homogeneity.validation import describe  # loads torch: only on this error's road
+
+        raise EmpiricalError(f"expected {expected}, got {describe(path)}")
+    return Path(path).expanduser()
 
 
 def _exists(path: Path) -> bool:
@@ -80,23 +90,25 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def _writable_ancestor(path: Path, what: str) -> None:
+def _writable_ancestor(path: Path, what: str, shown: Path | None = None) -> None:
     """Refuse ``path`` unless its nearest existing ancestor is a folder we may create files in,
-    and every name to create there fits the file system."""
+    and every name to create there fits the file system; messages name ``shown`` (the path the
+    user gave, where ``path`` is a file to be written inside it), by default ``path``."""
+    shown = path if shown is None else shown
     if "\x00" in str(path):  # no file system takes it; Python raises ValueError, not OSError
-        raise EmpiricalError(f"cannot write {what} {str(path)!r}: a path cannot hold a NUL byte")
+        raise EmpiricalError(f"cannot write {what} {str(shown)!r}: a path cannot hold a NUL byte")
     ancestor = path.parent
     while not _exists(ancestor):
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise EmpiricalError(f"cannot write {what} {path}: {ancestor} is a file, not a folder")
-    _check_name_lengths(path, ancestor, what)
+        raise EmpiricalError(f"cannot write {what} {shown}: {ancestor} is a file, not a folder")
+    _check_name_lengths(path, ancestor, what, shown)
     try:  # a real probe: permission bits say nothing for root or on special file systems
         with tempfile.TemporaryFile(dir=ancestor):
             pass
     except OSError as err:
         raise EmpiricalError(
-            f"cannot write {what} {path}: the folder {ancestor} is not writable ({err.strerror})"
+            f"cannot write {what} {shown}: the folder {ancestor} is not writable ({err.strerror})"
         ) from None
 
 
@@ -116,7 +128,7 @@ def check_output(path: str | Path, suffixes: Iterable[str] | None = None, *, wha
     >>> check_output("results/run.json", suffixes=[".json"]).name
     'run.json'
     """
-    out = Path(path).expanduser()
+    out = _as_path(path, f"a file name for {what}")
     _writable_ancestor(out, what)  # first: a name too long cannot even be looked up
     if out.is_dir():
         raise EmpiricalError(f"expected a file name for {what}, got the existing folder {out}")
@@ -169,10 +181,13 @@ def check_distinct(outputs: Mapping[str, str | Path | None]) -> None:
 
 def check_output_dir(path: str | Path, *, what: str = "output folder") -> Path:
     """Check that ``path`` is, or can become, a writable folder (creating nothing) and return it."""
-    out = Path(path).expanduser()
+    out = _as_path(path, f"a folder for {what}")
+    if out.is_symlink() and not _exists(out):
+        raise EmpiricalError(f"expected a folder for {what}, but {out} is a symbolic link to "
+                             f"{os.readlink(out)}, which does not exist")
     if _exists(out) and not out.is_dir():
         raise EmpiricalError(f"expected a folder for {what}, but {out} is an existing file")
-    _writable_ancestor(out / "report", what)
+    _writable_ancestor(out / "report", what, shown=out)  # a file the command will write inside
     return out
 
 
@@ -186,6 +201,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     from empirical import distributed  # loads torch: not at import (the command line's --help)
 
     out = Path(path).expanduser()
+    if out.is_dir():  # os.replace would raise IsADirectoryError only after the work is done
+        raise EmpiricalError(f"expected a file name to write, got the existing folder {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, suffix=out.suffix, dir=out.parent)
     os.close(handle)

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
-from homogeneity.validation import check_integer, check_number, check_sequence, check_weights, describe
+from homogeneity.validation import (
+    check_integer,
+    check_number,
+    check_sequence,
+    check_weights,
+    describe,
+    load_untrusted_json,
+)
 
 __all__ = [
     "SEED_MAX",
@@ -30,6 +38,7 @@ __all__ = [
     "check_seed",
     "check_step",
     "check_token_rows",
+    "read_json_document",
 ]
 
 SEED_MAX = 2**63 - 1
@@ -77,6 +86,19 @@ def check_measurable(model: Any, what: str) -> nn.Module:
         raise EmpiricalError(f"expected real parameters for {what}, got the complex parameter "
                              f"'{complex_names[0]}': its imaginary part would be ignored")
     return model
+
+
+def read_json_document(path: str | Path, what: str, *, max_bytes: int, max_depth: int = 32,
+                       max_number_digits: int = 40) -> Any:
+    """A JSON file from outside (a run's ``train.json``, a model's ``config.json``), read with its
+    size, nesting and number length bounded (:func:`homogeneity.validation.load_untrusted_json`);
+    40 characters hold any float64 and any count this package reads.
+
+    Raises:
+        EmpiricalError: naming ``what`` and ``path`` and what was expected.
+    """
+    return load_untrusted_json(path, max_bytes=max_bytes, max_depth=max_depth,
+                               max_number_digits=max_number_digits, what=what, error=EmpiricalError)
 
 
 def check_token_rows(inputs: Any) -> list[list[int]]:

@@ -48,6 +48,7 @@ from mpmath import iv
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
+from saturated.validation import check_score_array
 
 __all__ = [
     "MAX_DPS",
@@ -174,7 +175,7 @@ class _Row:
 
 def _row(scores: Sequence[float] | np.ndarray | torch.Tensor, rtol: float | None = None) -> _Row:
     """Validate one row of scores (−∞ masks a position) and split it by the project's tie rule."""
-    row = torch.as_tensor(np.asarray(scores, dtype=np.float64))
+    row = check_score_array(scores)
     if row.dim() != 1 or row.numel() == 0:
         raise SaturationError(f"expected a non-empty 1-d row of scores, got shape {tuple(row.shape)}")
     return _rows(row[None], rtol)[0]
@@ -739,7 +740,7 @@ def scale_to_saturate_map(scores: Sequence[Sequence[float]] | np.ndarray | torch
     True
     """
     _check_eps(eps, rel_width)
-    grid = torch.as_tensor(np.asarray(scores, dtype=np.float64))
+    grid = check_score_array(scores)
     if grid.dim() != 2 or grid.numel() == 0:
         raise SaturationError(f"expected a non-empty 2-d map of scores, got shape {tuple(grid.shape)}")
     certified = _scales(_rows(grid, rtol), eps, rel_width)

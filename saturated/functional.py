@@ -15,8 +15,9 @@ import math
 import torch
 from torch import Tensor
 
+from homogeneity.validation import describe
 from saturated.errors import SaturationError
-from saturated.validation import check_dim, check_rtol, check_scores
+from saturated.validation import check_dim, check_operands, check_rtol, check_scores
 
 __all__ = ["default_rtol", "hard_attention", "hardmax", "relu_limit", "sign", "step", "tie_set"]
 
@@ -38,10 +39,11 @@ def _check_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
     """The mask as given (it may be smaller than the scores and broadcast); all True if None."""
     if mask is None:
         return torch.ones((), dtype=torch.bool, device=scores.device)
-    if mask.dtype != torch.bool:
-        raise SaturationError(
-            f"expected a boolean mask (True where attention is allowed), got dtype {mask.dtype}"
-        )
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        got = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else describe(mask)
+        raise SaturationError(f"expected a boolean mask (True where attention is allowed), got {got}")
+    if mask.device != scores.device:
+        raise SaturationError(f"expected the mask on the scores' device {scores.device}, got {mask.device}")
     try:
         fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
     except RuntimeError:
@@ -174,6 +176,7 @@ def hard_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     """
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         check_scores(tensor, name)
+    check_operands(q=q, k=k, v=v)
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2 or q.shape[-1] != k.shape[-1] \
             or k.shape[-2] != v.shape[-2]:
         raise SaturationError(

@@ -21,7 +21,6 @@ State dicts readable by :func:`read_state_dict` and :func:`iter_state_dict`:
 
 from __future__ import annotations
 
-import json
 import pickle
 import re
 from collections.abc import Iterator, Mapping
@@ -34,6 +33,8 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.validation import read_json_document
+from homogeneity.validation import describe
 
 __all__ = ["WEIGHT_FILES", "LoadedWeights", "iter_state_dict", "load_weights", "read_state_dict",
            "read_weights", "weight_files"]
@@ -66,6 +67,10 @@ def _listing(names: list[str] | tuple[str, ...]) -> str:
     return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
+_INDEX_MAX_BYTES = 64 * 2**20
+"""The longest shard index read (one line per tensor: a model of 100,000 tensors has about 10 MB)."""
+
+
 def weight_files(folder: Path) -> tuple[Path, ...]:
     """The files holding the folder's weights (the shards of an index), in the preferred format."""
     for name in WEIGHT_FILES:
@@ -74,14 +79,13 @@ def weight_files(folder: Path) -> tuple[Path, ...]:
             continue
         if not name.endswith(".index.json"):
             return (path,)
-        try:
-            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-            shards = sorted({str(shard) for shard in weight_map.values()})
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise EmpiricalError(
-                f"expected {path} to be a shard index (JSON with a 'weight_map' of key → file), "
-                f"but it cannot be read: {err}"
-            ) from err
+        index = read_json_document(path, "the shard index", max_bytes=_INDEX_MAX_BYTES)
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not all(
+                isinstance(shard, str) and shard == Path(shard).name for shard in weight_map.values()):
+            raise EmpiricalError(f"expected {path} to be a shard index (JSON with a 'weight_map' of "
+                                 f"key → file name in {folder}), got {describe(index)}")
+        shards = sorted(set(weight_map.values()))
         missing = [shard for shard in shards if not (folder / shard).is_file()]
         if missing:
             raise EmpiricalError(f"the shard index {path} names files that do not exist: {_listing(missing)}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,9 +25,11 @@ from torch import nn
 from empirical.errors import EmpiricalError
 from empirical.models.batching import embedding_rows
 from empirical.models.builtin import DTYPE_NAMES, FAMILIES, MINILM, MODEL_NAMES
+from empirical.models.config_checks import MAX_LAYERS, check_fits_memory, read_config_document
 from empirical.models.factories import check_factory_options, is_factory, make
 from empirical.models.formats import load_weights, read_weights, weight_files
-from empirical.validation import check_count, check_seed
+from empirical.validation import check_seed
+from homogeneity.validation import check_integer
 
 __all__ = ["DTYPES", "MODEL_NAMES", "check_device", "config_only", "family_config", "load_model",
            "load_tokenizer", "minilm_path", "parse_dtype", "quiet_dependencies"]
@@ -156,7 +157,7 @@ def _depth(config: transformers.PretrainedConfig) -> int | None:
 
 def _set_num_layers(config: transformers.PretrainedConfig, num_layers: int, *, pretrained: bool,
                     source: str) -> None:
-    num_layers = check_count(num_layers, "num_layers")
+    num_layers = check_integer(num_layers, "num_layers", low=1, high=MAX_LAYERS, error=EmpiricalError)
     depth = _depth(config)
     if pretrained and depth is not None and num_layers > depth:
         raise EmpiricalError(
@@ -176,12 +177,7 @@ def _read_config(folder: Path) -> transformers.PretrainedConfig:
     path = folder / "config.json"
     if not path.is_file():
         raise EmpiricalError(f"expected a Hugging Face model directory with config.json, got {folder}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise EmpiricalError(f"expected {path} to be JSON text, but it cannot be parsed: {err}") from err
-    if not isinstance(data, dict):
-        raise EmpiricalError(f"expected {path} to hold a JSON object, got {type(data).__name__}")
+    data = read_config_document(path)  # bounded, and every size field checked before building
     try:
         return transformers.AutoConfig.from_pretrained(
             folder, local_files_only=True, trust_remote_code=False
@@ -409,6 +405,7 @@ def load_model(
             meta = torch_device.type == "meta"
             if num_layers is not None:
                 _set_num_layers(config, num_layers, pretrained=not random_init or meta, source=key)
+            check_fits_memory(config, torch_device, key)
             model = _build(config, seed, torch_device)
             if not random_init and folder is not None and not meta:
                 state, files = read_weights(folder)

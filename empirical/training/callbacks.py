@@ -11,6 +11,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.trainer_callback import CallbackHandler
 
 from empirical.errors import EmpiricalError
+from empirical.outputs import check_output
 from empirical.training.norms import PREFIX, NormTracker, record_scalars
 from empirical.training.probe import SaturationProbe, probe_scalars
 from empirical.validation import check_count
@@ -60,6 +61,8 @@ class NormCallback(TrainerCallback):
         probe: SaturationProbe | None = None,
     ) -> None:
         every = check_count(every, "every (record every so many steps)")
+        if json_path is not None:  # refused now, not when training ends
+            json_path = check_output(json_path, what="json_path")
         self.groups = groups
         self.every = every
         self.json_path = json_path

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from empirical.errors import EmpiricalError
+from empirical.validation import check_list
 
 __all__ = ["LAWS", "Fit", "Law", "best_fit", "choose_law", "extrapolation_scores", "fit_growth",
            "fit_law", "fit_norm_growth", "growth_curve", "layer_growth", "parameter_intervals",
@@ -168,6 +169,10 @@ class Fit:
                 "stderr": self.stderr, "r2": self.r2, "aic": self.aic, "rss": self.rss, "n": self.n}
 
 
+_LARGEST_VALUE = 1e150
+"""The largest |value| fitted: squares, and the covariance of the fit, stay within float64."""
+
+
 def _check_data(steps: Sequence[float], values: Sequence[float]) -> tuple[Array, Array]:
     t = np.asarray(steps, dtype=float)
     y = np.asarray(values, dtype=float)
@@ -176,6 +181,9 @@ def _check_data(steps: Sequence[float], values: Sequence[float]) -> tuple[Array,
                              f"{y.shape} values")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         raise EmpiricalError("expected finite steps and values, got NaN or infinity")
+    if y.size and float(np.max(np.abs(y))) > _LARGEST_VALUE:
+        raise EmpiricalError(f"expected values of at most {_LARGEST_VALUE:g} in magnitude (a fit squares "
+                             f"them in float64), got {float(np.max(np.abs(y))):g}; rescale them")
     if t.size and (t[0] < 0 or np.any(np.diff(t) <= 0)):
         raise EmpiricalError(f"expected non-negative, strictly increasing steps, got "
                              f"{t[:5].tolist()}{'…' if t.size > 5 else ''}")
@@ -251,12 +259,15 @@ def fit_law(steps: Sequence[float], values: Sequence[float], law: str) -> Fit:
         params, cov = _curve_fit(spec, t, y, start)
     except (RuntimeError, ValueError):
         params, cov = np.asarray(start), np.full((k, k), np.inf)
-    residuals = spec.fn(t, *params) - y
-    rss = float(np.sum(residuals**2))
+    # Sums of squares in units of the largest value: norms near 1e-300 square to below the
+    # smallest float, and ln(RSS) must not become ln(0) (the data's scale enters as 2n·ln(scale)).
+    residuals = (spec.fn(t, *params) - y) / scale_y
+    rss_scaled = float(np.sum(residuals**2))
+    rss = rss_scaled * scale_y**2
     # A perfect fit would make ln(RSS) = −∞; floor RSS at float rounding of the data instead.
-    floor = t.size * (np.finfo(float).eps * scale_y) ** 2
-    aic = t.size * math.log(max(rss, floor) / t.size) + 2 * (k + 1)
-    total = float(np.sum((y - y.mean()) ** 2))
+    floor = t.size * np.finfo(float).eps ** 2
+    aic = t.size * (math.log(max(rss_scaled, floor) / t.size) + 2 * math.log(scale_y)) + 2 * (k + 1)
+    total = float(np.sum(((y - y.mean()) / scale_y) ** 2))
     rho = _lag1_autocorrelation(residuals)
     variances = np.diag(cov) * (1.0 + rho) / (1.0 - rho)
     return Fit(
@@ -264,7 +275,7 @@ def fit_law(steps: Sequence[float], values: Sequence[float], law: str) -> Fit:
         params={name: float(p) for name, p in zip(spec.parameters, params)},
         stderr={name: float(math.sqrt(s)) if math.isfinite(s) and s >= 0 else None
                 for name, s in zip(spec.parameters, variances)},
-        r2=1.0 - rss / total if total > 0 else None,
+        r2=1.0 - rss_scaled / total if total > 0 else None,
         aic=aic,
         rss=rss,
         n=int(t.size),
@@ -317,6 +328,7 @@ def extrapolation_scores(
     True
     """
     t, y = _check_data(steps, values)
+    laws = check_list(laws, "laws", "law names")
     share = Fraction(repr(head)) if isinstance(head, float) else Fraction(head)
     cut = share.numerator * t.size // share.denominator
     scores: dict[str, float | None] = {}
@@ -412,6 +424,7 @@ def fit_growth(
     >>> result["best"]
     'sqrt'
     """
+    laws = check_list(laws, "laws", "law names")  # a bare 'linear' would be six one-letter laws
     if not laws:
         raise EmpiricalError("fit_growth expected at least one law, got none")
     fits = {law: fit_law(steps, values, law) for law in laws}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -489,6 +490,12 @@ class NormTracker:
             if isinstance(loss, torch.Tensor) and loss.numel() != 1:
                 raise EmpiricalError(f"after_backward expected a scalar loss, got a tensor of shape "
                                      f"{tuple(loss.shape)}; reduce it (e.g. .mean()) first")
+            if (isinstance(loss, torch.Tensor) and not loss.is_floating_point()) or \
+                    isinstance(loss, bool) or not isinstance(loss, torch.Tensor | numbers.Real):
+                # a string would be parsed by float(), a complex loss cut to its real part
+                shown = f"a {loss.dtype} tensor" if isinstance(loss, torch.Tensor) else describe(loss)
+                raise EmpiricalError(f"after_backward expected the loss as a real number or a floating "
+                                     f"scalar tensor, got {shown}")
             loss_value = float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
         flat = self._observe_parameters(step)
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self._params]

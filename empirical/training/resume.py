@@ -11,6 +11,7 @@ metadata; no pickle), atomically, beside the checkpoints; :func:`load_state` rea
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import torch
 from empirical.errors import EmpiricalError
 from empirical.outputs import atomic_path
 from empirical.training.choices import RESUME_FILE
+from homogeneity.validation import check_integer, describe, parse_untrusted_json
 
 __all__ = ["RESUME_FILE", "ResumeState", "load_state", "resume_path", "save_state"]
 
@@ -82,7 +84,8 @@ def load_state(path: Path, device: str | torch.device = "cpu") -> ResumeState:
     """Read a resume file written by :func:`save_state`; optimizer tensors go to ``device``.
 
     Raises:
-        EmpiricalError: no resume file at ``path``, or one that is not a normsat resume file.
+        EmpiricalError: no resume file at ``path``, one that is not a normsat resume file, or one
+            whose metadata (read with bounds) is not of the form :func:`save_state` writes.
     """
     if not path.is_file():
         raise EmpiricalError(f"expected the resume file {path} of an unfinished run, but it does not "
@@ -94,10 +97,14 @@ def load_state(path: Path, device: str | torch.device = "cpu") -> ResumeState:
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
         if text is None:
             raise ValueError(f"no {_KEY} metadata")
-        meta = json.loads(text)
     except (OSError, ValueError, safetensors.SafetensorError) as err:
         raise EmpiricalError(f"expected a normsat resume file at {path}, got one that cannot be "
                              f"read: {err}") from None
+    meta = _check_meta(parse_untrusted_json(text.encode(), max_depth=16, max_number_digits=40,
+                                            what=f"the resume file {path}", error=EmpiricalError), path)
+    if _GENERATOR not in tensors or tensors[_GENERATOR].dtype != torch.uint8:
+        raise EmpiricalError(f"expected the batch generator's state in the resume file {path}, got "
+                             f"{'none' if _GENERATOR not in tensors else tensors[_GENERATOR].dtype}")
     optimizer_state: dict[int, dict[str, Any]] = {}
     for index in meta["optimizer"]["indices"]:
         values: dict[str, Any] = dict(meta["optimizer"]["scalars"].get(str(index), {}))
@@ -106,7 +113,35 @@ def load_state(path: Path, device: str | torch.device = "cpu") -> ResumeState:
                        if name.startswith(prefix)})
         optimizer_state[index] = values
     return ResumeState(
-        step=int(meta["step"]), document=meta["document"], schedule=meta["schedule"],
+        step=meta["step"], document=meta["document"], schedule=meta["schedule"],
         optimizer={"state": optimizer_state, "param_groups": meta["optimizer"]["param_groups"]},
         generator=tensors[_GENERATOR], previous=tensors.get(_PREVIOUS),
     )
+
+
+def _check_meta(meta: Any, path: Path) -> dict[str, Any]:
+    """The resume file's metadata if each part has the form :func:`save_state` writes."""
+    def fail(field: str, expected: str, value: Any) -> EmpiricalError:
+        return EmpiricalError(f"expected {field} in the resume file {path} to be {expected}, got "
+                              f"{describe(value)}")
+
+    if not isinstance(meta, Mapping) or set(meta) != {"step", "document", "schedule", "optimizer"}:
+        raise fail("the metadata", "an object of step, document, schedule and optimizer", meta)
+    check_integer(meta["step"], f"step in the resume file {path}", low=0, error=EmpiricalError)
+    for name in ("document", "schedule"):  # the document's fields: by the run that resumes it
+        if not isinstance(meta[name], Mapping):
+            raise fail(name, "an object", meta[name])
+    optimizer = meta["optimizer"]
+    if not isinstance(optimizer, Mapping) or set(optimizer) != {"param_groups", "scalars", "indices"}:
+        raise fail("optimizer", "an object of param_groups, scalars and indices", optimizer)
+    if not isinstance(optimizer["param_groups"], list) or not all(
+            isinstance(group, Mapping) for group in optimizer["param_groups"]):
+        raise fail("optimizer.param_groups", "a list of objects", optimizer["param_groups"])
+    if not isinstance(optimizer["scalars"], Mapping) or not all(
+            isinstance(values, Mapping) for values in optimizer["scalars"].values()):
+        raise fail("optimizer.scalars", "an object of objects", optimizer["scalars"])
+    if not isinstance(optimizer["indices"], list):
+        raise fail("optimizer.indices", "a list of parameter indices", optimizer["indices"])
+    for index in optimizer["indices"]:
+        check_integer(index, f"optimizer.indices in the resume file {path}", low=0, error=EmpiricalError)
+    return dict(meta)

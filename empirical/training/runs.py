@@ -20,7 +20,7 @@ and per-layer similarity to its saturated version at c = 1000 and c = ∞) and s
 
 from __future__ import annotations
 
-import json
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -39,6 +39,7 @@ from transformers.modeling_outputs import CausalLMOutput
 
 from empirical.errors import EmpiricalError
 from empirical.interrupts import Interrupted, deferred, interrupt_signal, signal_name
+from empirical.locking import folder_lock
 from empirical.measure.scaled import parameter_norm
 from empirical.measure.similarity import representation_similarity
 from empirical.models.corpus import Corpus, load_corpus
@@ -49,6 +50,7 @@ from empirical.training.choices import ARCHITECTURES, OPTIMIZERS, SCHEDULES
 from empirical.training.fits import fit_norm_growth
 from empirical.training.norms import NormTracker
 from empirical.training.resume import ResumeState, load_state, resume_path, save_state
+from empirical.training.run_document import SCHEMA, check_run_document, read_run_file
 from empirical.training.t5 import T5DecoderLM, t5_decoder_config
 from empirical.validation import check_real, check_seed
 from homogeneity import Grade, HomogeneityError, analyze
@@ -75,7 +77,6 @@ __all__ = [
     "train",
 ]
 
-SCHEMA = "normsat.train/2"
 MIN_STEPS = 3
 """Two-parameter laws need three points (one degree of freedom for the noise)."""
 SATURATION_SCALES = (1000.0, math.inf)
@@ -183,6 +184,12 @@ class CompactTokenizer:
         self.base = base if base is not None else _minilm_tokenizer()
         self.pieces = tuple(int(p) for p in pieces)
         self._new_id = {piece: i for i, piece in enumerate(self.pieces)}
+        specials = {"unk": self.base.unk_token_id, "pad": self.base.pad_token_id,
+                    "cls": self.base.cls_token_id, "sep": self.base.sep_token_id}
+        absent = [f"{name} ({piece})" for name, piece in specials.items() if piece not in self._new_id]
+        if absent:
+            raise EmpiricalError(f"expected the vocabulary to keep the special tokens' ids, got none "
+                                 f"for {', '.join(absent)}")
         self.unk_token_id = self._new_id[self.base.unk_token_id]
         self.pad_token_id = self._new_id[self.base.pad_token_id]
         self.cls_token_id = self._new_id[self.base.cls_token_id]
@@ -489,6 +496,8 @@ class TrainResult(Result):
             up to its last checkpoint): ``last_checkpoint``, the step it resumes from, and, if it
             was interrupted, ``at_step`` (the step under way) and ``signal`` (``SIGINT``,
             ``SIGTERM``); both ``None`` while the run is under way, or if it was killed.
+        checkpoint_sha256: the SHA-256 of each checkpoint file written, by step (as a string):
+            a resumed run checks the checkpoint it continues from against it.
     """
 
     config: TrainConfig
@@ -502,6 +511,7 @@ class TrainResult(Result):
     homogeneity: dict[str, Any] | None = None
     provenance: dict[str, Any] = field(default_factory=lambda: {"versions": versions()})
     stopped: dict[str, Any] | None = None
+    checkpoint_sha256: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (schema ``normsat.train/2``)."""
@@ -509,7 +519,8 @@ class TrainResult(Result):
                 "model": self.model, "corpus": self.corpus, "homogeneity": self.homogeneity, **self.fits,
                 "evaluations": self.evaluations,
                 "checkpoints": self.checkpoints, "records": self.records,
-                "vocabulary": self.vocabulary, "provenance": self.provenance}
+                "vocabulary": self.vocabulary, "checkpoint_sha256": self.checkpoint_sha256,
+                "provenance": self.provenance}
 
     def table(self) -> str:
         """Plain text: one row per evaluation step (held-out loss, accuracy, ‖θ‖)."""
@@ -520,13 +531,16 @@ class TrainResult(Result):
 
 
 def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus | None = None,
-          progress: bool = False, device: str | torch.device = "cpu", resume: bool = False) -> TrainResult:
+          progress: bool = False, device: str | torch.device = "cpu", resume: bool = False,
+          before_writing: Callable[[], None] | None = None) -> TrainResult:
     """Train ``config``'s model, tracking norms at every step and evaluating at log-spaced steps.
 
     With ``out``, each evaluation step leaves a complete checkpoint in ``out/checkpoints/``, the
     run so far in ``out/train.json`` (:attr:`TrainResult.stopped` says it is unfinished) and the
     resume file (:mod:`empirical.training.resume`), each written atomically. The finished run's
     ``train.json`` is the caller's to write (``normsat train`` does, then deletes the resume file).
+    ``out`` is locked for the length of the run (:func:`empirical.locking.folder_lock`): a second
+    run on it is refused, naming this one's process.
 
     Args:
         config: the run (validated first).
@@ -537,22 +551,33 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             the same batches on every device).
         resume: continue the unfinished run in ``out`` from its last checkpoint: parameters,
             optimizer state, schedule, batch order and records are restored, so the run goes on as
-            if it had not stopped (``config`` and the corpus must be the run's own).
+            if it had not stopped (``config`` and the corpus must be the run's own). The
+            checkpoint is checked against the SHA-256 and the norm the run recorded for it first.
+        before_writing: called once every input is checked, right before the run writes its first
+            file (``normsat train --overwrite`` deletes the replaced run's files there).
 
     Raises:
         TrainingInterrupted: Ctrl-C or SIGTERM; ``out/train.json`` then says where the run stopped.
         EmpiricalError: a bad configuration, an ``out`` that is a file, a scale-invariant model
             that :func:`homogeneity.analyze` does not confirm, a loss that stops being finite, or
-            with ``resume`` a folder without an unfinished run of ``config``.
+            with ``resume`` a folder without an unfinished run of ``config``, or whose state
+            (train.json, the resume file, the checkpoint) does not agree with itself.
+        FolderInUse: another process is running in ``out``.
     """
     if resume and out is None:
         raise EmpiricalError("resume expected the run folder out of an unfinished run, got out=None")
-    if out is not None:
-        check_output_dir(out, what="the run folder")
-    saved = load_state(resume_path(out), device) if resume and out is not None else None
-    if saved is not None and saved.document["config"] != asdict(config):
-        raise EmpiricalError(f"cannot resume the run in {out} with another configuration: it has "
-                             f"{saved.document['config']}, got {asdict(config)}")
+    if out is None:
+        return _train(config, None, corpus, progress, device, None, before_writing)
+    folder = check_output_dir(out, what="the run folder")
+    with folder_lock(folder, what="the run folder"):
+        saved = _resumable(folder, config, device) if resume else None
+        return _train(config, folder, corpus, progress, device, saved, before_writing)
+
+
+def _train(config: TrainConfig, out: Path | None, corpus: Corpus | None, progress: bool,
+           device: str | torch.device, saved: ResumeState | None,
+           before_writing: Callable[[], None] | None) -> TrainResult:
+    """:func:`train`, its folder locked and the state it resumes from (if any) read."""
     data = _prepare_data(config, corpus if corpus is not None else load_corpus(n=None))
     if saved is not None and saved.document["corpus"]["sha256"] != data.corpus.sha256:
         raise EmpiricalError(f"cannot resume the run in {out} on another corpus: it has sha256 "
@@ -570,9 +595,11 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
     batches = torch.Generator().manual_seed(config.seed)
     wanted = evaluation_steps(config.steps, config.evaluations)
     evaluations: list[dict[str, Any]] = []
+    checksums: dict[str, str] = {}
     first = 1
     if saved is not None and out is not None:
         _restore(saved, checkpoint_path(out, saved.step), model, optimizer, schedule, batches)
+        checksums = dict(saved.document.get("checkpoint_sha256", {}))
         if saved.previous is not None:  # at step 0 no record has been made yet
             tracker.resume(saved.document["records"], saved.previous)
         at_checkpoints.resume(saved.document["checkpoints"])
@@ -586,7 +613,8 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             checkpoints=[r for r in at_checkpoints.records if r["step"] <= last],
             evaluations=[e for e in evaluations if e["step"] <= last], fits=fits,
             model=model_record(model), corpus=data.corpus.to_dict(),
-            vocabulary=list(data.tokenizer.pieces), homogeneity=homogeneity, stopped=stopped)
+            vocabulary=list(data.tokenizer.pieces), homogeneity=homogeneity, stopped=stopped,
+            checkpoint_sha256={s: digest for s, digest in checksums.items() if int(s) <= last})
 
     saved_step = saved.step if saved is not None else None  # the last checkpoint fully written
 
@@ -598,6 +626,7 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
             with deferred():  # the checkpoint, the resume file and train.json land together
                 with atomic_path(checkpoint_path(out, step)) as temporary:
                     safetensors.torch.save_model(model, str(temporary))
+                    checksums[str(step)] = file_sha256(temporary)
                 unfinished = result({}, {"last_checkpoint": step, "at_step": None, "signal": None}, step)
                 save_state(resume_path(out), ResumeState(
                     step=step, document=unfinished.to_dict(), optimizer=optimizer.state_dict(),
@@ -608,6 +637,8 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
         saved_step = step
 
     step = first - 1
+    if before_writing is not None:
+        before_writing()
     try:
         if saved is None:
             checkpoint(0)
@@ -628,6 +659,70 @@ def train(config: TrainConfig, out: str | Path | None = None, *, corpus: Corpus 
     except KeyboardInterrupt as err:
         raise _stopped(err, step, saved_step, out, result) from None
     return result(fits, None, config.steps)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 hex digest of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(2**20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _resumable(out: Path, config: TrainConfig, device: str | torch.device) -> ResumeState:
+    """The resume file of the unfinished run in ``out``, once it, ``train.json`` and the checkpoint
+    it continues from agree: the same step, the same configuration, and the checkpoint's SHA-256
+    the one the run recorded. Nothing is written before (or by) these checks.
+
+    Raises:
+        EmpiricalError: naming the file that does not agree and how.
+    """
+    saved = load_state(resume_path(out), device)
+    document, where = saved.document, resume_path(out)
+    check_run_document(document, f"the resume file {where}")
+    corpus = document["corpus"]
+    if not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str):
+        raise EmpiricalError(f"expected corpus in the resume file {where} to be an object with the "
+                             f"corpus' sha256, got {describe(corpus)}")
+    if document["config"] != asdict(config):
+        raise EmpiricalError(f"cannot resume the run in {out} with another configuration: it has "
+                             f"{document['config']}, got {asdict(config)}")
+    stopped = document["stopped"]
+    ends = {name: document[name][-1]["step"] for name in ("checkpoints", "evaluations")
+            if document[name]}
+    if stopped is None or stopped["last_checkpoint"] != saved.step or \
+            any(end != saved.step for end in ends.values()) or \
+            (document["records"] and document["records"][-1]["step"] != saved.step):
+        held = "is finished" if stopped is None else f"stopped after step {stopped['last_checkpoint']}"
+        records = document["records"][-1]["step"] if document["records"] else "none"
+        raise EmpiricalError(
+            f"cannot resume from {where}: it is of step {saved.step}, but the run it holds {held}, "
+            f"with records to step {records} and checkpoints to step "
+            f"{ends.get('checkpoints', 'none')}; the file was edited or is damaged")
+    if saved.step >= config.steps:
+        raise EmpiricalError(f"cannot resume from {where}: it is of step {saved.step}, and the run "
+                             f"has {config.steps} steps; the file was edited or is damaged")
+    on_disk = read_run(out, unfinished=True)
+    if on_disk["stopped"] is None or on_disk["stopped"]["last_checkpoint"] != saved.step:
+        last = None if on_disk["stopped"] is None else on_disk["stopped"]["last_checkpoint"]
+        raise EmpiricalError(f"cannot resume the run in {out}: {out / 'train.json'} says its last "
+                             f"checkpoint is of step {last}, and {where} is of step {saved.step}")
+    checkpoint = checkpoint_path(out, saved.step)
+    if not checkpoint.is_file():
+        raise EmpiricalError(f"cannot resume: the resume file is of step {saved.step}, but its "
+                             f"checkpoint {checkpoint} is missing")
+    recorded = {document.get("checkpoint_sha256", {}).get(str(saved.step)),
+                on_disk.get("checkpoint_sha256", {}).get(str(saved.step))} - {None}
+    if len(recorded) > 1:
+        raise EmpiricalError(f"cannot resume the run in {out}: {out / 'train.json'} and {where} "
+                             f"record different checksums for the checkpoint of step {saved.step}")
+    actual = file_sha256(checkpoint)
+    if recorded and actual not in recorded:
+        raise EmpiricalError(f"cannot resume from the checkpoint {checkpoint}: its SHA-256 is "
+                             f"{actual[:16]}…, and the run recorded {next(iter(recorded))[:16]}…; it "
+                             "was replaced, truncated or changed since it was written")
+    return saved
 
 
 def _train_step(config: TrainConfig, model: nn.Module, data: _Data, optimizer: torch.optim.Optimizer,
@@ -651,13 +746,32 @@ def _train_step(config: TrainConfig, model: nn.Module, data: _Data, optimizer: t
 def _restore(saved: ResumeState, checkpoint: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
              schedule: torch.optim.lr_scheduler.LRScheduler, batches: torch.Generator) -> None:
     """Put the parameters, optimizer, schedule and batch order back as they were at ``saved.step``."""
-    if not checkpoint.is_file():
-        raise EmpiricalError(f"cannot resume: the resume file is of step {saved.step}, but its "
-                             f"checkpoint {checkpoint} is missing")
-    safetensors.torch.load_model(model, str(checkpoint))
-    optimizer.load_state_dict(saved.optimizer)
-    schedule.load_state_dict(saved.schedule)
-    batches.set_state(saved.generator)
+    try:
+        safetensors.torch.load_model(model, str(checkpoint))
+    except (OSError, RuntimeError, safetensors.SafetensorError) as err:
+        raise EmpiricalError(f"cannot resume from the checkpoint {checkpoint}: it is not a checkpoint "
+                             f"of this run's model ({str(err).splitlines()[0][:200]})") from None
+    recorded = saved.document["evaluations"][-1]["norm"] if saved.document["evaluations"] else None
+    norm = parameter_norm(model.parameters())
+    if recorded is not None and not math.isclose(norm, recorded, rel_tol=1e-6):
+        raise EmpiricalError(f"cannot resume from the checkpoint {checkpoint}: its parameter norm is "
+                             f"{norm:.6g}, but the run recorded {recorded:.6g} at step {saved.step}; "
+                             "the file was replaced or changed")
+    try:
+        optimizer.load_state_dict(saved.optimizer)
+        schedule.load_state_dict(saved.schedule)
+        batches.set_state(saved.generator)
+    except (KeyError, ValueError, TypeError, RuntimeError) as err:
+        raise EmpiricalError(f"cannot resume from the resume file beside {checkpoint}: its optimizer, "
+                             f"schedule or batch state does not fit this run ({err})") from None
+    shapes = [tuple(p.shape) for group in optimizer.param_groups for p in group["params"]]
+    for index, values in optimizer.state_dict()["state"].items():
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor) and value.dim() == len(shapes[index]) \
+                    and tuple(value.shape) != shapes[index]:
+                raise EmpiricalError(f"cannot resume: the resume file's optimizer state {name!r} of "
+                                     f"parameter {index} has shape {tuple(value.shape)}, the "
+                                     f"parameter {shapes[index]}")
 
 
 def _stopped(err: KeyboardInterrupt, step: int, saved_step: int | None, out: str | Path | None,
@@ -683,19 +797,15 @@ def read_run(run: str | Path, *, unfinished: bool = False) -> dict[str, Any]:
         unfinished: also accept a run that was interrupted (or is still under way).
 
     Raises:
-        EmpiricalError: no ``train.json`` there, one of another schema, or an unfinished run
+        EmpiricalError: no ``train.json`` there, one that is too large, not strict JSON, of
+            another schema or with a field out of form
+            (:func:`~empirical.training.run_document.check_run_document`), or an unfinished run
             (unless ``unfinished``).
     """
     path = Path(run).expanduser() / "train.json"
     if not path.is_file():
         raise EmpiricalError(f"expected a normsat train folder holding train.json, got {Path(run)}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise EmpiricalError(f"expected JSON in {path}, got a parse error: {err}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise EmpiricalError(f"expected a {SCHEMA} document in {path}, got schema {found!r}")
+    data = read_run_file(path)  # bounded, and every field a reader uses checked
     stopped = data.get("stopped")
     if stopped is not None and not unfinished:
         how = (f"interrupted by {stopped['signal']} at step {stopped['at_step']}" if stopped["signal"]

@@ -358,10 +358,11 @@ def test_an_index_is_read_as_utf8_whatever_the_locale(tmp_path: Path, ascii_loca
 
 
 @pytest.mark.parametrize(("text", "error"), [
-    ("{'weight_map': {}}", "Expecting property name"),  # not JSON
-    ("[]", "list indices"),                              # not an object
-    ("{}", "'weight_map'"),                              # no weight_map
-    ('{"weight_map": ["a.bin"]}', "'list' object has no attribute 'values'"),
+    ("[]", "got [] (list)"),                                      # not an object
+    ("{}", "got {} (dict)"),                                      # no weight_map
+    ('{"weight_map": ["a.bin"]}', "got {'weight_map': ['a.bin']} (dict)"),
+    ('{"weight_map": {"w": "../../elsewhere.bin"}}', "elsewhere"),  # not a file of the folder
+    ('{"weight_map": {"w": 3}}', "{'w': 3}"),
 ])
 def test_an_unreadable_index_says_what_it_should_hold(tmp_path: Path, text: str, error: str) -> None:
     index = tmp_path / "pytorch_model.bin.index.json"
@@ -369,8 +370,22 @@ def test_an_unreadable_index_says_what_it_should_hold(tmp_path: Path, text: str,
     with pytest.raises(EmpiricalError) as caught:
         weight_files(tmp_path)
     assert str(caught.value).startswith(f"expected {index} to be a shard index (JSON with a 'weight_map' "
-                                        "of key → file), but it cannot be read: ")
+                                        f"of key → file name in {tmp_path}), got ")
     assert error in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("{'weight_map': {}}", "got a parse error: Expecting property name"),
+    ('{"weight_map": {"w": "a.bin"}, "weight_map": {}}', "got 'weight_map' twice"),
+    ("[" * 10_000 + "]" * 10_000, "at most 32 deep"),
+])
+def test_an_index_that_is_not_bounded_json_is_refused_naming_it(tmp_path: Path, text: str,
+                                                                 error: str) -> None:
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(text)
+    with pytest.raises(EmpiricalError) as caught:
+        weight_files(tmp_path)
+    assert f"the shard index {index}" in str(caught.value) and error in str(caught.value)
 
 
 @pytest.mark.parametrize(("absent", "listed"), [

@@ -175,8 +175,8 @@ def test_a_folder_that_takes_no_files_is_refused_before_any_work(unwritable):
                         f"{re.escape(str(unwritable))} is not writable \\([A-Za-z -]+\\)", str(caught.value))
     with pytest.raises(EmpiricalError) as caught:
         check_output_dir(unwritable / "report-folder", what="--output-dir")
-    report = unwritable / "report-folder" / "report"  # the folder's files stand for its report
-    assert str(caught.value).startswith(f"cannot write --output-dir {report}: the folder {unwritable} "
+    folder = unwritable / "report-folder"  # named as given, not by a file it will hold
+    assert str(caught.value).startswith(f"cannot write --output-dir {folder}: the folder {unwritable} "
                                         "is not writable (")
 
 

@@ -754,7 +754,7 @@ def test_a_run_s_document_and_table(written_run, small_corpus):
     document = result.to_dict()
     assert set(document) == {"schema", "config", "stopped", "model", "corpus", "homogeneity",
                              "evaluations", "checkpoints", "records", "vocabulary", "provenance",
-                             *result.fits}
+                             "checkpoint_sha256", *result.fits}
     assert {"fits", "best", "best_by_aic", "skipped", "layer_growth"} <= set(result.fits)
     assert document["schema"] == "normsat.train/2" and document["config"] == asdict(_RUN)
     assert document["stopped"] is None and document["homogeneity"] is None
@@ -807,7 +807,7 @@ def test_read_run_reads_utf8_whatever_the_locale(written_run, tmp_path, ascii_lo
 
 @pytest.mark.parametrize(("text", "message"), [
     (None, "expected a normsat train folder holding train.json, got {run}"),
-    ("{not json", "expected JSON in {run}/train.json, got a parse error: "),
+    ("{not json", "expected JSON in the run file {run}/train.json, got a parse error: "),
     ('{"schema": "normsat.norms/1"}', "expected a normsat.train/2 document in {run}/train.json, got "
                                       "schema 'normsat.norms/1'"),
     ("{}", "expected a normsat.train/2 document in {run}/train.json, got schema None"),
@@ -910,6 +910,7 @@ def test_a_result_s_document_spreads_its_fits_and_its_table_rounds_each_evaluati
         "model": {"class": "GPT2LMHeadModel"}, "corpus": {"sha256": "ab12"}, "homogeneity": {"degree": 0},
         "fits": [{"law": "sqrt"}], "best": "sqrt", "skipped": [], "evaluations": evaluations,
         "checkpoints": [{"step": 0}], "records": [{"step": 1}], "vocabulary": [0, 100, 101, 102],
+        "checkpoint_sha256": {},
         "provenance": {"versions": result.provenance["versions"]}}
     assert result.provenance["versions"]["torch"] == torch.__version__
     # Right-aligned columns of 8, 8, 8 and 10 characters, two spaces apart, 4 decimals.
@@ -925,7 +926,9 @@ def test_a_result_s_document_spreads_its_fits_and_its_table_rounds_each_evaluati
      "interrupted by SIGTERM at step 3; checkpoints up to step 1"),
 ])
 def test_read_run_says_how_a_run_is_unfinished(tmp_path, stopped, how):
-    document = {"schema": "normsat.train/2", "stopped": stopped, "note": "‖θ‖ grows"}
+    document = {**TrainResult(config=TrainConfig(**TINY), records=[], checkpoints=[], evaluations=[],
+                              fits={}, model={"note": "‖θ‖ grows"}, corpus={}, vocabulary=[0]).to_dict(),
+                "stopped": stopped}
     (tmp_path / "train.json").write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     with pytest.raises(EmpiricalError) as caught:
         read_run(tmp_path)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from empirical import interrupts
 from empirical.cli.options import device_options, finite_float, output_options, runtime_options
 from empirical.errors import EmpiricalError
+from empirical.locking import LOCK_NAME, folder_lock
 from empirical.outputs import check_output_dir
 from empirical.training.choices import (
     ARCHITECTURE_HELP,
@@ -130,7 +131,7 @@ def check_run_folder(out: Path, *, overwrite: bool) -> None:
     """
     if not out.is_dir():
         return
-    held = sorted(p.name for p in out.iterdir())
+    held = sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME)
     if held and not overwrite:
         what = "a run (train.json)" if "train.json" in held else f"{len(held)} entries ({_listed(held)})"
         raise EmpiricalError(f"--out {out} already holds {what}; pass --overwrite to replace the "
@@ -176,10 +177,9 @@ def resumed_config(args: argparse.Namespace, out: Path) -> TrainConfig:
     return stored
 
 
-def remove_run(out: Path, *, created: bool = False) -> None:
+def remove_run(out: Path) -> None:
     """Delete the files a run writes in ``out`` (:data:`_RUN_FILES`, ``checkpoints/step-*``) and
-    ``checkpoints/`` if that leaves it empty (``out`` too if this run ``created`` it); any other
-    file stays."""
+    ``checkpoints/`` if that leaves it empty; any other file stays."""
     for name in _RUN_FILES:
         (out / name).unlink(missing_ok=True)
     checkpoints = out / "checkpoints"
@@ -187,9 +187,8 @@ def remove_run(out: Path, *, created: bool = False) -> None:
         for path in checkpoints.iterdir():
             if path.is_file() and _CHECKPOINT.fullmatch(path.name):
                 path.unlink()
-    for folder in (checkpoints, out) if created else (checkpoints,):
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+    if checkpoints.is_dir() and not any(checkpoints.iterdir()):
+        checkpoints.rmdir()
 
 
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
@@ -218,30 +217,41 @@ def run(args: argparse.Namespace) -> int:
 
     out = check_output_dir(args.out, what="--out")
     check_outputs(args)
-    if args.resume:
-        config = resumed_config(args, out)
-    else:
-        check_run_folder(out, overwrite=args.overwrite)
-        config = config_from_args(args)
     check_device(args.device)
-    if args.overwrite:
-        remove_run(out)
-    created = not out.exists()
-    try:
-        result = train(config, out, progress=not args.quiet, device=args.device, resume=args.resume)
-        written = write_run(result, out)
-    except TrainingInterrupted as stop:
-        if stop.result is None or stop.result.stopped is None:
-            remove_run(out, created=created)  # not one checkpoint finished: nothing to keep
+    config = None if args.resume else config_from_args(args)
+    # Locked before the folder is read: a second run on it is refused, never interleaved.
+    with folder_lock(out, what="--out"):
+        if args.resume:
+            config = resumed_config(args, out)
         else:
-            print(f"normsat train: stopped at step {stop.result.stopped['at_step']}; {out} keeps the "
-                  f"checkpoints up to step {stop.result.stopped['last_checkpoint']} and a train.json "
-                  f"that says so; continue with: normsat train --out {out} --resume", file=sys.stderr)
-        raise
-    except Exception:
-        if not args.resume:  # a failed new run leaves nothing; a resumed one keeps its checkpoints
-            remove_run(out, created=created)
-        raise
+            check_run_folder(out, overwrite=args.overwrite)
+        assert config is not None
+        started = False
+
+        def start() -> None:  # every input is checked: only now may the replaced run go
+            nonlocal started
+            if args.overwrite:
+                remove_run(out)
+            started = True
+
+        try:
+            result = train(config, out, progress=not args.quiet, device=args.device,
+                           resume=args.resume, before_writing=start)
+            written = write_run(result, out)
+        except TrainingInterrupted as stop:
+            if stop.result is None or stop.result.stopped is None:
+                if started and not args.resume:
+                    remove_run(out)  # not one checkpoint finished: nothing to keep
+            else:
+                print(f"normsat train: stopped at step {stop.result.stopped['at_step']}; {out} keeps "
+                      f"the checkpoints up to step {stop.result.stopped['last_checkpoint']} and a "
+                      f"train.json that says so; continue with: normsat train --out {out} --resume",
+                      file=sys.stderr)
+            raise
+        except Exception:
+            if started and not args.resume:  # a failed new run leaves nothing; a resumed one
+                remove_run(out)              # keeps its checkpoints
+            raise
     best = best_fit(result.fits)
     if best is None:  # train() raises when no law fits; a run without one has nothing to print
         raise EmpiricalError("expected a fitted growth law of the norm, got none")

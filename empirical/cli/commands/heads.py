@@ -13,6 +13,7 @@ from empirical.cli.options import (
     device_options,
     model_options,
     output_options,
+    placement_options,
     runtime_options,
     step_int,
 )
@@ -51,6 +52,7 @@ def register(subparsers: Any) -> None:
         "which the head is within eps of hard attention, the paper's approximation at 1000·θ, "
         "and a class (local, global, mixed). Prints a table; writes JSON and a plot on request.",
         parents=[model_options(), corpus_options(), batching_options(batch_size=16), device_options(),
+                 placement_options(),
                  output_options(json_help="write the atlas as JSON to this path", plot=True),
                  runtime_options(seed_help="seed of the random initialization (default: 0)",
                                  seed_default=None)],

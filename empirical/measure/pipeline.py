@@ -257,10 +257,10 @@ def corpus_record(sentences: Sequence[str] | Corpus, texts: Sequence[str]) -> di
     return {"source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
 
 
-def run_record(model: nn.Module) -> dict[str, Any]:
+def run_record(model: nn.Module, scale: float = 1.0) -> dict[str, Any]:
     """What a result records about the run: the model, its dtype, the dtype it computed in, its
-    device (and accelerate's placement), library versions."""
+    device (and accelerate's placement), library versions; ``scale``: the c measured at."""
     first = next(model.parameters())
     return {"model": model_record(model), "dtype": str(first.dtype),
-            "compute_dtype": str(compute_dtype(model)), "device": str(execution_device(model)),
+            "compute_dtype": str(compute_dtype(model, scale)), "device": str(execution_device(model)),
             **placement_record(model), "versions": versions()}

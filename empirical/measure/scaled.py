@@ -63,12 +63,11 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
     ``undetermined="nan"``: the limit is NaN where it is undetermined instead of raising
     (:class:`saturated.saturate.SaturatedModel`).
     """
-    if _streams(model):
-        if math.isinf(scale):
-            raise EmpiricalError(
-                "the exact limit (c = ∞) traces the model with its weights in memory, in float32 or "
-                "float64; load it without --device-map/--max-memory/--offload-folder and with --dtype "
-                "float32 or float64")
+    if math.isinf(scale) and is_dispatched(model):
+        raise EmpiricalError(
+            "the exact limit (c = ∞) traces the model with its weights in memory; load it without "
+            "--device-map, --max-memory and --offload-folder")
+    if _streams(model) and not math.isinf(scale):
         dtype = compute_dtype(model)
         return lambda **inputs: _call_streamed(model, scale, dtype, inputs)
     if math.isinf(scale):
@@ -103,14 +102,16 @@ def call_scaled(model: nn.Module, parameters: dict[str, torch.Tensor], **inputs:
                                       strict=False)
 
 
-def compute_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype a measurement computes in: the parameters' own, float32 for bfloat16 and float16.
+def compute_dtype(model: nn.Module, scale: float = 1.0) -> torch.dtype:
+    """The dtype a measurement at c = ``scale`` computes in: the parameters' own, float32 for
+    bfloat16 and float16 at finite c (the exact limit runs on the model's own tensors, with its own
+    rounding bounds).
 
     >>> compute_dtype(nn.Linear(2, 2).to(torch.bfloat16)), compute_dtype(nn.Linear(2, 2))
     (torch.float32, torch.float32)
     """
     dtype = next(model.parameters()).dtype
-    return torch.float32 if dtype in _NARROW else dtype
+    return torch.float32 if dtype in _NARROW and not math.isinf(scale) else dtype
 
 
 def _streams(model: nn.Module) -> bool:
@@ -118,11 +119,12 @@ def _streams(model: nn.Module) -> bool:
     return is_dispatched(model) or next(model.parameters()).dtype in _NARROW
 
 
-def plain_forward(model: nn.Module) -> Callable[..., Any]:
-    """``model`` at θ, computing in :func:`compute_dtype` (the model itself where that is its own)."""
-    if not _streams(model):
+def plain_forward(model: nn.Module, scale: float = 1.0) -> Callable[..., Any]:
+    """``model`` at θ, computing in :func:`compute_dtype` of a measurement at c = ``scale`` (the
+    model itself where that is its own dtype)."""
+    dtype = compute_dtype(model, scale)
+    if not is_dispatched(model) and dtype == next(model.parameters()).dtype:
         return lambda **inputs: model(**inputs)
-    dtype = compute_dtype(model)
     return lambda **inputs: _call_streamed(model, 1.0, dtype, inputs)
 
 

@@ -233,7 +233,7 @@ def representation_similarity(
     prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                        sharded=True)
     grow = scaled_forward(model, c, prepared.fields(), undetermined="nan")
-    at_theta = plain_forward(model)  # a 16-bit or streamed model computes in its compute dtype
+    at_theta = plain_forward(model, c)  # a 16-bit or streamed model computes in its compute dtype
 
     sums = Sums()
     labels: dict[str, list[str]] = {}
@@ -274,7 +274,7 @@ def representation_similarity(
                          for stack in totals
                          for row in unknown.get(stack, torch.zeros(len(labels[stack]), 0)))
     n_undetermined = tuple(int(n) for stack in totals for n in left[stack])
-    run = run_record(model)
+    run = run_record(model, c)
     record = {
         **{key: value for key, value in run.items() if key != "versions"}, "batch_size": batch_size,
         "corpus": corpus_record(sentences, texts), "versions": run["versions"], "distributed": ranks,

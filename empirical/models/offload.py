@@ -28,6 +28,8 @@ from empirical.errors import EmpiricalError
 __all__ = ["Placement", "check_device_map", "check_offload_folder", "dispatch", "execution_device",
            "is_dispatched", "load_dispatched", "parse_max_memory", "placement_record"]
 
+_NEEDS_FOLDER = ("expected --offload-folder DIR: the model does not fit in --max-memory, and what does "
+                 "not fit is streamed from there")
 _STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 _PLACES = ("cpu", "disk", "meta")
 
@@ -204,8 +206,15 @@ def _largest_block(model: nn.Module) -> int:
 
 
 def _check_memory(model: nn.Module, placement: Placement) -> None:
-    """Refuse a ``max_memory`` below one block: accelerate streams a block at a time and needs it
-    whole on the device that runs it (``model`` may be on the meta device: only sizes are read)."""
+    """Refuse a ``max_memory`` below one block (accelerate streams a block at a time and needs it
+    whole on the device that runs it), and one the model exceeds with no offload folder to stream
+    the rest from (``model`` may be on the meta device: only sizes are read)."""
+    from accelerate.utils import compute_module_sizes
+
+    memory = placement.max_memory
+    if memory and "disk" not in memory and placement.offload_folder is None and \
+            compute_module_sizes(model)[""] > sum(memory.values()):
+        raise EmpiricalError(_NEEDS_FOLDER)
     block = _largest_block(model)
     for device, size in placement.max_memory.items():
         if device != "disk" and size < block:
@@ -232,10 +241,6 @@ def load_dispatched(folder: Path, config: transformers.PretrainedConfig, placeme
         _check_memory(build(config).to(dtype), placement)
     experts = any(getattr(config, attr, None) for attr in ("num_local_experts", "num_experts"))
     memory = placement.max_memory or None
-    if memory is not None and "disk" not in memory and placement.offload_folder is None:
-        # accelerate puts what does not fit on disk; without a folder it refuses later, less clearly
-        raise EmpiricalError("expected --offload-folder DIR with --max-memory: what does not fit "
-                             "in memory is streamed from there")
     try:
         model, info = transformers.AutoModel.from_pretrained(
             folder, config=config, dtype=dtype, device_map=placement.device_map, max_memory=memory,
@@ -267,6 +272,5 @@ def dispatch(model: nn.Module, placement: Placement) -> nn.Module:
                                         no_split_module_classes=list(getattr(model, "_no_split_modules", None)
                                                                      or []))
     if "disk" in mapping.values() and placement.offload_folder is None:
-        raise EmpiricalError("expected --offload-folder DIR: the model does not fit in --max-memory, "
-                             "and what does not fit is streamed from there")
+        raise EmpiricalError(_NEEDS_FOLDER)
     return dispatch_model(model, device_map=mapping, offload_dir=placement.offload_folder)

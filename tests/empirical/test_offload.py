@@ -127,3 +127,10 @@ def test_the_cli_measures_an_offloaded_model(folder: Path, tmp_path: Path,
     assert main(["degree", "--model", str(folder), "--quiet", "--max-memory", FITS_TWO_BLOCKS,
                  "--offload-folder", str(tmp_path / "off")]) == 0
     assert "last_hidden_state" in capsys.readouterr().out
+
+
+def test_the_exact_limit_of_a_placed_model_is_refused_by_name(folder: Path, tmp_path: Path) -> None:
+    placed, tokenizer = load_model(folder, max_memory=FITS_TWO_BLOCKS, offload_folder=tmp_path)
+    with pytest.raises(EmpiricalError, match=r"the exact limit \(c = ∞\) traces the model with its "
+                                             r"weights in memory; load it without --device-map"):
+        representation_similarity(placed, tokenizer, SENTENCES, scale=float("inf"))

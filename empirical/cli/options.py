@@ -247,6 +247,21 @@ def device_options(*, dtypes: Sequence[str] | None = None, dtype_default: str | 
     return parent
 
 
+def placement_options() -> argparse.ArgumentParser:
+    """``--device-map``, ``--max-memory``, ``--offload-folder``: a model larger than memory, placed by
+    accelerate and streamed module by module (:mod:`empirical.models.offload`)."""
+    parent, group = _parent("models larger than memory (accelerate)")
+    group.add_argument("--device-map", default=None, metavar="MAP",
+                       help="auto, balanced, sequential, a device, or a JSON object (or .json file) of "
+                       "module → device (cpu, disk, cuda:N)")
+    group.add_argument("--max-memory", default=None, metavar="SIZE",
+                       help="memory the weights may take, e.g. 1GiB (the CPU) or cpu=1GiB,0=10GiB; "
+                       "implies --device-map auto")
+    group.add_argument("--offload-folder", default=None, metavar="DIR",
+                       help="where weights that do not fit are kept and streamed from")
+    return parent
+
+
 def output_options(*, json_help: str, plot: bool = False,
                    plot_suffixes: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """``--json PATH`` (and ``--plot PATH``); ``check_outputs`` checks them before any work.

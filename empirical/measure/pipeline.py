@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from empirical import distributed
 from empirical.errors import EmpiricalError
+from empirical.measure.scaled import compute_dtype
 from empirical.models.batching import (
     Batch,
     TokenizedCorpus,
@@ -51,6 +52,7 @@ from empirical.models.batching import (
 )
 from empirical.models.corpus import Corpus
 from empirical.models.experts import check_expert_memory
+from empirical.models.offload import execution_device, placement_record
 from empirical.models.provenance import model_record, versions
 from empirical.validation import check_list, check_measurable
 from saturated.interpreter import node_progress
@@ -172,12 +174,12 @@ def prepare(
     if model.training:
         raise EmpiricalError("expected a model in eval() mode (dropout would make the measure random)")
     for name, parameter in model.named_parameters():
-        if not torch.isfinite(parameter).all():
+        if parameter.device.type != "meta" and not torch.isfinite(parameter).all():  # meta: on disk
             raise EmpiricalError(
                 f"parameter '{name}' has non-finite entries (NaN or ±inf); expected finite θ: the "
                 "checkpoint or the model is broken, not the precision"
             )
-    device = next(model.parameters()).device
+    device = execution_device(model)
     tokens = tokenize(tokenizer, texts, max_length=max_length, model=model)
     batches = list(make_batches(model, tokenizer, tokens, batch_size=batch_size, device=device))
     largest = max((batch.stacks[0][1].shape for batch in batches), key=lambda shape: shape.numel())
@@ -281,8 +283,10 @@ def corpus_record(sentences: Sequence[str] | Corpus, texts: Sequence[str]) -> di
     return {"source": "in-memory list", "n_sentences": len(texts), "sha256": Corpus(tuple(texts), "").sha256}
 
 
-def run_record(model: nn.Module) -> dict[str, Any]:
-    """What a result records about the run: the model, its dtype and device, library versions."""
+def run_record(model: nn.Module, scale: float = 1.0) -> dict[str, Any]:
+    """What a result records about the run: the model, its dtype, the dtype it computed in, its
+    device (and accelerate's placement), library versions; ``scale``: the c measured at."""
     first = next(model.parameters())
-    return {"model": model_record(model), "dtype": str(first.dtype), "device": str(first.device),
-            "versions": versions()}
+    return {"model": model_record(model), "dtype": str(first.dtype),
+            "compute_dtype": str(compute_dtype(model, scale)), "device": str(execution_device(model)),
+            **placement_record(model), "versions": versions()}

@@ -35,7 +35,7 @@ from empirical.measure.pipeline import (
     texts_of,
     token_cosines,
 )
-from empirical.measure.scaled import check_scale, scaled_forward
+from empirical.measure.scaled import check_scale, plain_forward, scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.outputs import Result
 
@@ -246,13 +246,14 @@ def representation_similarity(
     prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                        sharded=True)
     grow = scaled_forward(model, c, prepared.fields(), undetermined="nan", max_precision=max_precision)
+    at_theta = plain_forward(model, c)  # a 16-bit or streamed model computes in its compute dtype
 
     sums = Sums()
     labels: dict[str, list[str]] = {}
     unknown: dict[str, torch.Tensor] = {}  # per stack, (layer, sentence): undetermined tokens
     reasons: dict[int, tuple[str, ...]] = {}
     for batch in prepared.iterate(f"similarity c={c:g}", progress=progress):
-        plain = forward(model, batch.inputs)
+        plain = forward(model, batch.inputs, at_theta)
         grown = forward(model, batch.inputs, grow)
         for row, why in getattr(grow, "reasons", {}).items():
             reasons[batch.indices[row]] = why
@@ -289,9 +290,9 @@ def representation_similarity(
                          for stack in totals
                          for row in unknown.get(stack, torch.zeros(len(labels[stack]), 0)))
     n_undetermined = tuple(int(n) for stack in totals for n in left[stack])
-    run = run_record(model)
+    run = run_record(model, c)
     record = {
-        "model": run["model"], "dtype": run["dtype"], "device": run["device"], "batch_size": batch_size,
+        **{key: value for key, value in run.items() if key != "versions"}, "batch_size": batch_size,
         "corpus": corpus_record(sentences, texts), "versions": run["versions"], "distributed": ranks,
     }
     return SimilarityResult(

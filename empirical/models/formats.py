@@ -33,6 +33,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from empirical.models.keys import to_model_keys
 from empirical.validation import read_json_document
 from homogeneity.validation import describe
 
@@ -236,19 +237,30 @@ def _matched(model: nn.Module, state: dict[str, torch.Tensor]) -> tuple[dict[str
     return matched, unused
 
 
+def _aliases(model: nn.Module) -> dict[str, set[str]]:
+    """Every parameter's names: a tied parameter (T5's ``shared`` and its encoder's and decoder's
+    ``embed_tokens``) is loaded by a checkpoint that holds it under any of them."""
+    first: dict[int, str] = {}
+    names: dict[str, set[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(first.setdefault(id(parameter), name), set()).add(name)
+    return names
+
+
 def load_weights(model: nn.Module, state: dict[str, torch.Tensor], source: str,
                  files: tuple[Path, ...] = ()) -> LoadedWeights:
     """Copy ``state`` into ``model`` and refuse if any parameter keeps its initial value.
 
     A missing pooler (task checkpoints such as masked-LM ones have none) is removed from the bare
     model instead: it does not feed the hidden states, and a random one must not be measured.
+    Per-expert keys and renamed keys of older versions are mapped first
+    (:func:`empirical.models.keys.to_model_keys`); a tied parameter is loaded under any of its names.
 
     Raises:
         EmpiricalError: a parameter the checkpoint does not provide, or a tensor of the wrong shape.
     """
-    matched, unused = _matched(model, state)
-    loaded = set(matched)
-    missing = [name for name, _ in model.named_parameters() if name not in loaded]
+    matched, unused = _matched(model, to_model_keys(model, state))
+    missing = [name for name, aliases in _aliases(model).items() if not aliases & set(matched)]
     removed_pooler = False
     if missing and all(name.startswith("pooler.") for name in missing) and \
             isinstance(getattr(model, "pooler", None), nn.Module):

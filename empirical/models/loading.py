@@ -28,6 +28,7 @@ from empirical.models.builtin import DTYPE_NAMES, FAMILIES, MINILM, MODEL_NAMES
 from empirical.models.config_checks import MAX_LAYERS, check_fits_memory, read_config_document
 from empirical.models.factories import check_factory_options, is_factory, make
 from empirical.models.formats import load_weights, read_weights, weight_files
+from empirical.models.offload import Placement, dispatch, load_dispatched
 from empirical.validation import check_seed
 from homogeneity.validation import check_integer
 
@@ -262,6 +263,33 @@ def _build(config: transformers.PretrainedConfig, seed: int, device: torch.devic
             ) from err
 
 
+def _to(model: nn.Module, device: torch.device, dtype: torch.dtype) -> None:
+    """``model`` on ``device`` with its parameters in ``dtype``. In a 16-bit dtype, as
+    ``from_pretrained`` does, floating buffers stay float32 (rotary frequencies: bfloat16 would shift
+    every position's angle) and so do the modules the model keeps in float32 (T5's ``wo``, whose
+    input T5 casts to its weight's dtype: float16 overflows there at c = 1000)."""
+    narrow = dtype in (torch.float16, torch.bfloat16)
+    wide = {name: buffer for name, buffer in model.named_buffers() if buffer.is_floating_point() and narrow}
+    model.to(device=device, dtype=dtype)
+    for name, buffer in wide.items():
+        owner, _, leaf = name.rpartition(".")
+        model.get_submodule(owner)._buffers[leaf] = buffer.to(device)
+    kept = set(getattr(model, "_keep_in_fp32_modules", None) or ()) if narrow else set()
+    for name, module in model.named_modules():
+        if kept & set(name.split(".")):
+            module.float()
+
+
+def _placed(config: transformers.PretrainedConfig, folder: Path | None, seed: int, dtype: torch.dtype,
+            placement: Placement) -> nn.Module:
+    """The model placed by accelerate: a folder's weights streamed by ``from_pretrained``, or a
+    random-init model built in memory and dispatched."""
+    if folder is not None:
+        return load_dispatched(folder, config, placement, dtype,
+                               lambda built: _build(built, seed, torch.device("meta")))
+    return dispatch(_build(config, seed).to(dtype), placement)
+
+
 def _has_tokenizer(folder: Path) -> bool:
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "vocab.json")
     return any((folder / name).is_file() for name in names)
@@ -341,6 +369,9 @@ def load_model(
     device: str | torch.device = "cpu",
     tokenizer: str | Path | Any | None = None,
     cache_dir: str | Path | None = None,
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: str | int | dict[str | int, int | str] | None = None,
+    offload_folder: str | Path | None = None,
 ) -> tuple[nn.Module, Any]:
     """Load a transformer and its tokenizer, offline, in ``eval()`` mode.
 
@@ -366,6 +397,9 @@ def load_model(
             ship without one). Default: the folder's tokenizer, else the packaged MiniLM WordPiece
             tokenizer (BERT's uncased vocabulary, 30,522 ids).
         cache_dir: the Hugging Face cache to look repo ids up in (default: ``HF_HUB_CACHE``).
+        device_map, max_memory, offload_folder: a model larger than memory, placed by accelerate
+            (the ``big`` extra): see :mod:`empirical.models.offload`. ``max_memory="1GiB"`` alone
+            means ``device_map="auto"``; what does not fit is streamed from ``offload_folder``.
 
     Returns:
         ``(model, tokenizer)``; the model uses eager attention so the softmax is explicit.
@@ -381,11 +415,15 @@ def load_model(
     """
     torch_dtype, torch_device = parse_dtype(dtype), check_device(device)
     seed = check_seed(seed)
+    placement = Placement.of(device_map, max_memory, offload_folder)
     if not isinstance(name_or_path, str | Path) or not str(name_or_path).strip():
         # An empty name is an unset shell variable ($MODEL), never a request for the default model.
         raise EmpiricalError(f"expected a model name, folder, repo id or module.path:Factory, got "
                              f"{name_or_path!r}")
     key = str(name_or_path)
+    if is_factory(key) and placement.requested:
+        raise EmpiricalError(f"a model from {key} is used as the factory builds it; device_map, "
+                             "max_memory and offload_folder apply to named models and folders only")
     folder: Path | None = None
     with quiet_dependencies():
         if is_factory(key):
@@ -405,14 +443,19 @@ def load_model(
             meta = torch_device.type == "meta"
             if num_layers is not None:
                 _set_num_layers(config, num_layers, pretrained=not random_init or meta, source=key)
-            check_fits_memory(config, torch_device, key)
-            model = _build(config, seed, torch_device)
-            if not random_init and folder is not None and not meta:
-                state, files = read_weights(folder)
-                # Kept on the model for provenance records: which files, which keys were left out.
-                vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)
+            if placement.requested and not meta:
+                model = _placed(config, folder if not random_init else None, seed, torch_dtype, placement)
+            else:
+                check_fits_memory(config, torch_device, key)
+                model = _build(config, seed, torch_device)
+                if not random_init and folder is not None and not meta:
+                    state, files = read_weights(folder)
+                    # Kept on the model for provenance records: which files, which keys were left out.
+                    vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)
             made_tokenizer = None
-    model.to(device=torch_device, dtype=torch_dtype).eval()
+    if not placement.requested or torch_device.type == "meta":
+        _to(model, torch_device, torch_dtype)
+    model.eval()
     chosen, source = _choose_tokenizer(tokenizer, made_tokenizer, key, folder)
     _check_vocabulary(model, chosen, source)
     return model, chosen

@@ -197,20 +197,21 @@ def test_overflow_names_the_layer_and_the_scale() -> None:
                                      "torch.float32 (overflow); use ")
 
 
-@pytest.mark.parametrize(("dtype", "scale", "remedy"), [
-    (torch.float16, 1e3, "a wider dtype (float32 or float64, CLI: --dtype) or a smaller scale"),
-    (torch.bfloat16, 1e15, "a wider dtype (float32 or float64, CLI: --dtype) or a smaller scale"),
-    (torch.float32, 1e15, "a wider dtype (float64, CLI: --dtype) or a smaller scale"),
-    (torch.float64, 1e110, "a smaller scale"),
+@pytest.mark.parametrize(("dtype", "scale", "computed", "remedy"), [
+    (torch.float16, 1e15, torch.float32, "a wider dtype (float64, CLI: --dtype) or a smaller scale"),
+    (torch.bfloat16, 1e15, torch.float32, "a wider dtype (float64, CLI: --dtype) or a smaller scale"),
+    (torch.float32, 1e15, torch.float32, "a wider dtype (float64, CLI: --dtype) or a smaller scale"),
+    (torch.float64, 1e110, torch.float64, "a smaller scale"),
 ])
-def test_overflow_suggests_the_wider_dtypes_of_the_model_precision(
-        dtype: torch.dtype, scale: float, remedy: str) -> None:
-    # e·w² grows like c³: c = 1e3 overflows float16 (max 65504), 1e15 bfloat16 and float32 (max
-    # ~3e38), 1e110 float64 (max ~1.8e308); float64 has no wider dtype to suggest.
+def test_overflow_suggests_the_wider_dtypes_of_the_computing_precision(
+        dtype: torch.dtype, scale: float, computed: torch.dtype, remedy: str) -> None:
+    # e·w² grows like c³: 1e15 overflows float32 (max ~3e38), 1e110 float64 (max ~1.8e308); float64
+    # has no wider dtype to suggest. 16-bit models compute in float32 (c = 1e3 would overflow
+    # float16's 65504 otherwise), so their overflow is float32's.
     with pytest.raises(EmpiricalError) as err:
         representation_similarity(Overflowing().to(dtype).eval(), WordTokenizer(), SENTENCES[:1],
                                   scale=scale)
-    assert str(err.value).endswith(f"in {dtype} (overflow); use {remedy}")
+    assert str(err.value).endswith(f"in {computed} (overflow); use {remedy}")
 
 
 def test_non_finite_states_at_theta_are_reported_as_such() -> None:

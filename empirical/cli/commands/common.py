@@ -36,6 +36,7 @@ __all__ = [
     "load_args_model",
     "model_spec",
     "parse_dtype",
+    "placement_of",
     "positive_int",
     "stage_bar",
     "write_json",
@@ -87,5 +88,10 @@ def load_args_model(args: argparse.Namespace, *, random_init: bool | None = None
         model_spec(args), random_init=args.random_init if random_init is None else random_init,
         seed=args.seed, num_layers=args.num_layers, dtype=dtype,
         device=device or getattr(args, "device", None) or "cpu", tokenizer=args.tokenizer,
-        cache_dir=args.cache_dir,
+        cache_dir=args.cache_dir, **placement_of(args),
     )
+
+
+def placement_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``--device-map``, ``--max-memory`` and ``--offload-folder`` as ``load_model`` takes them."""
+    return {name: getattr(args, name, None) for name in ("device_map", "max_memory", "offload_folder")}

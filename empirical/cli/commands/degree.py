@@ -10,6 +10,7 @@ from empirical.cli.options import (
     model_options,
     output_options,
     params_options,
+    placement_options,
     positive_int,
     runtime_options,
 )
@@ -41,6 +42,7 @@ def register(subparsers: Any) -> None:
         "args) or (model, args, kwargs). The model may also be given as a positional argument.",
         parents=[model_options(positional=True),
                  device_options(dtype_default=None, dtype_help="float32; a factory's model keeps its own"),
+                 placement_options(),
                  output_options(json_help="write the full report as JSON to this path"),
                  params_options(),
                  runtime_options(seed_help="seed of the random initialization (default: 0)")],
@@ -73,7 +75,7 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
     """The model and example inputs named by the model argument."""
     import torch
 
-    from empirical.cli.commands.common import load_args_model, model_spec, parse_dtype
+    from empirical.cli.commands.common import load_args_model, model_spec, parse_dtype, placement_of
     from empirical.models.factories import check_factory_options, is_factory, make
     from empirical.models.loading import check_device, config_only
 
@@ -92,8 +94,10 @@ def resolve_model(args: argparse.Namespace) -> tuple[nn.Module, tuple[Any, ...],
                                      "kwargs): degree needs example inputs to trace")
             return model, (), _on(model_inputs(model, made.tokenizer), device)
         return model, _on(made.args, device), _on(made.kwargs, device)
-    if not getattr(args, "random_init", False) and config_only(name, args.cache_dir):
-        # A configuration without weights: the degree does not depend on them.
+    placed = any(placement_of(args).values())
+    if placed or (not getattr(args, "random_init", False) and config_only(name, args.cache_dir)):
+        # A configuration without weights, or a model too large for memory: the degree does not
+        # depend on the weights (the placement options are still checked).
         model, tokenizer = load_args_model(args, device="meta")
         device = torch.device("meta")
     else:

@@ -13,6 +13,7 @@ from empirical.cli.options import (
     device_options,
     model_options,
     output_options,
+    placement_options,
     runtime_options,
     step_int,
 )
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
         parents=[model_options(), corpus_options(),
                  batching_options(batch_size=16, why="half of similarity's: the atlas holds every "
                                   "layer's attention weights of a batch, length² per head"),
-                 device_options(),
+                 device_options(), placement_options(),
                  output_options(json_help="write the atlas as JSON to this path", plot=True),
                  runtime_options(seed_help="seed of the random initialization (default: 0)",
                                  seed_default=None)],

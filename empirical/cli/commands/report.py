@@ -6,7 +6,14 @@ import argparse
 import shutil
 from typing import Any
 
-from empirical.cli.options import MODEL_HELP, corpus_options, device_options, model_options, runtime_options
+from empirical.cli.options import (
+    MODEL_HELP,
+    corpus_options,
+    device_options,
+    model_options,
+    placement_options,
+    runtime_options,
+)
 from empirical.outputs import check_output_dir
 
 __all__ = ["register", "run"]
@@ -21,7 +28,7 @@ def register(subparsers: Any) -> None:
         parents=[model_options(random_init=False,
                                model_help=f"model with pretrained weights: {MODEL_HELP}; a factory "
                                "has no random-init twin: the sections that need one are skipped"),
-                 corpus_options(), device_options(),
+                 corpus_options(), device_options(), placement_options(),
                  runtime_options(seed_help="seed of the random-init twin (default: 0)")],
     )
     parser.add_argument("--out", default="normsat-report", metavar="DIR",
@@ -33,7 +40,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from empirical import distributed
-    from empirical.cli.commands.common import model_spec, parse_dtype
+    from empirical.cli.commands.common import model_spec, parse_dtype, placement_of
     from empirical.cli.report import sections_for, write_report
     from empirical.models.factories import is_factory, resolve
     from empirical.models.loading import check_device
@@ -48,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         read_run(args.train_dir)  # a bad folder fails before any measurement
     created = not folder.exists()
     options = {"num_layers": args.num_layers, "dtype": parse_dtype(args.dtype),
-               "device": args.device, "tokenizer": args.tokenizer, "cache_dir": args.cache_dir}
+               "device": args.device, "tokenizer": args.tokenizer, "cache_dir": args.cache_dir,
+               **placement_of(args)}
     try:
         path = write_report(folder, sections=sections_for(name), model=name,
                             sentences=args.sentences, seed=args.seed,

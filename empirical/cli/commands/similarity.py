@@ -11,6 +11,7 @@ from empirical.cli.options import (
     device_options,
     model_options,
     output_options,
+    placement_options,
     precision_bits,
     runtime_options,
     scale_float,
@@ -33,6 +34,7 @@ def register(subparsers: Any) -> None:
         description="Mean token cosine between each hidden state of a model at θ and at c·θ, "
         "over a corpus. Prints a table; writes JSON and a plot on request.",
         parents=[model_options(), corpus_options(), batching_options(batch_size=32), device_options(),
+                 placement_options(),
                  output_options(json_help="write the results as JSON to this path", plot=True),
                  runtime_options(seed_help="seed of the random initialization (default: 0)")],
     )

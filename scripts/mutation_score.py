@@ -1395,18 +1395,6 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.heads.x_measure_heads__mutmut_56":
         "layers = heads = None instead of 0: without batches `not layers` raises the same error, "
         "and the first batch overwrites both",
-    "empirical.measure.heads.x_plot_atlas__mutmut_150":
-        "max(..., default=None): the default is read only when no atlas has a head, and such an "
-        "atlas fails earlier, when imshow refuses its empty grid",
-    "empirical.measure.heads.x_plot_atlas__mutmut_152":
-        "max(...) without default: the default is read only when no atlas has a head, and such an "
-        "atlas fails earlier, when imshow refuses its empty grid",
-    "empirical.measure.heads.x_plot_atlas__mutmut_154":
-        "max(..., default=2.0): the default is read only when no atlas has a head, and such an "
-        "atlas fails earlier, when imshow refuses its empty grid",
-    "empirical.measure.heads.x_plot_atlas__mutmut_161":
-        "`top >= 1.0` instead of `top > 1.0`: at top = 1.0 both branches give i / 20 (1.0 * i is "
-        "exact)",
     "empirical.measure.heads.x__measure_layer__mutmut_123":
         "n / n_allowed.clamp_min(2) instead of clamp_min(1): a measured row has at least two "
         "allowed keys, so the clamp acts only on rows left out of the sums",

@@ -29,6 +29,7 @@ from empirical.errors import EmpiricalError
 from empirical.models.provenance import versions
 from empirical.outputs import save_figure, write_json
 from empirical.training.fits import fit_growth, growth_curve
+from empirical.training.norms import layer_labels
 from empirical.training.runs import TrainConfig, train
 
 HERE = Path(__file__).resolve().parent
@@ -107,17 +108,18 @@ def plot(document: dict[str, Any], path: Path) -> Path:
         if fitted is not None:
             growth.plot(fitted[1], fitted[2], color="black", ls=style, lw=0.8,
                         label=f"{fitted[0]}, p = {seed['without_embeddings']['power_p']:.3f}")
+        names = layer_labels(list(norms["layers"]))  # layer 1 is the first block, as in the report
         for number, (layer, values) in enumerate(norms["layers"].items()):
             layers.plot(steps, [v / values[0] for v in values], color=f"C{number}", ls=style, lw=1,
-                        label=layer if index == 0 else None)
+                        label=names[layer] if index == 0 else None)
         points = seed["saturation"]
         for number, layer in enumerate(points[0]["per_layer"]):
             saturation.plot([p["step"] for p in points], [p["per_layer"][layer] for p in points],
                             color=f"C{number}", ls=style, marker="o", ms=3,
                             label=layer if index == 0 else None)
-    growth.set(xscale="log", xlabel="step t", ylabel="‖θ_t‖ without embeddings",
+    growth.set(xscale="log", xlabel="step t", ylabel=r"$\|\theta_t\|$ without embeddings",
                title="norm without embeddings, best law per seed")
-    layers.set(xscale="log", xlabel="step t", ylabel="‖θ_t‖ / first record",
+    layers.set(xscale="log", xlabel="step t", ylabel=r"$\|\theta_t\|$ per layer / its first record",
                title="per layer (line style: seed)")
     saturation.set(xscale="symlog", xlabel="step t", ylabel="cos(h, exact-limit h)",
                    title="similarity to the exact limit (held-out)")

@@ -30,7 +30,8 @@ LAYERS = (
     "Every table and figure numbers layers as the similarity section does: `embeddings` is the "
     "hidden state before the first block, layer 1 the first transformer block and layer L the last. "
     "Module paths (the degree section) keep the model's own indices from 0 (`encoder.layer.0` is "
-    "layer 1), and so do the `layer` fields of the head atlas in `results.json`."
+    "layer 1), and so do the `layer` and `head` fields of the head atlas in `results.json`; its "
+    "figure numbers heads from 1, as it does layers."
 )
 """The report's one statement of its layer numbering."""
 

@@ -181,21 +181,30 @@ class ComponentSaturation(Result):
         return "\n".join(rows)
 
     def plot(self, path: str | Path) -> Path:
-        """Two panels (to the reference, to the limit), one line per variant, c on a log axis."""
+        """Two panels, one line per variant, c on a log axis: the cosine to the reference (the
+        paper's Figure 5) and, on its own scale, how much the cosine to the exact limit differs
+        from it (where the two agree closely, two panels of cosines would look the same)."""
         from matplotlib.figure import Figure  # Agg through a bare Figure: no pyplot state
 
         fig = Figure(figsize=(10.0, 4.0), dpi=120)
-        left, right = fig.subplots(1, 2, sharey=True)
-        for ax, series, label in ((left, self.to_reference, f"cos(f(x; cθ), f(x; {self.reference:g}θ))"),
-                                  (right, self.to_limit, "cos(f(x; cθ), s-f(x; θ)) (exact limit)")):
+        left, right = fig.subplots(1, 2)
+        differences = {name: [lim - ref for lim, ref in zip(self.to_limit[name], values)]
+                       for name, values in self.to_reference.items()}
+        largest = max((abs(d) for values in differences.values() for d in values), default=0.0)
+        for ax, series, title in (
+                (left, self.to_reference, f"cos(f(x; cθ), f(x; {self.reference:g}θ))"),
+                (right, differences, f"cos to the exact limit s-f(x; θ) minus cos to {self.reference:g}θ\n"
+                                     f"(largest difference {largest:.2g})")):
             for index, (name, values) in enumerate(series.items()):
                 ax.plot(self.scales, values, color=f"C{index}", label=name)
             ax.set_xscale("log")
             ax.set_xlabel("scale c")
-            ax.set_title(label, fontsize="medium")
+            ax.set_title(title, fontsize="medium")
             ax.grid(alpha=0.3)
         left.set_ylabel("mean token cosine")
-        right.legend(fontsize="small", loc="lower right")
+        right.set_ylabel("difference in mean token cosine")
+        right.axhline(0.0, color="0.6", linewidth=0.8)
+        left.legend(fontsize="small", loc="lower right")
         fig.tight_layout()
         return save_figure(fig, path)
 

@@ -95,7 +95,7 @@ class HeadStats:
     Attributes:
         layer: the layer's index, from 0 (in JSON too); tables and plots show index + 1, the
             numbering of the similarity measure, where layer 1 is the first block.
-        head: the head, from 0.
+        head: the head's index, from 0 (in JSON too); tables and plots show index + 1.
         kind: ``"local"``, ``"mixed"`` or ``"global"`` (``class`` in JSON).
         queries: the queries measured (those with at least two allowed positions).
         positions: # positions attended in the limit (mean n).
@@ -234,13 +234,13 @@ class HeadAtlas(Result):
 
     def table(self) -> str:
         """One line per head: class, the exact statistics, the paper's approximation, the scale
-        (layer 1 is the first block, as in the similarity measure; heads from 0)."""
+        (layers and heads from 1, as in the report and the plot: layer 1 is the first block)."""
         rows = [f"{'layer':>5} {'head':>4}  {'class':<6} {'#pos':>6} {'std(n)':>6} {'split':>5} "
                 f"{'frac':>5} {'mass':>5} {'H':>5}  {'paper #pos/std/split':>20}  scale(eps={self.eps:g})"]
         for h in self.heads:
             paper = ("-" if h.paper_positions is None else
                      f"{h.paper_positions:.2f}/{h.paper_std:.2f}/{h.paper_split:.2f}")
-            rows.append(f"{h.layer + 1:>5} {h.head:>4}  {h.kind:<6} {h.positions:>6.2f} "
+            rows.append(f"{h.layer + 1:>5} {h.head + 1:>4}  {h.kind:<6} {h.positions:>6.2f} "
                         f"{h.positions_std:>6.2f} "
                         f"{h.split:>5.2f} {h.fraction:>5.2f} {h.mass:>5.2f} {h.entropy:>5.2f}  "
                         f"{paper:>20}  {h.scale[1]:.4g}")
@@ -570,45 +570,49 @@ def head_atlas(
 
 
 _COLORS = {"local": "#1f77b4", "mixed": "#bbbbbb", "global": "#d62728"}
+_STATISTICS = (
+    # attribute, axis label, lowest possible value (a measured query attends to at least 1 position)
+    ("positions", "# positions attended (n, mean over queries)", 1.0),
+    ("positions_std", "std(n): spread of n over queries", 0.0),
+    ("split", "split attention probability (share of n > 1)", 0.0),
+)
+"""The histograms of :func:`plot_atlas`: n is the number of positions a query attends to in the limit."""
+_ANNOTATED_HEADS = 8
+"""Grids of at most this many heads per layer carry each head's margin as a number in its cell
+(wider grids have cells too narrow for one: colour only)."""
 
 
 def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str = "") -> Path:
-    """Per atlas a layer × head grid coloured by class, and histograms over heads of the three
-    statistics, one colour per atlas (e.g. pretrained beside random init)."""
-    from matplotlib.colors import ListedColormap
+    """Per atlas a layer × head grid coloured by class (by the score margin when every head has one
+    class, which a single colour would not show), and histograms over heads of the three
+    statistics, one colour per atlas (e.g. pretrained beside random init). Layers and heads are
+    numbered from 1, as in the report."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     if not atlases:
         raise EmpiricalError("expected at least one atlas to plot")
     fig = Figure(figsize=(4.0 * max(len(atlases), 3), 7.0), dpi=110)
     grid = fig.add_gridspec(2, max(len(atlases), 3))
-    cmap = ListedColormap([_COLORS[k] for k in CLASSES])
+    one_class = [atlas for atlas in atlases.values() if _one_class(atlas)]
+    norm = _margin_norm(one_class)  # one colour scale, so that the atlases compare
     for column, (label, atlas) in enumerate(atlases.items()):
         ax = fig.add_subplot(grid[0, column])
-        codes = [[CLASSES.index(kind) for kind in row] for row in atlas.grid()]
-        ax.imshow(codes, cmap=cmap, vmin=0, vmax=len(CLASSES) - 1, aspect="auto")
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.set_xticks(range(0, atlas.n_heads, max(1, atlas.n_heads // 12)))
-        ax.set_yticks(range(0, atlas.num_layers, max(1, atlas.num_layers // 12)))
-        counts = atlas.counts()
-        ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
-        # rows are indices from 0; labelled as the similarity measure numbers layers (1 = first block)
-        ax.set_yticklabels([str(int(tick) + 1) for tick in ax.get_yticks()])
-        ax.legend(handles=[Patch(color=_COLORS[k], label=k) for k in CLASSES], fontsize=7,
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    statistics = (("positions", "# positions attended"), ("positions_std", "std(n)"),
-                  ("split", "split attention probability"))
-    for column, (name, label) in enumerate(statistics):
+        if not _one_class(atlas):
+            _draw_classes(ax, label, atlas)
+        elif norm is None:
+            _say_one_class(ax, label, atlas)
+        else:
+            _draw_margins(fig, ax, label, atlas, norm)
+    for column, (name, label, low) in enumerate(_STATISTICS):
         ax = fig.add_subplot(grid[1, column])
         series = {atlas_label: [float(getattr(h, name)) for h in atlas.heads]
                   for atlas_label, atlas in atlases.items()}
-        # Every statistic is ≥ 0; a common range (at least [0, 1]) keeps a constant series
-        # at its value instead of centring an axis of width 1 on it.
-        top = max((max(values) for values in series.values() if values), default=1.0)
-        edges = [top * i / 20 if top > 1.0 else i / 20 for i in range(21)]
+        # From the lowest possible value, over at least 1: a constant series stays at its value
+        # instead of centring an axis on it, and a share keeps its whole range [0, 1].
+        top = max((max(values) for values in series.values() if values), default=low)
+        span = max(top - low, 1.0)
+        edges = [low + span * i / 20 for i in range(21)]
         for index, (atlas_label, values) in enumerate(series.items()):
             ax.hist(values, bins=edges, alpha=0.55, color=f"C{index % 10}", label=atlas_label)
         ax.set_xlim(edges[0], edges[-1])
@@ -620,3 +624,82 @@ def plot_atlas(atlases: Mapping[str, HeadAtlas], path: str | Path, *, title: str
         fig.suptitle(title)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def _number_heads(ax: Any, atlas: HeadAtlas) -> None:
+    """Heads and layers on a grid's axes, both from 1 (layer 1 is the first block), thinned to
+    about 12 ticks."""
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    heads = range(0, atlas.n_heads, max(1, atlas.n_heads // 12))
+    layers = range(0, atlas.num_layers, max(1, atlas.num_layers // 12))
+    ax.set_xticks(list(heads), [str(index + 1) for index in heads])
+    ax.set_yticks(list(layers), [str(index + 1) for index in layers])
+
+
+def _draw_classes(ax: Any, label: str, atlas: HeadAtlas) -> None:
+    """The layer × head grid coloured by class, with the counts in the title."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    codes = [[CLASSES.index(kind) for kind in row] for row in atlas.grid()]
+    ax.imshow(codes, cmap=ListedColormap([_COLORS[k] for k in CLASSES]), vmin=0,
+              vmax=len(CLASSES) - 1, aspect="auto")
+    _number_heads(ax, atlas)
+    counts = atlas.counts()
+    ax.set_title(f"{label}: " + ", ".join(f"{counts[k]} {k}" for k in CLASSES), fontsize=9)
+    ax.legend(handles=[Patch(color=_COLORS[k], label=k) for k in CLASSES], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+
+
+def _one_class(atlas: HeadAtlas) -> bool:
+    return sum(count > 0 for count in atlas.counts().values()) < 2
+
+
+def _margin_grid(atlas: HeadAtlas) -> list[list[float]]:
+    return [[h.margin for h in atlas.heads[layer * atlas.n_heads:(layer + 1) * atlas.n_heads]]
+            for layer in range(atlas.num_layers)]
+
+
+def _margin_norm(atlases: Sequence[HeadAtlas]) -> Any:
+    """One colour scale for the margins of ``atlases`` (logarithmic when they span more than a
+    factor of 10); ``None`` when fewer than two distinct finite margins leave nothing to colour."""
+    from matplotlib.colors import LogNorm, Normalize
+
+    finite = {h.margin for atlas in atlases for h in atlas.heads if math.isfinite(h.margin)}
+    if len(finite) < 2:
+        return None
+    low, high = min(finite), max(finite)
+    return LogNorm(low, high) if low > 0 and high > 10 * low else Normalize(low, high)
+
+
+def _say_one_class(ax: Any, label: str, atlas: HeadAtlas) -> None:
+    """Every head has one class and the margins do not vary: a sentence, not a blank grid."""
+    kind = atlas.heads[0].kind if atlas.heads else CLASSES[0]
+    ax.set_axis_off()
+    ax.set_title(f"{label}: all {len(atlas.heads)} heads {kind}", fontsize=9)
+    ax.text(0.5, 0.5, f"every head {kind}:\na grid of one colour would show nothing", ha="center",
+            va="center", transform=ax.transAxes, fontsize=9)
+
+
+def _draw_margins(fig: Any, ax: Any, label: str, atlas: HeadAtlas, norm: Any) -> None:
+    """Every head has one class: the grid coloured by each head's median score margin at θ (how
+    far its queries are from a tie; grey where every position ties), on the shared scale ``norm``."""
+    from matplotlib import colormaps
+
+    from empirical.measure.plotting import text_color
+
+    margins = _margin_grid(atlas)
+    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    shown = [[m if math.isfinite(m) else math.nan for m in row] for row in margins]
+    image = ax.imshow(shown, cmap=cmap, norm=norm, aspect="auto")
+    _number_heads(ax, atlas)
+    ax.set_title(f"{label}: all {len(atlas.heads)} heads {atlas.heads[0].kind};\n"
+                 "colour: median score margin at θ", fontsize=9)
+    fig.colorbar(image, ax=ax, label="margin (nats; grey: all positions tie)", fraction=0.08,
+                 pad=0.03)
+    for i, row in enumerate(margins if atlas.n_heads <= _ANNOTATED_HEADS else []):
+        for j, margin in enumerate(row):
+            finite = math.isfinite(margin)
+            ax.text(j, i, f"{margin:.2g}" if finite else "∞", ha="center", va="center",
+                    fontsize=6, color=text_color(image.to_rgba(margin)) if finite else "black")

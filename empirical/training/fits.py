@@ -525,14 +525,25 @@ def best_fit(growth: Mapping[str, Any]) -> dict[str, Any] | None:
 def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: int = 200
                  ) -> tuple[str, list[float], list[float]] | None:
     """``(label, steps, norms)`` of the best law of a growth document from ``first`` to ``last``
-    (the ``fitted`` curve of :func:`empirical.training.norms.plot_records`); ``None`` without a fit."""
+    (the ``fitted`` curve of :func:`empirical.training.norms.plot_records`; pass the first and last
+    fitted steps, so that the curve covers the fitted range and no more); ``None`` without a fit.
+    The label names the law, its R² and what it was fitted to.
+
+    >>> label, steps, norms = growth_curve(
+    ...     {"best": "sqrt", "n": 3, "fits": [{"law": "sqrt", "formula": "a·√t + b",
+    ...                                       "params": {"a": 2.0, "b": 1.0}, "r2": 0.98}]}, 1, 9, 3)
+    >>> label, steps, [round(norm, 6) for norm in norms]
+    ('sqrt fit, a·√t + b (R² 0.9800),\\nto all 3 records, steps 1–9', [1.0, 5.0, 9.0], [3.0, 5.472136, 7.0])
+    """
     best = best_fit(growth)
     if best is None:
         return None
     steps = np.linspace(first, last, points)
     values = LAWS[best["law"]].fn(steps, *best["params"].values())
     r2 = "" if best["r2"] is None else f" (R² {best['r2']:.4f})"
-    return f"{best['law']}: {best['formula']}{r2}", steps.tolist(), values.tolist()
+    fitted_to = f"all {growth['n']} records" if "n" in growth else "the records"
+    return (f"{best['law']} fit, {best['formula']}{r2},\nto {fitted_to}, steps {first:g}–{last:g}",
+            steps.tolist(), values.tolist())
 
 
 def skipped_lines(growth: Mapping[str, Any]) -> list[str]:

@@ -619,7 +619,7 @@ def render_records(
         total.plot(fit_steps, fit_norms, "-", color="C3", label=label)
     total.set_xlabel("step")
     total.set_ylabel("parameter norm ‖θ‖")
-    total.legend(fontsize="small", loc="lower right")  # the first records sit at the left
+    total.legend(fontsize="x-small", loc="best")  # where the curve is not: it may rise or fall
     labels = layer_labels(list(records[0]["layers"]))
     for index, layer in enumerate(records[0]["layers"]):
         color = f"C{index % 10}"
@@ -629,7 +629,8 @@ def render_records(
         if cos:
             cosine.plot(*zip(*cos), color=color, marker=".", label=labels[layer])
     per_layer.set_xlabel("step")
-    per_layer.set_ylabel("layer norm")
+    per_layer.set_ylabel("parameter norm per layer")  # the parameters' norm, not a LayerNorm
+    per_layer.legend(fontsize="x-small")
     cosine.set_xlabel("step")
     cosine.set_ylabel(r"cos($\theta_t$, $\theta_{\mathrm{prev}}$) per layer")
     cosine.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.02, 0.5))

@@ -55,9 +55,17 @@ def plot_norm_comparison(runs: Sequence[Mapping[str, Any]], path: str | Path, *,
     return _save(fig, path)
 
 
+VISIBLE_DIFFERENCE = 0.005
+"""A difference in cosine below this rounds away in the cells' two decimals: a heatmap of such
+differences would show nothing."""
+
+
 def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, *,
                     title: str = "") -> Path:
-    """Heatmaps, layers × evaluation steps, of cos(h(x; θ_t), h(x; c·θ_t)) at each measured c."""
+    """Heatmap, layers × evaluation steps, of cos(h(x; θ_t), h(x; c·θ_t)) at the exact limit (or at
+    the largest measured c without it), and beside it, for each other measured c, a heatmap of its
+    difference from that one; a c whose difference stays below :data:`VISIBLE_DIFFERENCE`
+    everywhere gets no panel (it would repeat the first), the first panel's title says so."""
     from matplotlib.figure import Figure
 
     measured = [e for e in evaluations if "saturation" in e]
@@ -65,27 +73,61 @@ def plot_saturation(evaluations: Sequence[Mapping[str, Any]], path: str | Path, 
         raise EmpiricalError("expected evaluations with saturation measurements, got none "
                              "(the run was made without saturation)")
     scales = list(measured[0]["saturation"])
-    layers = list(measured[0]["saturation"][scales[0]])
-    fig = Figure(figsize=(4.2 * len(scales) + 1.0, 0.45 * len(layers) + 2.2), dpi=110)
-    axes = fig.subplots(1, len(scales), squeeze=False)[0]
-    image = None
-    for index, (ax, scale) in enumerate(zip(axes, scales)):
-        grid = [[e["saturation"][scale][layer] for e in measured] for layer in layers]
-        image = ax.imshow(grid, aspect="auto", origin="lower", vmin=-1.0, vmax=1.0, cmap="RdBu_r")
-        ax.set_xticks(range(len(measured)), [str(e["step"]) for e in measured], rotation=60,
-                      fontsize="x-small")
-        ax.set_yticks(range(len(layers)), layers if index == 0 else [], fontsize="small")
-        ax.set_xlabel("step")
-        ax.set_title("c = ∞ (exact limit)" if scale == "inf" else f"c = {scale}")
-        for i, row in enumerate(grid):
-            for j, value in enumerate(row):
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                        color=text_color(image.to_rgba(value)))
-    if image is not None:
-        fig.colorbar(image, ax=list(axes), label=r"cos(h(x; $\theta_t$), h(x; c·$\theta_t$))", shrink=0.9)
+    reference = "inf" if "inf" in scales else scales[-1]
+    layers = list(measured[0]["saturation"][reference])
+    grids = {scale: [[e["saturation"][scale][layer] for e in measured] for layer in layers]
+             for scale in scales}
+    differences = {scale: [[a - b for a, b in zip(row, base)]
+                           for row, base in zip(grids[scale], grids[reference])]
+                   for scale in scales if scale != reference}
+    largest = {scale: max(abs(d) for row in grid for d in row) for scale, grid in differences.items()}
+    drawn = [scale for scale in differences if largest[scale] >= VISIBLE_DIFFERENCE]
+    # constrained: the suptitle, two-line panel titles and colour bars never overlap
+    fig = Figure(figsize=(5.2 * (1 + len(drawn)), 0.45 * len(layers) + 2.6), dpi=110,
+                 layout="constrained")
+    axes = fig.subplots(1, 1 + len(drawn), squeeze=False)[0]
+    name = _scale_name(reference)
+    hidden = [f"c = {scale} within {_thousandths_above(largest[scale])} of it everywhere (not drawn)"
+              for scale in differences if scale not in drawn]
+    _heatmap(fig, axes[0], grids[reference], measured, layers, (-1.0, 1.0),
+             title="\n".join([name, *hidden]),
+             label=r"cos(h(x; $\theta_t$), h(x; c·$\theta_t$))")
+    for ax, scale in zip(axes[1:], drawn):
+        bound = largest[scale]
+        _heatmap(fig, ax, differences[scale], measured, layers, (-bound, bound),
+                 title=f"c = {scale} minus {name.split(' (')[0]}", label="difference in cosine",
+                 digits=3)
     if title:
-        fig.suptitle(title, y=1.02)
+        fig.suptitle(title)
     return _save(fig, path)
+
+
+def _thousandths_above(value: float) -> str:
+    """The smallest whole number of thousandths at least ``value`` (and at least 0.001): a bound
+    that the three decimals shown do not round below the value."""
+    return f"{max(math.ceil(round(value * 1000, 6)), 1) / 1000:.3f}"
+
+
+def _scale_name(scale: str) -> str:
+    return "c = ∞ (exact limit)" if scale == "inf" else f"c = {scale}"
+
+
+def _heatmap(fig: Any, ax: Any, grid: Sequence[Sequence[float]],
+             measured: Sequence[Mapping[str, Any]], layers: Sequence[str],
+             limits: tuple[float, float], *, title: str, label: str, digits: int = 2) -> None:
+    """One layers × steps heatmap with its value in each cell and its own colour bar."""
+    image = ax.imshow(grid, aspect="auto", origin="lower", vmin=limits[0], vmax=limits[1],
+                      cmap="RdBu_r")
+    ax.set_xticks(range(len(measured)), [str(e["step"]) for e in measured], rotation=60,
+                  fontsize="x-small")
+    ax.set_yticks(range(len(layers)), layers, fontsize="small")
+    ax.set_xlabel("step")
+    ax.set_title(title, fontsize="medium")
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            ax.text(j, i, f"{value:.{digits}f}", ha="center", va="center", fontsize=6,
+                    color=text_color(image.to_rgba(value)))
+    fig.colorbar(image, ax=ax, label=label, shrink=0.9)
 
 
 def plot_grid(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:

@@ -277,7 +277,8 @@ def test_component_saturation_dictionary_cells_and_table() -> None:
     ]
 
 
-def test_component_saturation_plot_shows_both_references_per_variant(tmp_path, monkeypatch) -> None:
+def test_component_saturation_plot_shows_the_reference_and_the_difference_to_the_limit(
+        tmp_path, monkeypatch) -> None:
     from matplotlib.font_manager import FontProperties
 
     drawn = []
@@ -287,23 +288,31 @@ def test_component_saturation_plot_shows_both_references_per_variant(tmp_path, m
     (fig,) = drawn
     assert tuple(fig.get_size_inches()) == (10.0, 4.0) and fig.dpi == 120
     left, right = fig.axes
-    assert left.get_shared_y_axes().joined(left, right)
     # side by side: one row, the reference on the left
     assert left.get_subplotspec().get_geometry()[:2] == right.get_subplotspec().get_geometry()[:2] == (1, 2)
     assert left.get_position().x1 < right.get_position().x0
-    for ax, series, title in ((left, result.to_reference, "cos(f(x; cθ), f(x; 1000θ))"),
-                              (right, result.to_limit, "cos(f(x; cθ), s-f(x; θ)) (exact limit)")):
+    # the limit is drawn as its difference from the reference: two panels of nearly equal
+    # cosines would look the same
+    differences = {name: [lim - ref for lim, ref in zip(result.to_limit[name], values)]
+                   for name, values in result.to_reference.items()}
+    largest = max(abs(d) for values in differences.values() for d in values)
+    assert largest > 0
+    for ax, series, title in (
+            (left, result.to_reference, "cos(f(x; cθ), f(x; 1000θ))"),
+            (right, differences, "cos to the exact limit s-f(x; θ) minus cos to 1000θ\n"
+                                 f"(largest difference {largest:.2g})")):
         assert ax.get_title() == title and ax.title.get_fontsize() == FontProperties(size="medium").get_size()
         assert (ax.get_xscale(), ax.get_xlabel()) == ("log", "scale c")
-        assert [(line.get_label(), line.get_color()) for line in ax.lines] == [
+        assert [(line.get_label(), line.get_color()) for line in ax.lines[:2]] == [
             ("attention", "C0"), ("ff", "C1")]
         for line, values in zip(ax.lines, series.values()):
-            assert (list(line.get_xdata()), list(line.get_ydata())) == (list(result.scales), list(values))
+            assert list(line.get_xdata()) == list(result.scales)
+            assert list(line.get_ydata()) == pytest.approx(list(values), abs=1e-15)
         grid = ax.xaxis.get_gridlines()[0]
         assert grid.get_visible() and grid.get_alpha() == 0.3
-    assert (left.get_ylabel(), right.get_ylabel()) == ("mean token cosine", "")
-    assert left.get_legend() is None
-    legend = right.get_legend()
+    assert (left.get_ylabel(), right.get_ylabel()) == ("mean token cosine", "difference in mean token cosine")
+    assert right.get_legend() is None
+    legend = left.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["attention", "ff"]
     assert legend.get_texts()[0].get_fontsize() == FontProperties(size="small").get_size()
     assert legend._loc == 4  # "lower right"

@@ -179,7 +179,8 @@ def test_growth_curve_draws_the_best_law_between_the_given_steps():
     assert curve is not None
     label, steps, norms = curve
     best = next(f for f in growth["fits"] if f["law"] == growth["best"])
-    assert label.startswith(f"{growth['best']}: ") and steps == pytest.approx(np.linspace(0, 200, 11))
+    assert label.startswith(f"{growth['best']} fit, ") and label.endswith("to all 21 records, steps 0–200")
+    assert steps == pytest.approx(np.linspace(0, 200, 11))
     assert norms == pytest.approx(LAWS[growth["best"]].fn(np.asarray(steps), *best["params"].values()))
 
 
@@ -234,10 +235,11 @@ def test_a_document_without_fits_still_counts_its_points():
     assert skipped_lines({"fits": [], "best": None}) == []  # a document from fit_growth skips none
 
 
-@pytest.mark.parametrize(("r2", "label"), [(0.987654, "sqrt: a·√t + b (R² 0.9877)"),
-                                           (None, "sqrt: a·√t + b")])
-def test_the_curve_of_a_growth_document_is_its_best_law(r2, label):
-    growth = {"best": "sqrt", "fits": [
+@pytest.mark.parametrize(("r2", "n", "label"), [
+    (0.987654, 7, "sqrt fit, a·√t + b (R² 0.9877),\nto all 7 records, steps 0–100"),
+    (None, None, "sqrt fit, a·√t + b,\nto the records, steps 0–100")])
+def test_the_curve_of_a_growth_document_is_its_best_law_over_the_fitted_steps(r2, n, label):
+    growth = {"best": "sqrt", **({} if n is None else {"n": n}), "fits": [
         {"law": "linear", "formula": "a·t + b", "params": {"a": 1.0, "b": 0.0}, "r2": 0.5},
         {"law": "sqrt", "formula": "a·√t + b", "params": {"a": 2.0, "b": 1.0}, "r2": r2}]}
     curve = growth_curve(growth, 0.0, 100.0)

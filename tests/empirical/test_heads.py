@@ -794,10 +794,10 @@ def test_atlas_grid_counts_and_table(hand_atlas: Any) -> None:
     assert hand_atlas.counts() == {"local": 2, "mixed": 1, "global": 1}
     assert hand_atlas.table().split("\n") == [
         "layer head  class    #pos std(n) split  frac  mass     H  paper #pos/std/split  scale(eps=0.001)",
-        "    1    0  local    1.25   0.50  0.25  0.20  0.90  0.30        1.50/0.70/0.40  3.5",
-        "    1    1  global   6.00   0.50  0.25  0.80  0.90  0.30                     -  inf",
-        "    2    0  mixed    3.00   1.00  0.50  0.20  0.90  0.30                     -  0",
-        "    2    1  local    1.00   0.00  0.00  0.20  0.90  0.30                     -  12.35",
+        "    1    1  local    1.25   0.50  0.25  0.20  0.90  0.30        1.50/0.70/0.40  3.5",
+        "    1    2  global   6.00   0.50  0.25  0.80  0.90  0.30                     -  inf",
+        "    2    1  mixed    3.00   1.00  0.50  0.20  0.90  0.30                     -  0",
+        "    2    2  local    1.00   0.00  0.00  0.20  0.90  0.30                     -  12.35",
     ]
 
 
@@ -966,7 +966,8 @@ def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
 
     other = replace(hand_atlas, heads=tuple(
         replace(h, kind="global", positions_std=1.5 if h.head else 0.25) for h in hand_atlas.heads))
-    atlases = {"trained": hand_atlas, "random": other}
+    mixed = replace(other, heads=(replace(other.heads[0], kind="mixed"), *other.heads[1:]))
+    atlases = {"trained": hand_atlas, "random": mixed}
     figure = _plotted(atlases, monkeypatch, title="MiniLM")
     assert isinstance(figure, Figure) and figure.get_suptitle() == "MiniLM"
     assert tuple(figure.get_size_inches()) == (12.0, 7.0) and figure.dpi == 110
@@ -985,6 +986,7 @@ def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
         assert (ax.get_xlabel(), ax.get_ylabel()) == ("head", "layer")
         assert list(ax.get_xticks()) == [0, 1] and list(ax.get_yticks()) == [0, 1]
         assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]  # layer 1 is the first block
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]  # and head 1 the first head
         counts = atlas.counts()
         assert ax.get_title() == (f"{label}: {counts['local']} local, {counts['mixed']} mixed, "
                                   f"{counts['global']} global")
@@ -995,14 +997,16 @@ def test_plot_panels_show_the_grid_of_classes_and_histograms_of_the_statistics(
         assert legend.get_texts()[0].get_fontsize() == 7 and not legend.get_frame_on()
         assert legend._loc == 2 and tuple(legend.get_bbox_to_anchor().bounds[:2]) == tuple(  # upper left
             ax.transAxes.transform((1.0, 1.0)))
-    statistics = [("positions", "# positions attended"), ("positions_std", "std(n)"),
-                  ("split", "split attention probability")]
-    for ax, (name, label) in zip(axes[2:], statistics):
+    statistics = [("positions", "# positions attended (n, mean over queries)", 1.0),
+                  ("positions_std", "std(n): spread of n over queries", 0.0),
+                  ("split", "split attention probability (share of n > 1)", 0.0)]
+    for ax, (name, label, low) in zip(axes[2:], statistics):
         assert (ax.get_xlabel(), ax.get_ylabel()) == (label, "heads")
         series = [[getattr(h, name) for h in atlas.heads] for atlas in atlases.values()]
-        top = max(1.0, *(max(values) for values in series))  # at least [0, 1]: split stays below 1
-        edges = np.linspace(0.0, top, 21)
-        assert ax.get_xlim() == pytest.approx((0.0, top))
+        # from the lowest possible value (a query attends to at least 1 position), over at least 1
+        top = low + max(1.0, max(max(values) for values in series) - low)
+        edges = np.linspace(low, top, 21)
+        assert ax.get_xlim() == pytest.approx((low, top))
         for index, values in enumerate(series):
             bars = ax.patches[20 * index:20 * (index + 1)]
             assert [b.get_x() for b in bars] == pytest.approx(edges[:-1])
@@ -1023,11 +1027,13 @@ def test_plot_ticks_thin_out_beyond_twelve_layers_or_heads(hand_atlas: Any,
 
     many = HeadAtlas(tuple(replace(hand_atlas.heads[0], layer=layer, head=head)
                            for layer in range(24) for head in range(25)), 24, 25, 1e-3, Thresholds())
+    many = replace(many, heads=(replace(many.heads[0], kind="global"), *many.heads[1:]))
     figure = _plotted({"wide": many}, monkeypatch)
     assert figure.get_suptitle() == "" and tuple(figure.get_size_inches()) == (12.0, 7.0)
     grid = figure.axes[0]
     assert list(grid.get_xticks()) == list(range(0, 25, 2))
-    # Every head local: the colours stay those of the classes (no rescaling to the codes present).
+    assert [t.get_text() for t in grid.get_xticklabels()] == [str(i + 1) for i in range(0, 25, 2)]
+    # Two classes present of three: the colours stay those of the classes (no rescaling).
     assert (grid.images[0].norm.vmin, grid.images[0].norm.vmax) == (0, 2)
     assert list(grid.get_yticks()) == list(range(0, 24, 2))
     assert [t.get_text() for t in grid.get_yticklabels()] == [str(i + 1) for i in range(0, 24, 2)]

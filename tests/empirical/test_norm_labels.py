@@ -140,15 +140,18 @@ def test_the_figure_draws_every_recorded_value_with_its_layer_label_and_colour()
     assert norm_points.get_marker() == "o" and norm_points.get_linestyle() == "None"
     assert norm_points.get_markersize() == 3
     assert curve.get_linestyle() == "-" and to_rgba(curve.get_color()) == to_rgba("C3")
-    small = FontProperties(size="small").get_size_in_points()
+    x_small = FontProperties(size="x-small").get_size_in_points()
     legend = total.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["‖θ‖", fitted[0]]
-    assert {t.get_fontsize() for t in legend.get_texts()} == {small}
-    assert legend._loc == 4  # "lower right": the first records sit at the left
+    assert {t.get_fontsize() for t in legend.get_texts()} == {x_small}
+    assert legend._loc == 0  # "best": the norm may rise or fall, the legend goes where it is not
 
     names = layer_labels(_LAYERS)
     assert _lines(per_layer) == [(steps, [r["layers"][layer] for r in _RECORDS], names[layer])
                                  for layer in _LAYERS]
+    legend = per_layer.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [names[layer] for layer in _LAYERS]
+    assert {t.get_fontsize() for t in legend.get_texts()} == {x_small}
     expected_cosines = []
     for layer in _LAYERS:
         points = [(float(r["step"]), r["layer_cosine_prev"][layer]) for r in _RECORDS
@@ -162,7 +165,6 @@ def test_the_figure_draws_every_recorded_value_with_its_layer_label_and_colour()
     assert [to_rgba(line.get_color()) for line in cosine.get_lines()] == [
         colour[layer] for layer in _LAYERS if layer != "h.3"]
     assert {line.get_marker() for line in cosine.get_lines()} == {"."}
-    x_small = FontProperties(size="x-small").get_size_in_points()
     legend = cosine.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [label for *_, label in expected_cosines]
     assert {t.get_fontsize() for t in legend.get_texts()} == {x_small}
@@ -171,7 +173,7 @@ def test_the_figure_draws_every_recorded_value_with_its_layer_label_and_colour()
     assert (anchor.x0, anchor.y0) == pytest.approx((1.02, 0.5))
 
     assert [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes] == [
-        ("step", "parameter norm ‖θ‖"), ("step", "layer norm"),
+        ("step", "parameter norm ‖θ‖"), ("step", "parameter norm per layer"),
         ("step", r"cos($\theta_t$, $\theta_{\mathrm{prev}}$) per layer")]
     for ax in fig.axes:
         grid = ax.xaxis.get_gridlines()[0]

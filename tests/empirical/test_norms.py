@@ -273,7 +273,7 @@ def test_plot_draws_the_best_fitted_law_over_the_total_norm(tmp_path, monkeypatc
     tracker = NormTracker(model)
     train(model, tracker, 6, torch.optim.SGD(model.parameters(), lr=0.5))
     label, steps, curve = _drawn_curve(tracker, tmp_path / "n.png", monkeypatch)
-    best = label.split(":")[0]
+    best = label.split(" fit, ")[0]
     assert best in LAWS and steps[0] == 0 and steps[-1] == 5
     # The curve is the law fitted to the recorded norms: close to them where they were recorded.
     norms_at = [r["norm"] for r in tracker.records]

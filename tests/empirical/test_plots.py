@@ -42,6 +42,11 @@ class _Atlas:
         return {k: sum(h.kind == k for h in self.heads) for k in CLASSES}
 
 
+def _head(layer: int, head: int, kind: str = "local", margin: float | None = None) -> Any:
+    return SimpleNamespace(layer=layer, head=head, kind=kind, positions=1.0, positions_std=0.0,
+                           split=0.0, margin=1.0 + layer + 0.5 * head if margin is None else margin)
+
+
 def _texts(fig: Figure) -> list[str]:
     return [t.get_text() for t in fig.findobj(match=lambda artist: hasattr(artist, "get_text"))
             if t.get_text()]
@@ -49,13 +54,14 @@ def _texts(fig: Figure) -> list[str]:
 
 def test_head_histograms_count_whole_heads_and_keep_a_constant_series_at_its_value(
         drawn: list[Figure], tmp_path: Any) -> None:
-    heads = [SimpleNamespace(layer=layer, head=head, kind="local", positions=1.0, positions_std=0.0,
-                             split=0.0) for layer in range(2) for head in range(3)]
+    heads = [_head(layer, head) for layer in range(2) for head in range(3)]
     plot_atlas({"A": _Atlas(heads, 2, 3), "B": _Atlas(heads, 2, 3)}, tmp_path / "heads.png")
     histograms = [ax for ax in drawn[-1].axes if ax.get_ylabel() == "heads"]
     assert len(histograms) == 3
+    # Every query attends to at least 1 position, and the other statistics are ≥ 0: each axis
+    # starts at its lowest possible value, never at 0 for the positions or at −0.5 for a constant.
+    assert [ax.get_xlim() for ax in histograms] == [(1.0, 2.0), (0.0, 1.0), (0.0, 1.0)]
     for ax in histograms:
-        assert ax.get_xlim() == (0.0, 1.0)  # all statistics are ≥ 0: no axis from −0.5 to 0.5
         ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks)
 
@@ -114,8 +120,7 @@ def test_labels_have_no_literal_underscore(drawn: list[Figure], tmp_path: Any) -
 
 def test_layers_are_numbered_as_the_similarity_measure_does(drawn: list[Figure], tmp_path: Any) -> None:
     """Layer 1 is the first block in the head atlas grid and in the per-layer norm legends."""
-    heads = [SimpleNamespace(layer=layer, head=head, kind="local", positions=1.0, positions_std=0.0,
-                             split=0.0) for layer in range(2) for head in range(3)]
+    heads = [_head(layer, head) for layer in range(2) for head in range(3)]
     plot_atlas({"A": _Atlas(heads, 2, 3)}, tmp_path / "heads.png")
     grid = next(ax for ax in drawn[-1].axes if ax.get_ylabel() == "layer")
     assert [t.get_text() for t in grid.get_yticklabels()] == ["1", "2"]
@@ -126,3 +131,99 @@ def test_layers_are_numbered_as_the_similarity_measure_does(drawn: list[Figure],
     legends = [text.get_text() for ax in drawn[-1].axes if ax.get_legend()
                for text in ax.get_legend().get_texts()]
     assert {"embeddings", "layer 1", "layer 2"} <= set(legends) and "blocks.0" not in legends
+
+
+def test_heads_of_one_class_are_coloured_by_their_margins_on_one_scale(drawn: list[Figure],
+                                                                       tmp_path: Any) -> None:
+    """A grid of one class would be one solid colour: the margins are shown instead, on a scale
+    common to the atlases so that their colours compare."""
+    local = [_head(layer, head) for layer in range(2) for head in range(3)]
+    flat = [_head(layer, head, "global", margin=0.5) for layer in range(2) for head in range(3)]
+    plot_atlas({"A": _Atlas(local, 2, 3), "B": _Atlas(flat, 2, 3)}, tmp_path / "heads.png")
+    grids = [ax for ax in drawn[-1].axes if ax.get_ylabel() == "layer"]
+    assert len(grids) == 2
+    for ax, heads in zip(grids, (local, flat)):
+        image = ax.images[0]
+        assert image.get_array().tolist() == [[h.margin for h in heads[3 * i:3 * i + 3]] for i in range(2)]
+        assert (image.norm.vmin, image.norm.vmax) == (0.5, 3.0)  # the range of both atlases
+        assert "all 6 heads" in ax.get_title() and "margin" in ax.get_title()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]  # heads from 1
+    assert [text.get_text() for text in grids[0].texts] == ["1", "1.5", "2", "2", "2.5", "3"]
+
+
+def test_a_grid_with_nothing_to_colour_says_so_in_words(drawn: list[Figure], tmp_path: Any) -> None:
+    heads = [_head(layer, head, margin=2.0) for layer in range(2) for head in range(3)]
+    plot_atlas({"A": _Atlas(heads, 2, 3)}, tmp_path / "heads.png")
+    panel = drawn[-1].axes[0]
+    assert not panel.images and not panel.axison  # no solid block of colour
+    assert panel.get_title() == "A: all 6 heads local"
+    assert [text.get_text() for text in panel.texts] == [
+        "every head local:\na grid of one colour would show nothing"]
+
+
+def _saturation(steps: list[int], at_1000: list[float], limit: list[float]) -> list[dict[str, Any]]:
+    return [{"step": step, "saturation": {"1000": {"embeddings": 1.0, "layer 1": a},
+                                         "inf": {"embeddings": 1.0, "layer 1": b}}}
+            for step, a, b in zip(steps, at_1000, limit)]
+
+
+def test_a_scale_that_repeats_the_limit_gets_no_panel(drawn: list[Figure], tmp_path: Any) -> None:
+    plot_saturation(_saturation([0, 5, 50], [0.1, 0.802, 0.3], [0.1, 0.8, 0.3]), tmp_path / "s.png")
+    heatmaps = [ax for ax in drawn[-1].axes if ax.images]
+    assert len(heatmaps) == 1
+    assert heatmaps[0].get_title() == ("c = ∞ (exact limit)\n"
+                                      "c = 1000 within 0.002 of it everywhere (not drawn)")
+    assert heatmaps[0].images[0].get_array().tolist() == [[1.0, 1.0, 1.0], [0.1, 0.8, 0.3]]
+
+
+def test_a_scale_that_differs_from_the_limit_is_drawn_as_the_difference(drawn: list[Figure],
+                                                                        tmp_path: Any) -> None:
+    plot_saturation(_saturation([0, 5, 50], [0.1, 0.75, 0.3], [0.1, 0.8, 0.3]), tmp_path / "s.png")
+    limit, difference = (ax for ax in drawn[-1].axes if ax.images)
+    assert limit.get_title() == "c = ∞ (exact limit)"
+    assert difference.get_title() == "c = 1000 minus c = ∞"
+    values = difference.images[0].get_array().tolist()
+    assert values[0] == [0.0, 0.0, 0.0] and values[1] == pytest.approx([0.0, -0.05, 0.0])
+    assert (difference.images[0].norm.vmin, difference.images[0].norm.vmax) == pytest.approx((-0.05, 0.05))
+    assert [t.get_text() for t in difference.texts][4] == "-0.050"
+
+
+def _run(steps: list[int], norms: list[float]) -> dict[str, Any]:
+    from empirical.training.fits import fit_norm_growth
+
+    records = [{"step": step, "norm": norm, "layers": {"embeddings": norm / 2, "blocks.0": norm / 3},
+                "layer_cosine_prev": None if step == steps[0] else {"embeddings": 0.9, "blocks.0": 0.8}}
+               for step, norm in zip(steps, norms)]
+    checkpoints = [{"step": r["step"], "layer_cosine_prev": r["layer_cosine_prev"]} for r in records]
+    return {"records": records, "checkpoints": checkpoints, **fit_norm_growth(steps, norms)}
+
+
+def test_the_fit_is_drawn_over_the_fitted_steps_with_the_fitted_law(drawn: list[Figure],
+                                                                    tmp_path: Any) -> None:
+    import math
+
+    from empirical.training.fits import LAWS, best_fit
+    from empirical.training.plots import plot_norms
+
+    steps = list(range(5, 305, 5))
+    run = _run(steps, [20.0 + 3.0 * math.sqrt(t) + 0.05 * math.sin(t) for t in steps])
+    plot_norms(run, tmp_path / "norms.png")
+    total = drawn[-1].axes[0]
+    data, fit = total.get_lines()
+    best = best_fit(run)
+    assert best is not None and best["law"] == "sqrt"
+    law = LAWS[best["law"]]
+    fit_steps, fit_norms = fit.get_xdata(), fit.get_ydata()
+    assert (fit_steps[0], fit_steps[-1]) == (5, 300)  # the fitted range, no more and no less
+    assert fit_norms[0] == pytest.approx(float(law.fn(5.0, *best["params"].values())), rel=1e-12)
+    assert fit_norms[-1] == pytest.approx(float(law.fn(300.0, *best["params"].values())), rel=1e-12)
+    assert abs(fit_norms[0] - data.get_ydata()[0]) < 0.1  # starts at the first data point
+    assert fit.get_label().endswith("\nto all 60 records, steps 5–300")
+
+
+def test_the_per_layer_panel_names_the_parameter_norm_and_has_a_legend(drawn: list[Figure],
+                                                                       tmp_path: Any) -> None:
+    plot_records(_run([0, 1, 2], [3.0, 4.0, 5.0])["records"], tmp_path / "norms.png")
+    per_layer = drawn[-1].axes[1]
+    assert per_layer.get_ylabel() == "parameter norm per layer"
+    assert [t.get_text() for t in per_layer.get_legend().get_texts()] == ["embeddings", "layer 1"]

@@ -46,15 +46,15 @@ def _evaluations(losses, similarities=None):
     return evaluations
 
 
-def test_the_training_section_says_whether_saturation_rose_or_fell():
+def test_the_training_section_describes_the_shape_of_saturation_not_its_endpoints():
+    peaked = saturation_sentence(_evaluations([3.0] * 5, [0.011, 0.84, 0.835, 0.2, -0.153]))
+    assert peaked == ("Saturation while training: the similarity of layer 2 to the exact limit "
+                      "(c = ∞) rose from 0.011 at step 0 to a peak of 0.840 at steps 100–200 (held "
+                      "within 0.05), then fell to -0.153 at step 400.")
     fell = saturation_sentence(_evaluations([3.0, 2.0, 1.0], [0.812, 0.7, 0.431]))
-    assert fell == ("Saturation fell while training: the similarity of layer 2 to the exact limit "
-                    "(c = ∞) went from 0.812 at step 0 to 0.431 at step 200.")
-    rose = saturation_sentence(_evaluations([3.0, 2.0, 1.0], [0.25, 0.5, 0.9375]))
-    assert rose is not None and rose.startswith("Saturation rose while training") and \
-        "from 0.250 at step 0 to 0.938 at step 200" in rose
+    assert fell is not None and fell.endswith("fell from 0.812 at step 0 to 0.431 at step 200.")
     level = saturation_sentence(_evaluations([3.0, 2.0], [0.5, 0.5]))
-    assert level is not None and level.startswith("Saturation stayed level")
+    assert level is not None and level.endswith("stayed at 0.500 (within 0.01) from step 0 to step 100.")
     assert saturation_sentence(_evaluations([3.0, 2.0])) is None  # a run without saturation
 
 

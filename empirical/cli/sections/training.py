@@ -13,6 +13,7 @@ from empirical.training.fits import best_fit
 from empirical.training.norms import layer_labels
 from empirical.training.plots import plot_norm_comparison, plot_norms, plot_saturation
 from empirical.training.runs import TrainConfig, read_run, train
+from empirical.training.shape import describe_shape
 
 __all__ = ["SHORT_RUN", "SHORT_RUN_DECAY", "comparison_markdown", "loss_sentence", "run_markdown",
            "saturation_sentence", "training_section"]
@@ -28,30 +29,38 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+SHAPE_TOLERANCE = (0.01, 0.05)
+"""Moves of a similarity curve smaller than the larger of 0.01 and 5% of its range are noise, not
+turns (:func:`empirical.training.shape.describe_shape`)."""
+
+
 def saturation_sentence(evaluations: Sequence[Mapping[str, Any]]) -> str | None:
-    """Whether the last hidden state's similarity to the saturated network rose or fell from the
-    first to the last evaluation that measured it, in words and numbers (None: not measured).
+    """The shape of the last hidden state's similarity to the saturated network over the
+    evaluations that measured it: where it rose, peaked, fell and ended, in words and numbers
+    (None: not measured).
 
     >>> sat = lambda v: {"inf": {"embeddings": 1.0, "layer 1": v}}
-    >>> said = saturation_sentence([{"step": 0, "saturation": sat(0.9)},
-    ...                             {"step": 50, "saturation": sat(0.5)}])
-    >>> said.split(": ")[0], said.split("went ")[1]
-    ('Saturation fell while training', 'from 0.900 at step 0 to 0.500 at step 50.')
+    >>> print(saturation_sentence([{"step": s, "saturation": sat(v)} for s, v in
+    ...    ((0, 0.011), (4, 0.84), (17, 0.835), (73, 0.2), (300, -0.153))]))  # doctest: +NORMALIZE_WHITESPACE
+    Saturation while training: the similarity of layer 1 to the exact limit (c = ∞) rose from
+    0.011 at step 0 to a peak of 0.840 at steps 4–17 (held within 0.05), then fell to -0.153 at
+    step 300.
     """
     measured = [e for e in evaluations if "saturation" in e]
     if len(measured) < 2:
         return None
-    first, last = measured[0], measured[-1]
-    scale = "inf" if "inf" in first["saturation"] else list(first["saturation"])[-1]
-    layer = list(first["saturation"][scale])[-1]
-    start, end = first["saturation"][scale][layer], last["saturation"][scale][layer]
-    if start is None or end is None or math.isnan(start) or math.isnan(end):
+    scale = "inf" if "inf" in measured[0]["saturation"] else list(measured[0]["saturation"])[-1]
+    layer = list(measured[0]["saturation"][scale])[-1]
+    points = [(e["step"], e["saturation"][scale][layer]) for e in measured]
+    points = [(step, value) for step, value in points if value is not None and math.isfinite(value)]
+    if len(points) < 2:
         return None
+    steps, values = zip(*points)
+    floor, share = SHAPE_TOLERANCE
+    tolerance = float(f"{max(floor, share * (max(values) - min(values))):.2g}")  # as said
     where = "the exact limit (c = ∞)" if scale == "inf" else f"c = {scale}"
-    trend = ("stayed level" if f"{start:.3f}" == f"{end:.3f}" else
-             "rose" if end > start else "fell")
-    return (f"Saturation {trend} while training: the similarity of {layer} to {where} went from "
-            f"{start:.3f} at step {first['step']} to {end:.3f} at step {last['step']}.")
+    return (f"Saturation while training: the similarity of {layer} to {where} "
+            f"{describe_shape(steps, values, tolerance=tolerance)}.")
 
 
 def loss_sentence(evaluations: Sequence[Mapping[str, Any]]) -> str:

@@ -75,7 +75,7 @@ def export(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Graphs exported with a dynamic batch (the batch dimension is a symbol), or for each input
     shape (its size, 3, is the length's too)."""
     if request.param == "per-shape":
-        module = importlib.import_module("saturated.saturate")
+        module = importlib.import_module("saturated.export_cache")  # where the exports are made
         monkeypatch.setattr(module, "export_model", per_shape)
     return str(request.param)
 

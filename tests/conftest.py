@@ -7,10 +7,12 @@ NORMSAT_HYPOTHESIS_PROFILE=thorough.
 
 from __future__ import annotations
 
+import importlib.util
 import locale
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -36,6 +38,18 @@ settings.load_profile(os.environ.get("NORMSAT_HYPOTHESIS_PROFILE", "fast"))
 # than all of them (oversubscribed threads make every worker slower).
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+@pytest.fixture(scope="session")
+def load_script() -> Callable[[Path, str], ModuleType]:
+    """Loads a script of the repository (not a package module) as a module, by path and name."""
+    def load(path: Path, name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load
+
 
 @pytest.fixture
 def ascii_locale() -> Iterator[None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -20,12 +21,8 @@ PAGES = sorted((ROOT / "docs").glob("*.md"))
 
 
 @pytest.fixture(scope="module")
-def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("doc_extras", ROOT / "scripts" / "doc_extras.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_script: Callable[[Path, str], ModuleType]) -> ModuleType:
+    return load_script(ROOT / "scripts" / "doc_extras.py", "doc_extras")
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ export takes seconds)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -15,12 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def zoo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("zoo_figure", ROOT / "docs" / "figures" / "zoo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def zoo(load_script: Callable[[Path, str], ModuleType]) -> ModuleType:
+    return load_script(ROOT / "docs" / "figures" / "zoo.py", "zoo_figure")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ __all__ = [
     "ONE",
     "ZERO",
     "balls_of",
-    "is_undetermined",
     "matmul",
     "midpoints",
     "nan_like",
@@ -70,10 +69,6 @@ def nan_like(shape: tuple[int, ...]) -> np.ndarray:
     out = np.empty(shape, dtype=object)
     out.fill(_NAN)
     return out
-
-
-def is_undetermined(ball: flint.arb) -> bool:
-    return bool(ball.is_nan() or not ball.is_finite())
 
 
 def undetermined_mask(balls: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Arrays of balls: numpy object arrays of python-flint ``arb`` values, and the few array
-operations the refinement needs that numpy does not do for objects quickly (matrix products go to
-FLINT's ``arb_mat``).
+operations the refinement needs that numpy does not do for objects quickly (matrix products run
+in float64 BLAS, exactly: :mod:`saturated.precision.products`).
 
 An ``arb`` is a midpoint and a radius with rigorous rounding: every operation returns a ball that
 contains the exact result for every pair of values in its operands' balls. A float converts to a
@@ -18,6 +18,8 @@ import flint
 import numpy as np
 import torch
 from torch import Tensor
+
+from saturated.precision.products import product
 
 __all__ = [
     "ONE",
@@ -42,15 +44,13 @@ _nan = np.frompyfunc(lambda b: b.is_nan() or not b.is_finite(), 1, 1)
 
 @contextmanager
 def working_precision(bits: int) -> Iterator[None]:
-    """FLINT's working precision set to ``bits`` inside the block, its matrix products on as many
-    threads as torch uses."""
-    old, threads = flint.ctx.prec, flint.ctx.threads
+    """FLINT's working precision set to ``bits`` inside the block."""
+    old = flint.ctx.prec
     flint.ctx.prec = bits
-    flint.ctx.threads = max(1, torch.get_num_threads())
     try:
         yield
     finally:
-        flint.ctx.prec, flint.ctx.threads = old, threads
+        flint.ctx.prec = old
 
 
 def balls_of(values: Tensor | np.ndarray | float) -> np.ndarray:
@@ -110,10 +110,6 @@ def signs(balls: np.ndarray) -> np.ndarray:
     return np.asarray(_signs(balls), dtype=np.float64)
 
 
-def _matrix(values: np.ndarray) -> flint.arb_mat:
-    return flint.arb_mat(values.tolist())
-
-
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One matrix product of (m, k) and (k, n) arrays of balls or floats."""
     m, k = a.shape
@@ -124,15 +120,13 @@ def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = np.empty((m, n), dtype=object)
         out.fill(ZERO)
         return out
-    product = _matrix(a) * _matrix(b)
-    out = np.empty((m, n), dtype=object)
-    out[...] = product.tolist() if m * n > 1 else [[product[0, 0]]]
-    return out
+    return product(a, b, flint.ctx.prec)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with torch's broadcasting of batch dimensions (1-D operands as in ``torch.matmul``),
-    each matrix product in FLINT (``arb_mat``). Operands are ball arrays or float arrays.
+    each matrix product exact in float64 BLAS (:mod:`saturated.precision.products`). Operands are
+    ball arrays or float arrays.
 
     >>> a = balls_of(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
     >>> matmul(a, balls_of(torch.tensor([1.0, -1.0]))).tolist()

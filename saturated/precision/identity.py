@@ -43,11 +43,28 @@ def combine(*classes: np.ndarray) -> np.ndarray:
     shape = np.broadcast_shapes(*(c.shape for c in classes))
     if len(classes) == 1:
         return np.broadcast_to(classes[0], shape).copy()
-    stacked = np.stack([np.broadcast_to(c, shape).reshape(-1) for c in classes], axis=-1)
-    if not stacked.shape[0]:
+    columns = [np.broadcast_to(c, shape).reshape(-1) for c in classes]
+    if not columns[0].size:
         return np.zeros(shape, dtype=np.int64)
-    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    return inverse.reshape(shape).astype(np.int64)
+    return _distinct(columns).reshape(shape)
+
+
+def _distinct(columns: list[np.ndarray]) -> np.ndarray:
+    """Dense ids of the tuples (one per position of the equal-length ``columns``): equal tuples,
+    equal ids. The tuples are packed into one integer when their ranges allow (a 1-D unique is
+    far cheaper than one over rows)."""
+    key = np.zeros(columns[0].shape, dtype=np.int64)
+    room = 1
+    for column in columns:
+        low = int(column.min())
+        span = int(column.max()) - low + 1
+        if room * span >= 2**62:
+            _, inverse = np.unique(np.stack(columns, axis=-1), axis=0, return_inverse=True)
+            return inverse.reshape(-1).astype(np.int64)
+        key = key * span + (column - low)
+        room *= span
+    _, inverse = np.unique(key, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def rows(classes: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
@@ -58,12 +75,31 @@ def rows(classes: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> 
     if not flat.shape[0] or not flat.shape[1]:
         ids = np.zeros(outer, dtype=np.int64)
     else:
-        _, inverse = np.unique(flat, axis=0, return_inverse=True)
-        ids = inverse.reshape(outer).astype(np.int64)
+        ids = _distinct_rows(flat).reshape(outer)
     if keepdims:
         for axis in sorted(axes):
             ids = np.expand_dims(ids, axis)
     return ids
+
+
+_MULTIPLIERS = np.random.default_rng(0).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
+
+
+def _distinct_rows(flat: np.ndarray) -> np.ndarray:
+    """Dense ids of the rows of a 2-D integer array: equal rows, equal ids. Rows are hashed
+    (a sum of odd multiples, mod 2^64) and every row is then compared with the first of its hash
+    group, so that a collision can only cost time (the exact sort of whole rows), never a false
+    equality."""
+    if flat.shape[1] == 1:
+        return _distinct([flat[:, 0]])
+    width = flat.shape[1]
+    multipliers = np.resize(_MULTIPLIERS, width) ^ np.arange(width, dtype=np.uint64)
+    hashes = (flat.astype(np.uint64) * multipliers).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(flat, flat[first[inverse]]):
+        _, inverse = np.unique(flat, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def joined(pieces: list[np.ndarray]) -> list[np.ndarray]:

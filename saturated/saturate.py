@@ -553,12 +553,15 @@ class SaturatedModel:
             start = time.perf_counter()
             try:
                 result = run_balls(program, tensors, leaves, mask_threshold=self.settings.mask_threshold,
-                                   bits=bits, entries=len(left), keep=self._keep(program))
+                                   bits=bits, entries=len(left), keep=self._keep(program),
+                                   escalate=bits < self.settings.max_precision)
             except SaturationError as err:
                 reasons.update({entry: (f"not refined in ball arithmetic: {err}",) for entry in left})
                 break
             finally:
                 levels.append((bits, tuple(left), time.perf_counter() - start))
+            if result.escalated:  # every entry goes on to the next precision
+                continue
             found: list[Normalized] = [(None, None) if out is None else out for out in result.outputs]
             if not pairs:  # every entry is here: this level's outputs are the batch's
                 pairs.extend(found)

@@ -21,7 +21,7 @@ from saturated.errors import SaturationError
 from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
 from saturated.precision.balls import midpoints, signs, undetermined_mask, working_precision
 from saturated.precision.lead import Lead
-from saturated.precision.rules import BALL_RULES, Context
+from saturated.precision.rules import BALL_RULES, Context, Escalate
 
 __all__ = ["BallPass", "run_balls"]
 
@@ -70,27 +70,35 @@ class BallPass:
             exact output as it is (degree 0.0, or None for non-tensors), or None if not computed.
         reasons: (batch entries, or None for every entry, reason, the entries a higher precision
             may still decide) of each undecided decision.
+        escalated: the pass was given up (no outputs): every entry needs a higher precision.
     """
 
     outputs: list[tuple[Any, float | None] | None]
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]]
+    escalated: bool = False
 
 
 def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
               user_inputs: Sequence[Any], *, mask_threshold: float, bits: int, entries: int,
-              keep: Sequence[bool] | None = None) -> BallPass:
+              keep: Sequence[bool] | None = None, escalate: bool = False) -> BallPass:
     """Interpret ``program`` with every parameter scaled by c → ∞, on leading coefficients held
-    as balls at ``bits`` of precision, for a batch of ``entries`` entries.
+    as balls at ``bits`` of precision, for a batch of ``entries`` entries. With ``escalate`` (a
+    higher precision follows), the pass is given up as soon as every entry has a decision only a
+    higher precision may make: the rest of it would be wasted.
 
     Raises:
         SaturationError: an op without a ball rule (the message names the node).
     """
-    context = Context(mask_threshold, bits, entries)
+    context = Context(mask_threshold, bits, entries, escalate=escalate)
     makers = placeholder_values(program, tensors, user_inputs, None,
                                 lambda value: Lead(1.0, exact=value.detach().to(torch.float64)))
     with working_precision(bits), torch.no_grad():
-        raw = _BallInterpreter(program.graph_module, context, keep).run(*makers, enable_io_processing=False)
-        outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
+        try:
+            interpreter = _BallInterpreter(program.graph_module, context, keep)
+            raw = interpreter.run(*makers, enable_io_processing=False)
+            outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
+        except Escalate:
+            return BallPass([], context.reasons, escalated=True)
     return BallPass(outputs, context.reasons)
 
 

@@ -30,7 +30,7 @@ from saturated.precision import identity
 from saturated.precision.balls import ONE, ZERO, matmul, nan_like, signs
 from saturated.precision.lead import Lead, lift_exact
 
-__all__ = ["BALL_RULES", "Context"]
+__all__ = ["BALL_RULES", "Context", "Escalate"]
 
 aten = torch.ops.aten
 
@@ -55,22 +55,36 @@ class Context:
     where: Callable[[], str] = lambda: "<unknown node>"
     target: Any = None
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]] = field(default_factory=list)
+    escalate: bool = False
+    rising: set[int] = field(default_factory=set)
 
     def undecided(self, mask: np.ndarray, what: str, final: np.ndarray | bool = False) -> None:
         """Record that the decision ``what`` is not made where ``mask`` is True; ``final`` marks
         the elements no precision can decide (an exact zero, an exact tie that untracked orders
-        split), whose entries are not run again at a higher one."""
+        split), whose entries are not run again at a higher one.
+
+        Raises:
+            Escalate: with ``escalate`` set, once every entry has a decision a higher precision
+                may make: the rest of the pass would be run again there.
+        """
         if not mask.any():
             return
         open_mask = mask & ~np.broadcast_to(final, mask.shape)
-        self.reasons.append((self._entries(mask), f"{what} at {self.bits} bits at {self.where()}",
-                             self._entries(open_mask) if open_mask.any() else frozenset()))
+        rising = self._entries(open_mask) if open_mask.any() else frozenset()
+        self.reasons.append((self._entries(mask), f"{what} at {self.bits} bits at {self.where()}", rising))
+        self.rising.update(range(self.entries) if rising is None else rising)
+        if self.escalate and len(self.rising) >= self.entries:
+            raise Escalate(self.reasons[-1][1])
 
     def _entries(self, mask: np.ndarray) -> frozenset[int] | None:
         """The batch entries (dimension 0) where ``mask`` holds, None where it has no such axis."""
         if mask.ndim >= 1 and mask.shape[0] == self.entries:
             return frozenset(np.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0].tolist())
         return None
+
+
+class Escalate(Exception):
+    """A pass given up: every entry needs a higher precision (:meth:`Context.undecided`)."""
 
 
 Rule = Callable[..., Any]

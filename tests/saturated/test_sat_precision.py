@@ -174,3 +174,16 @@ def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
         # float32 outputs of the fast path against float64 midpoints of the balls
         scale = float(theirs.abs().max())
         assert torch.allclose(ours[real].float(), theirs[real], rtol=1e-5, atol=1e-6 * scale)
+
+
+def test_a_pass_below_the_cap_is_given_up_once_every_entry_needs_more_precision():
+    from saturated.precision.rules import Context, Escalate
+
+    context = Context(mask_threshold=1e9, bits=128, entries=2, escalate=True)
+    context.undecided(np.array([[True], [False]]), "a sign")
+    context.undecided(np.array([[False], [True]]), "an exact zero", final=True)  # no precision helps
+    with pytest.raises(Escalate, match="a sign at 128 bits"):
+        context.undecided(np.array([[False], [True]]), "a sign")
+    at_cap = Context(mask_threshold=1e9, bits=128, entries=2)
+    at_cap.undecided(np.array([[True], [True]]), "a sign")
+    assert at_cap.rising == {0, 1}

@@ -7,7 +7,13 @@ with the refinement in ball arithmetic (:mod:`saturated.precision`, default cap 
 share of batch entries the refinement ran, and the seconds each precision level took, against the
 float64 call (both include the fast path; the export is done before either is timed).
 
-Run: ``python benchmarks/precision.py [--model t5] [--num-layers 4] [--sentences 8]``.
+It also checks the determined values against the model scaled by c = 10⁴ in float64 (the
+smallest per-token cosine between each determined limit vector and the scaled hidden state).
+
+Run: ``python benchmarks/precision.py [--model t5] [--num-layers 4] [--sentences 8]``; with
+``--hidden-size 256``, today's families narrowed as in ``docs/figures/zoo.py`` (8 heads, 2
+key/value heads, the family's norms, activations and rotary embeddings kept); ``--model DIR`` reads
+a checkpoint (such as one written by ``normsat train --arch t5``).
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import time
 
 import torch
 
+from empirical.measure.scaled import scaled_forward
 from empirical.models.batching import decoder_inputs
 from empirical.models.corpus import load_corpus
-from empirical.models.loading import load_model
+from empirical.models.loading import _build, family_config, load_model, load_tokenizer, minilm_path
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
 
@@ -33,14 +40,40 @@ def _determined(out: object, fields: list[str], mask: torch.Tensor) -> list[floa
     return shares
 
 
+def _cosines(limit: object, scaled: object, fields: list[str], mask: torch.Tensor) -> float:
+    """The smallest cosine, over determined tokens of every hidden state, between the limit's
+    vector and the one at c = 10⁴."""
+    worst = 1.0
+    for field in fields:
+        for ours, theirs in zip(getattr(limit, field), getattr(scaled, field)):
+            known = ~torch.isnan(ours).any(-1) & mask
+            if bool(known.any()):
+                cos = torch.nn.functional.cosine_similarity(ours[known], theirs[known].double(), dim=-1)
+                worst = min(worst, float(cos.min()))
+    return worst
+
+
+def _model(args: argparse.Namespace) -> tuple[torch.nn.Module, object]:
+    if args.hidden_size is None:
+        return load_model(args.model, random_init=not args.trained, num_layers=args.num_layers)
+    width = args.hidden_size
+    config = family_config(args.model, num_hidden_layers=args.num_layers, hidden_size=width,
+                           intermediate_size=2 * width, num_attention_heads=8, num_key_value_heads=2,
+                           head_dim=width // 8)
+    return _build(config, seed=0).eval(), load_tokenizer(minilm_path())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="t5")
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--sentences", type=int, default=8)
     parser.add_argument("--max-precision", type=int, default=1024)
+    parser.add_argument("--hidden-size", type=int, default=None,
+                        help="build today's family narrowed to this width (8 heads, 2 key/value heads)")
+    parser.add_argument("--trained", action="store_true", help="--model is a checkpoint: keep its weights")
     args = parser.parse_args()
-    model, tokenizer = load_model(args.model, random_init=True, num_layers=args.num_layers)
+    model, tokenizer = _model(args)
     encoded = tokenizer(list(load_corpus(n=args.sentences)), padding=True, return_tensors="pt")
     batch = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"],
              **decoder_inputs(model, tokenizer, encoded["input_ids"], encoded["attention_mask"]),
@@ -67,6 +100,12 @@ def main() -> None:
     for bits, entries, seconds in after.precisions:
         print(f"  {bits:>5} bits: {len(entries)} entries, {seconds:.1f} s")
     print(f"time: float64 alone {fast:.1f} s, with the refinement {total:.1f} s ({total / fast:.1f}x)")
+    model.double()
+    with torch.no_grad():
+        scaled = scaled_forward(model, 1e4, set(fields))(**batch)
+    model.float()
+    worst = _cosines(after.value, scaled, fields, mask)
+    print(f"smallest cosine of a determined token with c = 1e4 (float64): {worst:.6f}")
     for entry, why in sorted(after.reasons.items()):
         print(f"  entry {entry} undetermined: {why[0]}")
 

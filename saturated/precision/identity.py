@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["combine", "joined", "of_values", "rows", "sparse_products"]
+__all__ = ["combine", "joined", "of_values", "rows", "sparse_products", "value_rows"]
 
 
 def of_values(values: Tensor) -> np.ndarray:
@@ -35,6 +35,18 @@ def of_values(values: Tensor) -> np.ndarray:
         return np.zeros(array.shape, dtype=np.int64)
     _, inverse = np.unique(array.reshape(-1), return_inverse=True)
     return inverse.reshape(array.shape).astype(np.int64)
+
+
+def value_rows(values: Tensor, axes: tuple[int, ...]) -> np.ndarray:
+    """Classes of whole rows of exact values along ``axes``, as :func:`rows` of
+    :func:`of_values` gives them, read from the floats' bits (no sort of every element: a
+    weight matrix has millions).
+
+    >>> value_rows(torch.tensor([[1.0, -0.0], [1.0, 0.0], [2.0, 0.0]]), (1,)).tolist()
+    [0, 0, 1]
+    """
+    array = (values.detach().to("cpu", torch.float64) + 0.0).numpy()  # + 0.0: −0.0 becomes 0.0
+    return rows(array.view(np.int64), axes)
 
 
 def combine(*classes: np.ndarray) -> np.ndarray:

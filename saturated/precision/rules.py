@@ -494,13 +494,25 @@ def _product_classes(first: Lead, second: Lead, lead: bool = False) -> np.ndarra
     (with ``lead``: their leading coefficients; None where those are the full classes)."""
     if lead and first.lead_ids is None and second.lead_ids is None:
         return None
-    a, b = (first.lead_classes, second.lead_classes) if lead else (first.classes, second.classes)
-    if a is None or b is None or a.ndim < 2 or b.ndim < 2:
+    if len(first.shape) < 2 or len(second.shape) < 2:
         return None
     if first.zeros is not None:
-        return identity.sparse_products(a, first.zeros, b)
-    return identity.combine(identity.rows(a, (a.ndim - 1,))[..., :, None],
-                            identity.rows(b, (b.ndim - 2,))[..., None, :])
+        a, b = (first.lead_classes, second.lead_classes) if lead else (first.classes, second.classes)
+        return None if a is None or b is None else identity.sparse_products(a, first.zeros, b)
+    rows, columns = _line_classes(first, -1, lead), _line_classes(second, -2, lead)
+    if rows is None or columns is None:
+        return None
+    return identity.combine(rows[..., :, None], columns[..., None, :])
+
+
+def _line_classes(x: Lead, axis: int, lead: bool) -> np.ndarray | None:
+    """Classes of the lines of ``x`` along ``axis`` (or of their leading coefficients): from the
+    floats themselves for an exact operand (a weight matrix), else from its elements' classes."""
+    axes = (len(x.shape) + axis,)
+    if x.exact is not None and x.ids is None and not (lead and x.lead_ids is not None):
+        return identity.value_rows(x.exact, axes)
+    classes = x.lead_classes if lead else x.classes
+    return None if classes is None else identity.rows(classes, axes)
 
 
 @_rule(aten.linear.default)

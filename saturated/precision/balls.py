@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from saturated.precision.products import product
+from saturated.precision.products import product_of_splits, split
 
 __all__ = [
     "ONE",
@@ -111,16 +111,16 @@ def signs(balls: np.ndarray) -> np.ndarray:
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One matrix product of (m, k) and (k, n) arrays of balls or floats."""
-    m, k = a.shape
-    n = b.shape[1]
+    """One matrix product of (·, m, k) and (·, k, n) splits (:func:`~saturated.precision.products.split`)."""
+    m, k = a.shape[1:]
+    n = b.shape[2]
     if not (m and n):
         return np.empty((m, n), dtype=object)
     if not k:
         out = np.empty((m, n), dtype=object)
         out.fill(ZERO)
         return out
-    return product(a, b, flint.ctx.prec)
+    return product_of_splits(a, b, flint.ctx.prec)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -132,22 +132,24 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     >>> matmul(a, balls_of(torch.tensor([1.0, -1.0]))).tolist()
     [-1.00000000000000, -1.00000000000000]
     """
-    if a.ndim > 2 and b.ndim == 2:  # one product for every row: the right side converts once
-        rows = a.reshape(-1, a.shape[-1])
-        return _product(rows, b).reshape(*a.shape[:-1], b.shape[-1])
-    vector_left, vector_right = a.ndim == 1, b.ndim == 1
+    shape_a, shape_b = a.shape, b.shape
+    a, b = split(a, flint.ctx.prec), split(b, flint.ctx.prec)  # the balls' axes are the trailing ones
+    if len(shape_a) > 2 and len(shape_b) == 2:  # one product for every row
+        rows = a.reshape(a.shape[0], -1, shape_a[-1])
+        return _product(rows, b).reshape(*shape_a[:-1], shape_b[-1])
+    vector_left, vector_right = len(shape_a) == 1, len(shape_b) == 1
     if vector_left:
-        a = a[None, :]
+        a = a[:, None, :]
     if vector_right:
-        b = b[:, None]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = np.broadcast_to(a, batch + a.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
+        b = b[:, :, None]
+    batch = np.broadcast_shapes(a.shape[1:-2], b.shape[1:-2])
+    a = np.broadcast_to(a, a.shape[:1] + batch + a.shape[-2:])
+    b = np.broadcast_to(b, b.shape[:1] + batch + b.shape[-2:])
     if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matrix shapes {a.shape} and {b.shape} do not multiply")
+        raise ValueError(f"matrix shapes {shape_a} and {shape_b} do not multiply")
     out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
     for index in np.ndindex(*batch):
-        out[index] = _product(a[index], b[index])
+        out[index] = _product(a[(slice(None), *index)], b[(slice(None), *index)])
     if vector_right:
         out = out[..., 0]
     if vector_left:

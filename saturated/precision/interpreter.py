@@ -19,6 +19,7 @@ import torch
 
 from saturated.errors import SaturationError
 from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
+from saturated.precision import products
 from saturated.precision.balls import midpoints, signs, undetermined_mask, working_precision
 from saturated.precision.lead import Lead
 from saturated.precision.rules import BALL_RULES, Context, Escalate
@@ -99,6 +100,8 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
             outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
         except Escalate:
             return BallPass([], context.reasons, escalated=True)
+        finally:
+            products.forget()
     return BallPass(outputs, context.reasons)
 
 

@@ -25,11 +25,12 @@ the row) · (the largest of the column).
 from __future__ import annotations
 
 import math
+import weakref
 
 import flint
 import numpy as np
 
-__all__ = ["product"]
+__all__ = ["forget", "product", "product_of_splits", "split"]
 
 _MANTISSA = 53
 _UNIT = 2.0 ** -_MANTISSA
@@ -64,26 +65,58 @@ def _decomposed(ball: flint.arb, count: int) -> tuple[float, ...]:
 _ball = np.frompyfunc(lambda mid, rad: flint.arb(mid, rad) if rad else flint.arb(mid), 2, 1)
 
 
+_SPLITS: dict[int, tuple[weakref.ref[np.ndarray], int, np.ndarray]] = {}
+_KEPT = 8
+
+
+def split(values: np.ndarray, bits: int) -> np.ndarray:
+    """An array of balls or floats as float64 arrays stacked on a new first axis: the terms
+    summing to each midpoint (:func:`_decomposed`; one for floats), then an upper bound of each
+    radius with what the terms leave (NaN where a ball is NaN or unbounded). Indexing and
+    reshaping the trailing axes of the stack does the same to the balls.
+
+    The split of a ball array is kept while the array lives (the last few used, until
+    :func:`forget`): one activation feeds
+    several products (queries, keys and values; an encoder's output every cross-attention), and
+    the split is what costs, element by element.
+    """
+    if values.dtype != object:
+        exact = np.asarray(values, dtype=np.float64)
+        finite = np.isfinite(exact)
+        if finite.all():
+            return np.stack([exact, np.zeros(exact.shape)])
+        return np.stack([np.where(finite, exact, 0.0), np.where(finite, 0.0, math.nan)])
+    kept = _SPLITS.pop(id(values), None)
+    if kept is not None and kept[0]() is values and kept[1] == bits:
+        _SPLITS[id(values)] = kept  # the most recently used goes last
+        return kept[2]
+    count = math.ceil(bits / _MANTISSA) + 1
+    parts = [np.asarray(p, dtype=np.float64).reshape(values.shape)
+             for p in np.frompyfunc(lambda b: _decomposed(b, count), 1, count + 1)(values)]
+    terms = parts[:-1]
+    while len(terms) > 1 and not terms[-1].any():
+        terms.pop()
+    stacked = np.stack([*terms, np.where(np.isnan(parts[-1]), math.nan, _up(parts[-1]))])
+    while len(_SPLITS) >= _KEPT:
+        _SPLITS.pop(next(iter(_SPLITS)))
+    _SPLITS[id(values)] = (weakref.ref(values), bits, stacked)
+    return stacked
+
+
+def forget() -> None:
+    """Drop the splits kept (at the end of a pass)."""
+    _SPLITS.clear()
+
+
 class _Operand:
     """A matrix as float64 terms summing to its midpoints, an upper bound of its radius, and
-    where it is not a finite ball (those rows or columns of the product are NaN)."""
+    where it is not a finite ball (those rows or columns of the product are NaN), from its
+    :func:`split`."""
 
-    def __init__(self, values: np.ndarray, bits: int) -> None:
-        if values.dtype != object:
-            exact = np.asarray(values, dtype=np.float64)
-            self.open = ~np.isfinite(exact)
-            self.terms = [np.where(self.open, 0.0, exact) if self.open.any() else exact]
-            self.radius = np.zeros(exact.shape)
-            return
-        count = math.ceil(bits / _MANTISSA) + 1
-        parts = [np.asarray(p, dtype=np.float64).reshape(values.shape)
-                 for p in np.frompyfunc(lambda b: _decomposed(b, count), 1, count + 1)(values)]
-        self.open = np.isnan(parts[-1])
-        terms = parts[:-1]
-        while len(terms) > 1 and not terms[-1].any():
-            terms.pop()
-        self.terms = terms
-        self.radius = _up(np.where(self.open, 0.0, parts[-1]))
+    def __init__(self, stacked: np.ndarray) -> None:
+        self.terms = list(stacked[:-1])
+        self.open = np.isnan(stacked[-1])
+        self.radius = np.where(self.open, 0.0, stacked[-1])
 
     def slices(self, axis: int, beta: int, levels: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """The exponents of the ladder (per row for axis=1, per column for axis=0) and the
@@ -236,9 +269,14 @@ def product(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     >>> bool(c[0, 0].contains(2)), bool(c[0, 0].rad() < 2.0 ** -120)
     (True, True)
     """
-    m, k = a.shape
-    n = b.shape[1]
-    left, right = _Operand(a, bits), _Operand(b, bits)
+    return product_of_splits(split(a, bits), split(b, bits), bits)
+
+
+def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
+    """:func:`product` of two matrices given by their :func:`split`: (·, m, k) and (·, k, n)."""
+    m, k = a.shape[1:]
+    n = b.shape[2]
+    left, right = _Operand(a), _Operand(b)
     beta, levels = _ladder(k, bits)
     rows, left_slices = left.slices(1, beta, levels)  # (m, 1)
     columns, right_slices = right.slices(0, beta, levels)  # (1, n)

@@ -7,13 +7,16 @@ with the refinement in ball arithmetic (:mod:`saturated.precision`, default cap 
 share of batch entries the refinement ran, and the seconds each precision level took, against the
 float64 call (both include the fast path; the export is done before either is timed).
 
-It also checks the determined values against the model scaled by c = 10⁴ in float64 (the
-smallest per-token cosine between each determined limit vector and the scaled hidden state).
+It also checks the determined values against the model scaled by c = 10² and 10⁴ in float64 (the
+smallest per-token cosine between each determined limit vector and the scaled hidden state). A
+norm that squares its input in float32 whatever the model's dtype (Hugging Face's RMSNorm and
+T5's) overflows at c = 10⁴ once a hidden state's degree reaches 5 (c¹⁰ > 3.4·10³⁸): its output
+is then 0 and the cosine with it says nothing about the limit.
 
 Run: ``python benchmarks/precision.py [--model t5] [--num-layers 4] [--sentences 8]``; with
 ``--hidden-size 256``, today's families narrowed as in ``docs/figures/zoo.py`` (8 heads, 2
-key/value heads, the family's norms, activations and rotary embeddings kept); ``--model DIR`` reads
-a checkpoint (such as one written by ``normsat train --arch t5``).
+key/value heads, the family's norms, activations and rotary embeddings kept); ``--run DIR --step N``
+reads the model a ``normsat train`` run saved at step N (such as ``train --arch t5``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import time
 import torch
 
 from empirical.measure.scaled import scaled_forward
-from empirical.models.batching import decoder_inputs
+from empirical.models.batching import make_batches, tokenize
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import _build, family_config, load_model, load_tokenizer, minilm_path
+from empirical.training.runs import load_checkpoint
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
 
@@ -42,7 +46,7 @@ def _determined(out: object, fields: list[str], mask: torch.Tensor) -> list[floa
 
 def _cosines(limit: object, scaled: object, fields: list[str], mask: torch.Tensor) -> float:
     """The smallest cosine, over determined tokens of every hidden state, between the limit's
-    vector and the one at c = 10⁴."""
+    vector and the scaled one."""
     worst = 1.0
     for field in fields:
         for ours, theirs in zip(getattr(limit, field), getattr(scaled, field)):
@@ -54,8 +58,10 @@ def _cosines(limit: object, scaled: object, fields: list[str], mask: torch.Tenso
 
 
 def _model(args: argparse.Namespace) -> tuple[torch.nn.Module, object]:
+    if args.run is not None:
+        return load_checkpoint(args.run, args.step)
     if args.hidden_size is None:
-        return load_model(args.model, random_init=not args.trained, num_layers=args.num_layers)
+        return load_model(args.model, random_init=True, num_layers=args.num_layers)
     width = args.hidden_size
     config = family_config(args.model, num_hidden_layers=args.num_layers, hidden_size=width,
                            intermediate_size=2 * width, num_attention_heads=8, num_key_value_heads=2,
@@ -71,13 +77,14 @@ def main() -> None:
     parser.add_argument("--max-precision", type=int, default=1024)
     parser.add_argument("--hidden-size", type=int, default=None,
                         help="build today's family narrowed to this width (8 heads, 2 key/value heads)")
-    parser.add_argument("--trained", action="store_true", help="--model is a checkpoint: keep its weights")
+    parser.add_argument("--run", default=None, help="a `normsat train` folder: its model at --step")
+    parser.add_argument("--step", type=int, default=2000)
     args = parser.parse_args()
     model, tokenizer = _model(args)
-    encoded = tokenizer(list(load_corpus(n=args.sentences)), padding=True, return_tensors="pt")
-    batch = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"],
-             **decoder_inputs(model, tokenizer, encoded["input_ids"], encoded["attention_mask"]),
-             "output_hidden_states": True, "return_dict": True}
+    corpus = tokenize(tokenizer, list(load_corpus(n=args.sentences)), max_length=128, model=model)
+    batches = make_batches(model, tokenizer, corpus, batch_size=args.sentences, device="cpu")
+    inputs = next(iter(batches)).inputs
+    batch = {**inputs, "output_hidden_states": True, "return_dict": True}
     encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
     fields = ["encoder_hidden_states", "decoder_hidden_states"] if encoder_decoder else ["hidden_states"]
     mask = batch["attention_mask"].bool()
@@ -101,11 +108,12 @@ def main() -> None:
         print(f"  {bits:>5} bits: {len(entries)} entries, {seconds:.1f} s")
     print(f"time: float64 alone {fast:.1f} s, with the refinement {total:.1f} s ({total / fast:.1f}x)")
     model.double()
-    with torch.no_grad():
-        scaled = scaled_forward(model, 1e4, set(fields))(**batch)
+    for scale in (1e2, 1e4):
+        with torch.no_grad():
+            scaled = scaled_forward(model, scale, set(fields))(**batch)
+        worst = _cosines(after.value, scaled, fields, mask)
+        print(f"smallest cosine of a determined token with c = {scale:g} (float64): {worst:.6f}")
     model.float()
-    worst = _cosines(after.value, scaled, fields, mask)
-    print(f"smallest cosine of a determined token with c = 1e4 (float64): {worst:.6f}")
     for entry, why in sorted(after.reasons.items()):
         print(f"  entry {entry} undetermined: {why[0]}")
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from saturated.precision.products import product_of_splits, split
+from saturated.precision.products import balls_of_split, product_of_splits, split, stacked
 
 __all__ = [
     "ONE",
@@ -29,6 +29,7 @@ __all__ = [
     "midpoints",
     "nan_like",
     "signs",
+    "split_matmul",
     "undetermined_mask",
     "working_precision",
 ]
@@ -111,15 +112,11 @@ def signs(balls: np.ndarray) -> np.ndarray:
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One matrix product of (·, m, k) and (·, k, n) splits (:func:`~saturated.precision.products.split`)."""
+    """One matrix product of (·, m, k) and (·, k, n) splits, as a split (·, m, n)."""
     m, k = a.shape[1:]
     n = b.shape[2]
-    if not (m and n):
-        return np.empty((m, n), dtype=object)
-    if not k:
-        out = np.empty((m, n), dtype=object)
-        out.fill(ZERO)
-        return out
+    if not (m and n and k):
+        return np.zeros((2, m, n))
     return product_of_splits(a, b, flint.ctx.prec)
 
 
@@ -132,24 +129,37 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     >>> matmul(a, balls_of(torch.tensor([1.0, -1.0]))).tolist()
     [-1.00000000000000, -1.00000000000000]
     """
-    shape_a, shape_b = a.shape, b.shape
-    a, b = split(a, flint.ctx.prec), split(b, flint.ctx.prec)  # the balls' axes are the trailing ones
+    return balls_of_split(split_matmul(split(a, flint.ctx.prec), split(b, flint.ctx.prec)))
+
+
+def _batched(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """A split (·, *its batch, rows, columns) broadcast to ``batch`` (new batch axes go after
+    the split's own first axis, not before it)."""
+    missing = len(batch) - (x.ndim - 3)
+    x = x.reshape(x.shape[:1] + (1,) * missing + x.shape[1:])
+    return np.broadcast_to(x, x.shape[:1] + batch + x.shape[-2:])
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`matmul` on splits (:func:`~saturated.precision.products.split`: the balls' axes are
+    the trailing ones), as the split of the product."""
+    shape_a, shape_b = a.shape[1:], b.shape[1:]
     if len(shape_a) > 2 and len(shape_b) == 2:  # one product for every row
         rows = a.reshape(a.shape[0], -1, shape_a[-1])
-        return _product(rows, b).reshape(*shape_a[:-1], shape_b[-1])
+        out = _product(rows, b)
+        return out.reshape(out.shape[0], *shape_a[:-1], shape_b[-1])
     vector_left, vector_right = len(shape_a) == 1, len(shape_b) == 1
     if vector_left:
         a = a[:, None, :]
     if vector_right:
         b = b[:, :, None]
     batch = np.broadcast_shapes(a.shape[1:-2], b.shape[1:-2])
-    a = np.broadcast_to(a, a.shape[:1] + batch + a.shape[-2:])
-    b = np.broadcast_to(b, b.shape[:1] + batch + b.shape[-2:])
+    a, b = _batched(a, batch), _batched(b, batch)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matrix shapes {shape_a} and {shape_b} do not multiply")
-    out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=object)
-    for index in np.ndindex(*batch):
-        out[index] = _product(a[(slice(None), *index)], b[(slice(None), *index)])
+    parts = [_product(a[(slice(None), *index)], b[(slice(None), *index)]) for index in np.ndindex(*batch)]
+    out = stacked(parts) if parts else np.zeros((2, 0, a.shape[-2], b.shape[-1]))
+    out = out.reshape(out.shape[0], *batch, a.shape[-2], b.shape[-1])
     if vector_right:
         out = out[..., 0]
     if vector_left:

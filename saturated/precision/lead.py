@@ -20,6 +20,7 @@ from torch import Tensor
 
 from saturated.precision.balls import balls_of
 from saturated.precision.identity import of_values
+from saturated.precision.products import balls_of_split, split
 
 __all__ = ["Lead", "lift_exact"]
 
@@ -44,6 +45,8 @@ class Lead:
             operand): where two elements share one, they differ by their lower parts alone.
         zeros: where the elements are zero at every order (hard-attention weights off their
             maximum), or None; a matrix product's classes skip those terms.
+        split: the coefficients as a matrix product left them (float64 terms and a radius,
+            :func:`~saturated.precision.products.split`), until an op needs them as balls.
         ties: hard-attention weights only: where a row's weight is split over positions whose
             scores are equal at the leading order in a way no tracked order decides (the
             coefficients hold an even split); a product with values that are equal at those
@@ -60,12 +63,15 @@ class Lead:
     above: np.ndarray | None = None
     zeros: np.ndarray | None = None
     ties: np.ndarray | None = None
+    split: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
         if self.exact is not None:
             return tuple(self.exact.shape)
-        assert self.array is not None
+        if self.array is None:
+            assert self.split is not None
+            return tuple(self.split.shape[1:])
         return tuple(self.array.shape)
 
     @property
@@ -84,9 +90,21 @@ class Lead:
     def balls(self) -> np.ndarray:
         """The coefficients as balls."""
         if self.array is None:
-            assert self.exact is not None
-            self.array = balls_of(self.exact)
+            if self.exact is not None:
+                self.array = balls_of(self.exact)
+            else:
+                assert self.split is not None
+                self.array = balls_of_split(self.split)
         return self.array
+
+    def operand(self, bits: int) -> np.ndarray:
+        """The coefficients as float64 terms and a radius for a matrix product (a product's own
+        result, exact floats, or the balls split)."""
+        if self.exact is not None:
+            return split(self.exact.numpy(), bits)
+        if self.array is None and self.split is not None:
+            return self.split
+        return split(self.balls, bits)
 
 
 def lift_exact(value: Tensor | float | int | bool, mask_threshold: float) -> Lead:

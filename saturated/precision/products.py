@@ -30,7 +30,7 @@ import weakref
 import flint
 import numpy as np
 
-__all__ = ["forget", "product", "product_of_splits", "split"]
+__all__ = ["balls_of_split", "forget", "product", "product_of_splits", "split", "stacked"]
 
 _MANTISSA = 53
 _UNIT = 2.0 ** -_MANTISSA
@@ -269,11 +269,13 @@ def product(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     >>> bool(c[0, 0].contains(2)), bool(c[0, 0].rad() < 2.0 ** -120)
     (True, True)
     """
-    return product_of_splits(split(a, bits), split(b, bits), bits)
+    return balls_of_split(product_of_splits(split(a, bits), split(b, bits), bits))
 
 
 def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
-    """:func:`product` of two matrices given by their :func:`split`: (·, m, k) and (·, k, n)."""
+    """:func:`product` of two matrices given by their :func:`split`, (·, m, k) and (·, k, n), as
+    the split of the result (·, m, n): the balls themselves are built only where an op needs
+    them (:func:`balls_of_split`), and a product that feeds another product needs none."""
     m, k = a.shape[1:]
     n = b.shape[2]
     left, right = _Operand(a), _Operand(b)
@@ -286,15 +288,34 @@ def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     if right.radius.any():
         radius = radius + _bounded_product(left.bound(), right.radius)
     radius = _up(radius * (1 + 8 * _UNIT)) if radius.shape else np.zeros((m, n))
-    mid = terms[0] if terms else np.zeros((m, n))
-    out = _ball(mid, radius)
-    for term in terms[1:]:
-        out = out + term
-    out = np.asarray(out, dtype=object).reshape(m, n)
     # Rows of tiny or huge elements (beyond 2^±800) would underflow or overflow in the slices:
     # left undetermined rather than bounded (leading coefficients are nowhere near).
     open_rows = left.open.any(axis=1) | (np.abs(rows[:, 0]) > 800)
     open_columns = right.open.any(axis=0) | (np.abs(columns[0]) > 800)
-    if open_rows.any() or open_columns.any():
-        out[open_rows[:, None] | open_columns[None, :]] = flint.arb.nan()
+    radius = np.where(open_rows[:, None] | open_columns[None, :], math.nan, radius)
+    return np.stack([*(terms or [np.zeros((m, n))]), radius])
+
+
+def stacked(splits: list[np.ndarray]) -> np.ndarray:
+    """Splits of equal shape stacked on a new axis after the first (their terms padded with
+    zeros to the longest)."""
+    count = max(s.shape[0] for s in splits)
+    padded = [s if s.shape[0] == count else
+              np.concatenate([s[:-1], np.zeros((count - s.shape[0], *s.shape[1:])), s[-1:]]) for s in splits]
+    return np.stack(padded, axis=1)
+
+
+def balls_of_split(values: np.ndarray) -> np.ndarray:
+    """The balls a split stands for: each midpoint the sum of its terms (at the working
+    precision: any rounding goes into the ball), each radius the split's bound; NaN balls
+    where the bound is NaN."""
+    radius = values[-1]
+    open_ = np.isnan(radius)
+    out = _ball(values[0], np.where(open_, 0.0, radius))
+    for term in values[1:-1]:
+        if term.any():
+            out = out + term
+    out = np.asarray(out, dtype=object).reshape(radius.shape)
+    if open_.any():
+        out[open_] = flint.arb.nan()
     return out

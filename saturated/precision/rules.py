@@ -27,8 +27,9 @@ from torch import Tensor
 
 from saturated.errors import SaturationError
 from saturated.precision import identity
-from saturated.precision.balls import ONE, ZERO, matmul, nan_like, signs
+from saturated.precision.balls import ONE, ZERO, nan_like, signs, split_matmul
 from saturated.precision.lead import Lead, lift_exact
+from saturated.precision.products import balls_of_split
 
 __all__ = ["BALL_RULES", "Context", "Escalate"]
 
@@ -190,15 +191,18 @@ def _moved(target: Any, x: Lead, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     if x.exact is not None and x.lead_ids is None:
         moved = on(x.exact)
         return _wrap(moved, infinite, lower, lambda t: Lead(x.degree, exact=t))
-    positions = on(torch.arange(x.balls.size).reshape(x.shape))
-    flat = x.balls.reshape(-1)
+    positions = on(torch.arange(math.prod(x.shape)).reshape(x.shape))
+    # A product's result moves as it is, terms and radius, without being made balls.
+    terms = x.split.reshape(x.split.shape[0], -1) if x.array is None and x.split is not None else None
+    flat = x.balls.reshape(-1) if terms is None else None
     ids = None if x.classes is None else x.classes.reshape(-1)
     leads = None if x.lead_ids is None else x.lead_ids.reshape(-1)
     above = None if x.above is None else np.broadcast_to(x.above, x.shape).reshape(-1)
 
     def make(t: Tensor) -> Lead:
         at = t.numpy()
-        return Lead(x.degree, array=flat[at], ids=None if ids is None else ids[at],
+        return Lead(x.degree, array=None if flat is None else flat[at],
+                    split=None if terms is None else terms[:, at], ids=None if ids is None else ids[at],
                     lead_ids=None if leads is None else leads[at], above=None if above is None else above[at])
     return _wrap(positions, infinite, lower, make)
 
@@ -296,7 +300,8 @@ def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
         # higher one: where those agree, two elements differ by their lower parts alone.
         lower = above = None
         if math.isfinite(below.degree) and top.lower is None and top.classes is not None:
-            lower = _expanded(Lead(below.degree, exact=below.exact, array=below.array), shape)
+            below = Lead(below.degree, exact=below.exact, array=below.array, split=below.split)
+            lower = _expanded(below, shape)
             above = np.broadcast_to(top.classes, shape)
         leads = None if top.lead_classes is None else np.broadcast_to(top.lead_classes, shape)
         return Lead(top.degree, array=np.broadcast_to(top.balls, shape), infinite=infinite, ids=ids,
@@ -439,21 +444,16 @@ def _mean(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: 
                 lead_ids=total.lead_ids)
 
 
-def _operand(x: Lead) -> np.ndarray:
-    """A matrix operand for :func:`~saturated.precision.balls.matmul`: exact floats go to FLINT as
-    floats (no ball array is built for a weight matrix)."""
-    return x.exact.numpy() if x.exact is not None else x.balls
-
-
 @_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
 def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
-    """Degrees add (Table 1, Linear / Product)."""
+    """Degrees add (Table 1, Linear / Product). The product stays split into float64 terms
+    until an op needs it as balls (a weight matrix is never made balls at all)."""
     first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
-    product = matmul(_operand(first), _operand(second))
+    product = split_matmul(first.operand(ctx.bits), second.operand(ctx.bits))
     if first.ties is not None:
-        return Lead(first.degree + second.degree, array=_tied_product(ctx, first.ties, second, product),
-                    lead_ids=_representative_classes(first, second))
-    return Lead(first.degree + second.degree, array=product,
+        tied = _tied_product(ctx, first.ties, second, balls_of_split(product))
+        return Lead(first.degree + second.degree, array=tied, lead_ids=_representative_classes(first, second))
+    return Lead(first.degree + second.degree, split=product,
                 ids=_product_classes(first, second), lead_ids=_product_classes(first, second, lead=True))
 
 

@@ -7,10 +7,11 @@ from fractions import Fraction
 
 import flint
 import numpy as np
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from saturated.precision.balls import working_precision
+from saturated.precision.balls import balls_of, matmul, midpoints, working_precision
 from saturated.precision.products import product
 
 
@@ -96,3 +97,15 @@ def test_long_products_of_full_mantissas_of_one_sign_stay_exact():
                 value = exact[i][j]
                 assert out[i, j].contains(flint.arb(flint.fmpq(value.numerator, value.denominator)))
                 assert float(out[i, j].rad()) <= 2.0**-110 * float(value)
+
+
+def test_batched_ball_products_broadcast_as_torch_matmul():
+    generator = torch.Generator().manual_seed(1)
+    for left, right in [((3,), (2, 3, 4)), ((2, 1, 1, 3), (5, 3, 2)), ((4, 3), (3,)), ((2, 2, 3), (3, 4))]:
+        a = torch.randn(left, dtype=torch.float64, generator=generator)
+        b = torch.randn(right, dtype=torch.float64, generator=generator)
+        with working_precision(128):
+            out = matmul(balls_of(a), b.numpy())
+        expected = torch.matmul(a, b)
+        assert out.shape == tuple(expected.shape)
+        assert torch.allclose(midpoints(np.asarray(out, dtype=object)), expected, rtol=1e-12, atol=1e-12)

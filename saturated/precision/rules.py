@@ -163,7 +163,8 @@ def _combined(*leads: Lead, lead: bool = False) -> np.ndarray | None:
 
 
 _CASTS = (aten.to.dtype, aten._to_copy.default, aten.to.dtype_layout, aten.to.device, aten.clone.default,
-          aten.contiguous.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
+          aten.contiguous.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default,
+          aten.type_as.default)
 
 
 @_rule(*_CASTS)

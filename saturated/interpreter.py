@@ -77,7 +77,8 @@ def _as_term(value: torch.Tensor, source: torch.Tensor) -> Term:
     """A parameter's value in c: θ·c¹, known exactly. ``value`` is the model's tensor ``source``,
     or a copy of it cast to the dtype the graph runs in: its bound then casts ``source`` again
     where it reads the values, so that the copy is freed after the graph's last use of it."""
-    remade = None if value.dtype == source.dtype else lambda: source.to(value.dtype)
+    dtype = value.dtype  # the closure must not hold the copy itself
+    remade = None if dtype == source.dtype else lambda: source.to(dtype)
     return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0, remade),))
 
 

@@ -384,8 +384,12 @@ Operand = tuple[Tensor, "Rounding | None"]
 
 def _operand(value: Tensor, rounding: Rounding | None) -> Callable[[], Tensor]:
     """An operand of a product on demand: made again where its bound says how (a float64 copy of
-    a parameter), so that the product's bound does not keep the copy alive; itself otherwise."""
-    return rounding.values if rounding is not None and rounding.values is not None else _holding(value)
+    a parameter), broadcast as the operand is, so that the product's bound does not keep the copy
+    alive; itself otherwise."""
+    if rounding is None or rounding.values is None:
+        return _holding(value)
+    values, shape = rounding.values, value.shape
+    return lambda: values().expand(shape)
 
 
 def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],

@@ -81,9 +81,9 @@ class Term:
             # a cast to float64 keeps the values; a narrowing one would not
             if r.of_exact_values and r.degree in after \
                     and after[r.degree].dtype in (before[r.degree].dtype, torch.float64):
-                values = r.values
+                values, shape = r.values, before[r.degree].shape  # a part may be broadcast
                 return Rounding.of_exact(after[r.degree], r.degree,
-                                         None if values is None else lambda: fn(values()))
+                                         None if values is None else lambda: fn(values().expand(shape)))
             return r.map(fn)
 
         return Term(parts, self.floor, tuple(moved(r) for r in self.roundings))

@@ -73,20 +73,24 @@ def _looked_up(graph: torch.fx.Graph) -> set[str]:
     return found
 
 
-def _as_term(value: torch.Tensor) -> Term:
-    """A parameter's value in c: θ·c¹, known exactly."""
-    return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0),))
+def _as_term(value: torch.Tensor, source: torch.Tensor) -> Term:
+    """A parameter's value in c: θ·c¹, known exactly. ``value`` is the model's tensor ``source``,
+    or a copy of it cast to the dtype the graph runs in: its bound then casts ``source`` again
+    where it reads the values, so that the copy is freed after the graph's last use of it."""
+    dtype = value.dtype  # the closure must not hold the copy itself
+    remade = None if dtype == source.dtype else lambda: source.to(dtype)
+    return Term(((value, 1.0),), roundings=(Rounding.of_exact(value, 1.0, remade),))
 
 
 def placeholder_values(
     program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
     user_inputs: Sequence[Any], dtype: torch.dtype | None,
-    grown: Callable[[torch.Tensor], Any] = _as_term,
+    grown: Callable[[torch.Tensor], Any] | None = None,
 ) -> list[Callable[[], Any]]:
     """Makers of the graph's placeholder values, in order: parameters as ``grown`` makes them
-    (degree-1 terms), the rest exact; floating tensors of the model cast to ``dtype`` when one is
-    given (made on first use, so a cast copy lives only while the graph needs it), except
-    embedding tables, whose lookups are cast instead."""
+    (default: degree-1 terms, see :func:`_as_term`), the rest exact; floating tensors of the
+    model cast to ``dtype`` when one is given (made on first use, so a cast copy lives only while
+    the graph needs it), except embedding tables, whose lookups are cast instead."""
     uncast = _looked_up(program.graph)
     placeholders = [node.name for node in program.graph.nodes if node.op == "placeholder"]
 
@@ -101,6 +105,8 @@ def placeholder_values(
         return lambda: value
 
     def parameter(tensor: torch.Tensor, name: str) -> Callable[[], Any]:
+        if grown is None:
+            return lambda: _as_term(cast(tensor, name), tensor.detach())
         return lambda: grown(cast(tensor, name))
 
     def exact(tensor: Any, name: str) -> Callable[[], Any]:

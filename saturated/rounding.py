@@ -122,6 +122,10 @@ class Rounding:
         carried: the error the operands brought in from their own producing ops (for a product
             x·y: |x|·b_y + b_x·|y| + b_x·b_y, with their cheap bounds), as a function of the dtype
             and the assumed operand error.
+        exact: the part is known exactly (no error of its own to carry into a product).
+        factor: the positive factor the partials' sums are of the exact values.
+        values: for a value known exactly, its coefficients made again on demand from the tensor
+            they were cast from (None: the coefficients as they are serve).
     """
 
     degree: float
@@ -133,19 +137,35 @@ class Rounding:
     carried: Carried | None = None
     exact: bool = False
     factor: float = 1.0
+    values: Callable[[], Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.carried is not None and not isinstance(self.carried, _CarriedOnce):
             object.__setattr__(self, "carried", _CarriedOnce(self.carried))
 
     @classmethod
-    def of_exact(cls, coef: Tensor, degree: float) -> Rounding:
+    def of_exact(cls, coef: Tensor, degree: float, remade: Callable[[], Tensor] | None = None) -> Rounding:
         """The bound of a value known exactly (a parameter, an input, a constant): no error, but
         its size counts once it is summed with or scaled into computed values. Its exact values
-        are its own (every float converts to float64 exactly)."""
-        return cls(degree, lambda: coef.abs(), 0,
-                   lambda: torch.arange(coef.numel(), device=coef.device).reshape(coef.shape),
-                   lambda at: coef.flatten()[at].double().unsqueeze(-1), exact=True)
+        are its own (every float converts to float64 exactly).
+
+        ``remade``, when given, makes ``coef`` again on demand (a float64 copy of a parameter,
+        cast anew from the model's own tensor): the bound, and those of the products it enters
+        (:attr:`values`), then hold no reference to ``coef``, which goes once the graph has used
+        it instead of living as long as the bounds do.
+        """
+        values = _holding(coef) if remade is None else remade
+        shape, device = coef.shape, coef.device
+        return cls(degree, lambda: values().abs(), 0,
+                   lambda: torch.arange(math.prod(shape), device=device).reshape(shape),
+                   lambda at: values().flatten()[at].double().unsqueeze(-1), exact=True, values=remade)
+
+    @property
+    def of_exact_values(self) -> bool:
+        """Whether this is the bound of a value known exactly (:meth:`of_exact`, moved since by
+        shape or indexing ops): its partials are the coefficients themselves."""
+        return (self.exact and self.length == 0 and self.carried is None and self.partials is not None
+                and self.index is not None and self.factor == 1.0)
 
     def bound(self, dtype: torch.dtype, operand_rtol: float, carried: bool = False,
               cheap: bool = False) -> Tensor:
@@ -216,6 +236,11 @@ class Rounding:
                         index, partials, cheap=lambda: cheap_first() + cheap_second(),
                         carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
                         if carried else None, factor=self.factor)
+
+
+def _holding(value: Tensor) -> Callable[[], Tensor]:
+    """``value`` on demand (a closure over it alone)."""
+    return lambda: value
 
 
 def _moved(fn: Callable[[Tensor], Tensor], index: Tensor) -> Tensor:
@@ -357,6 +382,16 @@ def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tenso
 Operand = tuple[Tensor, "Rounding | None"]
 
 
+def _operand(value: Tensor, rounding: Rounding | None) -> Callable[[], Tensor]:
+    """An operand of a product on demand: made again where its bound says how (a float64 copy of
+    a parameter), broadcast as the operand is, so that the product's bound does not keep the copy
+    alive; itself otherwise."""
+    if rounding is None or rounding.values is None:
+        return _holding(value)
+    values, shape = rounding.values, value.shape
+    return lambda: values().expand(shape)
+
+
 def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
                      pairs: list[tuple[Operand, Operand]], degree: float, length: int,
                      out_shape: torch.Size) -> Rounding:
@@ -364,41 +399,45 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
     per output element (1 for an elementwise product), computed as one sum of ``length`` products
     per pair or as a sum of such sums: n = ``length``·pairs + pairs − 1 covers both. Each operand
     comes with its own rounding (or None), whose error the product carries in."""
+    operands = [(_operand(x, rx), _operand(y, ry)) for (x, rx), (y, ry) in pairs]
+    shapes = [(x.shape, y.shape) for (x, _), (y, _) in pairs]
+    roundings = [(rx, ry) for (_, rx), (_, ry) in pairs]
+
     def magnitude() -> Tensor:
-        total = fn(pairs[0][0][0].abs(), pairs[0][1][0].abs())
-        for (x, _), (y, _) in pairs[1:]:
-            total = total + fn(x.abs(), y.abs())
+        total = fn(operands[0][0]().abs(), operands[0][1]().abs())
+        for x, y in operands[1:]:
+            total = total + fn(x().abs(), y().abs())
         return total
 
     def cheap() -> Tensor:
         total: Tensor | None = None
-        for (x, _), (y, _) in pairs:
-            part = _cheap_magnitude(fn, x, y)
-            part = fn(x.abs(), y.abs()) if part is None else part
+        for x, y in operands:
+            part = _cheap_magnitude(fn, x(), y())
+            part = fn(x().abs(), y().abs()) if part is None else part
             total = part if total is None else total + part
         assert total is not None
         return total
 
     def carried(dtype: torch.dtype, operand_rtol: float) -> Tensor:
         total = torch.zeros((), dtype=dtype)
-        for (x, rx), (y, ry) in pairs:
+        for (x, y), (x_shape, y_shape), (rx, ry) in zip(operands, shapes, roundings):
             bx = None if rx is None or rx.exact else rx.bound(dtype, operand_rtol, carried=True, cheap=True)
             by = None if ry is None or ry.exact else ry.bound(dtype, operand_rtol, carried=True, cheap=True)
             if by is not None:
-                total = total + fn(x.abs(), by.expand(y.shape))
+                total = total + fn(x().abs(), by.expand(y_shape))
             if bx is not None:
-                y_size = y.abs() if by is None else y.abs() + by.expand(y.shape)
-                total = total + fn(bx.expand(x.shape), y_size)
+                y_size = y().abs() if by is None else y().abs() + by.expand(y_shape)
+                total = total + fn(bx.expand(x_shape), y_size)
         return total
 
     def partials(at: Tensor) -> Tensor:
-        rows = [_operand_rows(fn, x, y, out_shape, at) for (x, _), (y, _) in pairs]
+        rows = [_operand_rows(fn, x(), y(), out_shape, at) for x, y in operands]
         return torch.cat([_exact_products(*r) for r in rows if r is not None], dim=-1)
 
     usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
                  for (x, _), (y, _) in pairs)
     inherits = any((rx is not None and not rx.exact) or (ry is not None and not ry.exact)
-                   for (_, rx), (_, ry) in pairs)
+                   for rx, ry in roundings)
     numel, device = math.prod(out_shape), pairs[0][0][0].device
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
                     (lambda: torch.arange(numel, device=device).reshape(out_shape)) if usable else None,

@@ -12,7 +12,7 @@ the masking constants models add to attention scores: ±∞ in the limit, whatev
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -68,9 +68,25 @@ class Term:
         return self.lead.shape
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Term:
-        """Apply a shape, indexing or cast op to every part's coefficients (and rounding bounds)."""
-        return Term(tuple((fn(a), d) for a, d in self.parts), self.floor,
-                    tuple(r.map(fn) for r in self.roundings))
+        """Apply a shape, indexing or cast op to every part's coefficients (and rounding bounds).
+
+        A part known exactly (a parameter, an input, a constant) stays known exactly: its bound
+        is made again from the moved coefficients, not moved along with them, so that an
+        embedding lookup reads neither the magnitudes nor the positions of its whole table.
+        """
+        parts = tuple((fn(a), d) for a, d in self.parts)
+        before, after = {d: a for a, d in self.parts}, {d: a for a, d in parts}
+
+        def moved(r: Rounding) -> Rounding:
+            # a cast to float64 keeps the values; a narrowing one would not
+            if r.of_exact_values and r.degree in after \
+                    and after[r.degree].dtype in (before[r.degree].dtype, torch.float64):
+                values, shape = r.values, before[r.degree].shape  # a part may be broadcast
+                return Rounding.of_exact(after[r.degree], r.degree,
+                                         None if values is None else lambda: fn(values().expand(shape)))
+            return r.map(fn)
+
+        return Term(parts, self.floor, tuple(moved(r) for r in self.roundings))
 
     def rounding(self, degree: float) -> Rounding | None:
         """The rounding bound of the part of ``degree``, if one is known."""
@@ -150,8 +166,7 @@ def make(parts: Iterable[Part], floor: float, orders: int,
     for deg in sorted(merged, reverse=True):
         coef = merged[deg]
         # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
-        if not kept and (not math.isfinite(deg) or (orders > 1 and deg not in computed)) \
-                and not nonzero(coef):
+        if not kept and _known_zero(coef, deg, orders, computed):
             continue
         if math.isfinite(deg):
             if finite == orders:
@@ -163,6 +178,41 @@ def make(parts: Iterable[Part], floor: float, orders: int,
         like = parts[0][0]
         return Term(((torch.zeros(shape, dtype=like.dtype, device=like.device), floor),), floor)
     return Term(tuple((c if c.shape == shape else c.expand(shape), d) for c, d in kept), floor)
+
+
+class _Deferred(Collection[float]):
+    """Degrees found on first use: :func:`make` reads them only for an all-zero leading part,
+    which it tests first, so that the usual nonzero lead costs one test of the result instead of
+    one per operand part (:func:`bilinear`)."""
+
+    def __init__(self, find: Callable[[], set[float]]) -> None:
+        self._find = find
+        self._found: set[float] | None = None
+
+    def _degrees(self) -> set[float]:
+        if self._found is None:
+            self._found = self._find()
+        return self._found
+
+    def __contains__(self, degree: object) -> bool:
+        return degree in self._degrees()
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._degrees())
+
+    def __len__(self) -> int:
+        return len(self._degrees())
+
+
+def _known_zero(coef: Tensor, deg: float, orders: int, computed: Collection[float]) -> bool:
+    """Whether a leading part is a known zero that :func:`make` drops: all zero, and either a
+    masking part or (with more than one order) of a degree not in ``computed``. The cheaper test
+    runs first (a :class:`_Deferred` set costs more than the zero test)."""
+    if math.isfinite(deg) and orders == 1:
+        return False
+    if isinstance(computed, _Deferred):
+        return not nonzero(coef) and (not math.isfinite(deg) or deg not in computed)
+    return (not math.isfinite(deg) or deg not in computed) and not nonzero(coef)
 
 
 def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
@@ -276,7 +326,8 @@ def bilinear(fn: Callable[[Tensor, Tensor], Tensor], x: Term, y: Term, orders: i
     if any(not (math.isfinite(x.parts[i][1]) or math.isfinite(y.parts[j][1])) for i, j, _ in chosen):
         raise SaturationError("two masking constants (±∞) multiply each other")
     n = length if length is not None else _contraction(fn, x.lead)
-    computed = _computed_products(x, y, chosen) if n is not None and orders > 1 else set()
+    computed: Collection[float] = _Deferred(lambda: _computed_products(x, y, chosen)) \
+        if n is not None and orders > 1 else set()
     if stack_left and len(y.parts) == 1 and len(chosen) > 1:
         # One call on the stacked parts of x: the same arithmetic, far fewer kernel launches.
         products = fn(torch.stack([x.parts[i][0] for i, _, _ in chosen]), y.lead).unbind(0)

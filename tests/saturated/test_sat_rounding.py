@@ -812,3 +812,47 @@ def test_exact_maximum_among_candidates_float64_cannot_tell_apart() -> None:
         [False, True, False, False]
     assert exact_maximal(torch.tensor([[True, False, True, True]] * 4), -1, rounding)[1].tolist() == \
         [False, False, True, False]
+
+
+def test_a_bound_remade_from_its_source_keeps_no_cast_copy_alive() -> None:
+    """A float64 copy of a parameter is freed once the graph has used it: its bound, and the bound
+    of the product it enters, cast the model's tensor again where they read the values, and give
+    the same bounds as when they held the copy."""
+    import weakref
+    source = torch.tensor([[0.5, -1.25, 3.0], [2.0, 0.75, -0.125]])
+    x = torch.tensor([[1.0, -2.0], [0.5, 4.0]], dtype=F64)
+    rx = Rounding(1.0, lambda: x.abs(), 3, carried=lambda t, e: torch.full((2, 2), 2.0**-30, dtype=t))
+    copy = source.to(F64)
+    held = product_rounding(torch.matmul, [((x, rx), (copy, Rounding.of_exact(copy, 1.0)))], 2.0, 2,
+                            torch.Size([2, 3]))
+    want = [held.bound(F64, 0.0), held.bound(F64, 0.0, carried=True), held.bound(F64, 0.0, cheap=True)]
+    del held
+    again = Rounding.of_exact(copy, 1.0, lambda: source.to(F64))
+    remade = product_rounding(torch.matmul, [((x, rx), (copy, again))], 2.0, 2, torch.Size([2, 3]))
+    gone = weakref.ref(copy)
+    del copy
+    assert gone() is None
+    got = [remade.bound(F64, 0.0), remade.bound(F64, 0.0, carried=True), remade.bound(F64, 0.0, cheap=True)]
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_a_lookup_of_an_exact_table_is_bounded_from_the_rows_it_read() -> None:
+    """An embedding lookup of a value known exactly keeps it known exactly, with positions in the
+    lookup's output (not in the whole table) and the looked-up rows as exact values."""
+    from saturated.terms import Term
+    table = torch.tensor([[1.0, -2.0], [0.0, 0.0], [3.0, 0.5]])
+    ids = torch.tensor([[2, 1, 2]])
+    rows = Term(((table, 1.0),), roundings=(Rounding.of_exact(table, 1.0),)).map(
+        lambda a: torch.nn.functional.embedding(ids, a))
+    rounding = rows.rounding(1.0)
+    assert rounding is not None and rounding.index is not None and rounding.partials is not None
+    assert rounding.index().shape == (1, 3, 2) and rounding.index().flatten().tolist() == list(range(6))
+    assert rounding.partials(torch.arange(6)).flatten().tolist() == rows.lead.flatten().tolist()
+    assert torch.equal(rounding.bound(torch.float32, 0.0), torch.zeros(1, 3, 2))
+    # A narrowing cast moves the bound as before: its exact values are those the cast read.
+    wide = torch.tensor([0.1, 0.2], dtype=F64)
+    narrowed = Term(((wide, 1.0),), roundings=(Rounding.of_exact(wide, 1.0),)).map(
+        lambda a: a.to(torch.float32))
+    moved = narrowed.rounding(1.0)
+    assert moved is not None and moved.partials is not None
+    assert torch.equal(moved.partials(torch.arange(2)).flatten(), wide)

@@ -20,13 +20,13 @@ import torch
 from torch import nn
 
 from empirical.errors import EmpiricalError
+from homogeneity.untrusted import load_json
 from homogeneity.validation import (
     check_integer,
     check_number,
     check_sequence,
     check_weights,
     describe,
-    load_untrusted_json,
 )
 
 __all__ = [
@@ -93,14 +93,15 @@ def check_measurable(model: Any, what: str) -> nn.Module:
 def read_json_document(path: str | Path, what: str, *, max_bytes: int, max_depth: int = 32,
                        max_number_digits: int = 40) -> Any:
     """A JSON file from outside (a run's ``train.json``, a model's ``config.json``), read with its
-    size, nesting and number length bounded (:func:`homogeneity.validation.load_untrusted_json`);
-    40 characters hold any float64 and any count this package reads.
+    size, nesting and number length bounded (:func:`homogeneity.untrusted.load_json`, the reader
+    certificates use too, here with its numbers converted); ``what`` names its kind (``"run file"``:
+    errors say "the run file PATH"); 40 characters hold any float64 and any count this package reads.
 
     Raises:
-        EmpiricalError: naming ``what`` and ``path`` and what was expected.
+        EmpiricalError: naming ``path`` and what was expected.
     """
-    return load_untrusted_json(path, max_bytes=max_bytes, max_depth=max_depth,
-                               max_number_digits=max_number_digits, what=what, error=EmpiricalError)
+    return load_json(path, max_bytes=max_bytes, max_depth=max_depth, what=what,
+                     max_number_digits=max_number_digits, error=EmpiricalError)
 
 
 def check_token_rows(inputs: Any) -> list[list[int]]:

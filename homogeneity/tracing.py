@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from homogeneity.validation import check_real_model, operand_dtype_error
 __all__ = [
     "configured_positions",
     "export_model",
+    "export_progress",
     "export_ready",
     "node_module_path",
     "normalize_module_path",
@@ -74,16 +76,49 @@ def export_ready(model: nn.Module) -> Iterator[nn.Module]:
             module.training = training[name]
 
 
+_MODULE_LISTENER: ContextVar[Callable[[int, int], None] | None] = ContextVar("module_listener",
+                                                                            default=None)
+
+
+@contextmanager
+def export_progress(listener: Callable[[int, int], None]) -> Iterator[None]:
+    """Within this block, :func:`export_model` calls ``listener(0, total)`` as it starts and
+    ``listener(done, total)`` each time the traced forward enters a module for the first time
+    (``done`` of the model's ``total`` modules): an export takes seconds to tens of seconds, most
+    of it tracing the forward module by module, so a progress bar can move while it runs. Modules
+    the forward never calls are never counted.
+
+    >>> seen = []
+    >>> with export_progress(lambda done, total: seen.append((done, total))):
+    ...     _ = export_model(nn.Sequential(nn.Linear(3, 4), nn.ReLU()), (torch.randn(2, 3),))
+    >>> seen
+    [(0, 3), (1, 3), (2, 3), (3, 3)]
+    """
+    token = _MODULE_LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _MODULE_LISTENER.reset(token)
+
+
 @contextmanager
 def _module_stack_recorder(model: nn.Module) -> Iterator[list[str]]:
-    """Record which modules are inside a forward call, so a failure can name the innermost one."""
+    """Record which modules are inside a forward call, so a failure can name the innermost one,
+    and tell the :func:`export_progress` listener each module entered for the first time."""
     stack: list[str] = []
     handles = []
-    for name, module in model.named_modules():
+    listener, entered = _MODULE_LISTENER.get(), set()
+    modules = dict(model.named_modules())
+    if listener is not None:
+        listener(0, len(modules))  # the exporter's seconds of setup come before the first module
+    for name, module in modules.items():
         label = f"{name or '<root>'} ({type(module).__name__})"
 
         def enter(_m: nn.Module, _a: Any, _label: str = label) -> None:
             stack.append(_label)
+            if listener is not None and _label not in entered:
+                entered.add(_label)
+                listener(len(entered), len(modules))
 
         def leave(_m: nn.Module, _a: Any, _o: Any) -> None:
             if stack:

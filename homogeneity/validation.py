@@ -14,11 +14,9 @@ homogeneity.errors.HomogeneityError: expected rtol to be a number ≥ 0, got -1
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,9 +31,7 @@ __all__ = [
     "check_sequence",
     "check_weights",
     "describe",
-    "load_untrusted_json",
     "operand_dtype_error",
-    "parse_untrusted_json",
 ]
 
 _MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "conv1d", "conv2d",
@@ -208,104 +204,3 @@ def operand_dtype_error(program: torch.export.ExportedProgram) -> str | None:
                 f"{source} of dtype {str(integer.meta['val'].dtype).removeprefix('torch.')} "
                 f"at {node.target} ({dtypes}); eager PyTorch refuses this too: cast it with .float()")
     return None
-
-
-def _nesting_depth(value: Any) -> int:
-    """How deep ``value``'s lists and dicts nest (a walk with its own stack, never recursion)."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
-
-
-def parse_untrusted_json(text: bytes, *, max_depth: int, max_number_digits: int, what: str,
-                         error: type[Exception] = HomogeneityError) -> Any:
-    """Strict JSON from a source one does not trust, in time and memory bounded by ``text``'s length.
-
-    A number longer than ``max_number_digits`` characters is refused before it is converted (a
-    10⁹-digit exponent is never expanded), as are NaN and Infinity, non-UTF-8 bytes and a key given
-    twice (JSON readers disagree on which one counts). Nesting is bounded while parsing by the C
-    parser's recursion guard (50 MB of brackets fail at once), then to ``max_depth``.
-
-    Args:
-        text: the document's bytes.
-        max_depth: the deepest nesting of arrays and objects allowed.
-        max_number_digits: the most characters a number literal may have.
-        what: the document, for messages (``"the run file runs/a/train.json"``).
-        error: the exception class to raise (the calling package's own).
-
-    >>> parse_untrusted_json(b'{"a": [1, 2.5]}', max_depth=2, max_number_digits=8, what="x.json")
-    {'a': [1, 2.5]}
-    >>> parse_untrusted_json(b'[[[1]]]', max_depth=2, max_number_digits=8, what="x.json")
-    Traceback (most recent call last):
-    homogeneity.errors.HomogeneityError: expected x.json to nest arrays and objects at most 2 deep, got 3
-    >>> parse_untrusted_json(b'[1e999999999]', max_depth=2, max_number_digits=8, what="x.json")
-    ... # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    homogeneity.errors.HomogeneityError: expected numbers of at most 8 characters in x.json, got 1e9...
-    """
-    try:
-        decoded = text.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise error(f"expected {what} to be UTF-8 text, got the byte 0x{text[err.start]:02x} at "
-                    f"offset {err.start}") from None
-
-    def number(literal: str) -> int | float:
-        if len(literal) > max_number_digits:
-            shown = literal if len(literal) <= 20 else f"{literal[:20]}…"
-            raise error(f"expected numbers of at most {max_number_digits} characters in {what}, got "
-                        f"{shown} ({len(literal)} characters)")
-        value = float(literal) if any(c in literal for c in ".eE") else int(literal)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise error(f"expected finite numbers in {what}, got {literal}")
-        return value
-
-    def constant(name: str) -> Any:
-        raise error(f"expected strict JSON in {what}, got {name} (not a JSON number)")
-
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise error(f"expected each key once in an object of {what}, got {key!r} twice")
-            result[key] = value
-        return result
-
-    try:
-        value = json.loads(decoded, parse_int=number, parse_float=number, parse_constant=constant,
-                           object_pairs_hook=unique)
-    except RecursionError:
-        raise error(f"expected {what} to nest arrays and objects at most {max_depth} deep, got "
-                    "deeper than the parser can follow") from None
-    except json.JSONDecodeError as err:
-        raise error(f"expected JSON in {what}, got a parse error: {err}") from None
-    depth = _nesting_depth(value)
-    if depth > max_depth:
-        raise error(f"expected {what} to nest arrays and objects at most {max_depth} deep, got "
-                    f"{depth}")
-    return value
-
-
-def load_untrusted_json(path: str | Path, *, max_bytes: int, max_depth: int, max_number_digits: int,
-                        what: str, error: type[Exception] = HomogeneityError) -> Any:
-    """:func:`parse_untrusted_json` of the file ``path``, of at most ``max_bytes`` bytes (no more
-    is read); ``what`` names the file in messages (``"the run file"``: "… the run file x.json …").
-
-    Raises:
-        error: a file that cannot be read, is too long, or fails :func:`parse_untrusted_json`.
-    """
-    shown = f"{what} {path}"
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read(max_bytes + 1)
-    except OSError as err:
-        raise error(f"cannot read {shown}: {err.strerror or err}") from None
-    if len(text) > max_bytes:
-        raise error(f"expected {shown} to be at most {max_bytes:,} bytes, got more")
-    return parse_untrusted_json(text, max_depth=max_depth, max_number_digits=max_number_digits,
-                                what=shown, error=error)

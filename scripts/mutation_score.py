@@ -80,7 +80,7 @@ EQUIVALENT: dict[str, str] = {
         "args=() dropped: functional_call's default (None) means no positional arguments",
     "empirical.measure.scaled.x_call_scaled__mutmut_11":
         "strict=False dropped: functional_call's default is strict=False",
-    "empirical.measure.pipeline.x_prepare__mutmut_66":
+    "empirical.measure.pipeline.x_prepare__mutmut_70":
         "Corpus(texts, '') → Corpus(texts, None), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "saturated.ties.x__disagreement__mutmut_33":
@@ -121,7 +121,7 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.pipeline.x_token_cosines__mutmut_37":
         "(a * b).sum(+1) instead of sum(-1): a and b are reshaped to 2-D (vectors × hidden), where "
         "dimension 1 is the last",
-    "empirical.measure.pipeline.x_prepare__mutmut_70":
+    "empirical.measure.pipeline.x_prepare__mutmut_74":
         "Corpus(texts, '') → Corpus(texts, 'XXXX'), built only to take .sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
     "empirical.measure.pipeline.x_corpus_record__mutmut_10":
@@ -130,17 +130,17 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.pipeline.x_corpus_record__mutmut_14":
         "Corpus(texts, '') → Corpus(texts, 'XXXX') for the record's sha256, which hashes the "
         "sentences alone (the source label is not part of the fingerprint)",
-    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_37":
+    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_39":
         "an older file's scale 'inf' no longer matched by name: float('inf') reads it as infinity "
         "all the same",
-    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_38":
+    "empirical.measure.similarity.xǁSimilarityResultǁfrom_dict__mutmut_40":
         "an older file's scale 'inf' compared with 'INF': float('inf') reads it as infinity all "
         "the same",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_47":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_58":
         "the model passed to forward for the scaled pass is None: it is read only to name the model "
         "in the error for a forward that rejects output_hidden_states, and the plain pass, with the "
         "same forward and the same options, runs first and raises that error",
-    "empirical.measure.similarity.x_representation_similarity__mutmut_62":
+    "empirical.measure.similarity.x_representation_similarity__mutmut_82":
         "the model passed to hidden_states for the scaled output is None: it is read only to name "
         "the model when hidden states are missing; the scaled pass (functional_call of the same "
         "forward, or its limit with the same output fields) lacks them only if the plain output, "
@@ -213,7 +213,7 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.degree.xǁGradeǁweaker__mutmut_3":
         "`self.rank >= other.rank` → `>`: for equal ranks it returns `other` instead of `self`, the "
         "same enum member",
-    "saturated.functional.x__check_mask__mutmut_16":
+    "saturated.functional.x__check_mask__mutmut_24":
         "fits = None instead of False for a mask that does not broadcast: `if not fits` raises "
         "the same error",
     "saturated.functional.x_tie_set__mutmut_22":
@@ -560,19 +560,19 @@ EQUIVALENT: dict[str, str] = {
         "extra_traceback = None instead of False: torch.fx reads it only as a truth value",
     "saturated.interpreter.xǁLimitInterpreterǁ__init____mutmut_29":
         "self.node starts as \"\" instead of None: run_node sets it before call_function reads it",
-    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_7":
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_15":
         "_set_current_node(None) instead of the node: it only sets the node meta torch.fx copies to nodes"
         " a tracer creates while preserving node meta, and a limit run creates none",
-    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_25":
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_33":
         "map_nodes_to_values(out, None): the override does not read its node argument",
-    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_32":
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_40":
         "output(None, …) instead of the node's target: LimitInterpreter.output does not read its target",
-    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_34":
+    "saturated.interpreter.xǁLimitInterpreterǁrun_node__mutmut_42":
         "output(…, None) instead of {}: LimitInterpreter.output does not read its kwargs",
-    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_22":
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_25":
         "tree_map's is_leaf=_is_term → None: Term (and TiedWeights) is no registered pytree node, so "
         "tree_map takes it as a leaf either way",
-    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_25":
+    "saturated.interpreter.xǁLimitInterpreterǁcall_function__mutmut_28":
         "tree_map's is_leaf=_is_term dropped: Term (and TiedWeights) is no registered pytree node, so "
         "tree_map takes it as a leaf either way",
     "saturated.interpreter.x_run_terms__mutmut_3":
@@ -613,7 +613,7 @@ EQUIVALENT: dict[str, str] = {
     "empirical.training.resume.x_save_state__mutmut_36":
         "json.dumps(allow_nan=False) → allow_nan=None: json tests `not allow_nan` (the C encoder "
         "too), so None refuses NaN and infinity exactly as False does",
-    "empirical.training.fits.x_extrapolation_scores__mutmut_14":
+    "empirical.training.fits.x_extrapolation_scores__mutmut_31":
         "the head-size check `cut < k + 1` → `cut < k - 1`: for k - 1 ≤ cut < k + 1 fit_law refuses "
         "the head (k + 1 points needed) and the EmpiricalError is scored None, as the check would",
     "empirical.training.projection.xǁProjectionCurvesǁplot__mutmut_28":
@@ -696,7 +696,7 @@ EQUIVALENT: dict[str, str] = {
     "empirical.claims.api.x__remember__mutmut_5":
         "popitem(last=None) instead of last=False: OrderedDict.popitem reads `last` as a truth "
         "value, so None also removes the oldest entry",
-    "empirical.measure.components.xǁComponentSaturationǁplot__mutmut_37":
+    "empirical.measure.components.xǁComponentSaturationǁplot__mutmut_45":
         "set_title(fontsize=None) instead of \"medium\": matplotlib sets a None size to "
         "rcParams[\"font.size\"], and \"medium\" is that size scaled by 1.0",
     "saturated.bounds.x__exact_thresholds__mutmut_5":
@@ -1198,7 +1198,7 @@ EQUIVALENT: dict[str, str] = {
     "homogeneity.certificate.xǁCertificateǁto_json__mutmut_14":
         "ensure_ascii=False → None: json reads the flag only for its truth, and None is false "
         "like False, so the text keeps its non-ASCII characters as written",
-    "homogeneity.checker.x__same_graph__mutmut_7":
+    "homogeneity.checker.x__same_graph__mutmut_15":
         "a leaf's wiring read with node_inputs instead of set to (): placeholder and get_attr "
         "nodes have no arguments, so node_inputs gives () for them as well",
     "homogeneity.verify.euler.x_check_euler__mutmut_26":
@@ -1276,14 +1276,12 @@ EQUIVALENT: dict[str, str] = {
         "both are the same whole number",
     "empirical.training.runs.xǁ_ScaleInvariantBlockǁforward__mutmut_45":
         "float('-INF') for float('-inf'): float() reads infinity case-insensitively",
-    "empirical.training.runs.x_read_run__mutmut_14":
-        "read_text(encoding='UTF-8'): codec names are looked up case-insensitively, the same codec",
-    "empirical.training.runs.x_train__mutmut_86":
+    "empirical.training.runs.x__train__mutmut_49":
         "the scale-invariance check traced on two training rows instead of one: the analysis reads "
         "the graph, not the values, and its whole report is the same (checked on two seeds)",
-    "empirical.training.runs.x_train__mutmut_304":
+    "empirical.training.runs.x__train__mutmut_284":
         "bar.set_postfix(refresh=None): tqdm tests `if refresh:`, so None skips the redraw like False",
-    "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_16":
+    "empirical.training.callbacks.xǁNormCallbackǁ__init____mutmut_24":
         "_logged_step starts as '' instead of None: on_log reads it only once a tracker exists, and "
         "on_train_begin sets it to None when it makes the tracker",
     "empirical.training.callbacks.xǁNormCallbackǁon_train_begin__mutmut_15":
@@ -1401,13 +1399,13 @@ EQUIVALENT: dict[str, str] = {
     "empirical.measure.heads.x_head_atlas__mutmut_8":
         "getattr(config, 'is_encoder_decoder', None) instead of False: `if None:` and `if False:` "
         "both let the model through",
-    "empirical.measure.heads.x_measure_heads__mutmut_109":
+    "empirical.measure.heads.x_measure_heads__mutmut_104":
         "real.cumsum(+1) instead of cumsum(-1): the real-position mask is 2-d (batch, positions), "
         "where dimension 1 is the last",
-    "empirical.measure.heads.x_measure_heads__mutmut_148":
+    "empirical.measure.heads.x_measure_heads__mutmut_143":
         "real.shape[+1] instead of shape[-1] for the causal mask's width: the real-position mask is "
         "2-d (batch, positions), where dimension 1 is the last",
-    "empirical.measure.heads.x_measure_heads__mutmut_116":
+    "empirical.measure.heads.x_measure_heads__mutmut_111":
         "real.sum(+1, keepdim=True) instead of sum(-1, ...): the real-position mask is 2-d (batch, "
         "positions), where dimension 1 is the last",
     "homogeneity.analysis.xǁDegreeInterpreterǁ_degree__mutmut_18":
@@ -1427,19 +1425,19 @@ EQUIVALENT: dict[str, str] = {
     "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_22":
         "pairs starts as None instead of []: it is assigned (pairs = found) by the first level that "
         "computes outputs, and read (merged into, returned) only after one did",
-    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_139":
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_157":
         "_merge(..., batch or 2) where a sub-batch raised at the last level: a sub-batch (pending "
         "not None) exists only after _undetermined_entries named some entries, which needs "
         "total = batch not None (an int ≥ 2, see _batch_size), so batch or 2 is batch",
-    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_154":
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_172":
         "_merge(..., batch or 2) for a recomputed sub-batch: pending is not None only after "
         "_undetermined_entries named some entries, which needs total = batch not None (an int ≥ 2, "
         "see _batch_size), so batch or 2 is batch",
-    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_173":
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_191":
         "final NaN masked with 1.0 instead of 0.0: the masked values are only tested for NaN (any, "
         "and the NaN of each entry's sum of finite normalized values, where adding 1.0 instead of "
         "0.0 can neither make nor remove a NaN or an overflow), so any finite fill marks the same",
-    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_188":
+    "saturated.saturate.xǁSaturatedModelǁ__call____mutmut_206":
         "count (batch or 2) instead of (batch or 1) where batch is None: _undetermined_entries is "
         "then called with total None, where every output gives no batch axis (None) and an empty "
         "list gives [], whatever the count",
@@ -1631,10 +1629,7 @@ EQUIVALENT: dict[str, str] = {
         "itself, so every entry is the same expression (only the work changes)",
     "homogeneity.verify.formal.x_prove__mutmut_150":
         "_first_nonzero(..., simplify=None): None is falsy, so it expands as with simplify=False",
-    "empirical.models.formats.x_weight_files__mutmut_13":
-        "read_text(encoding='UTF-8') for a shard index: codec names are looked up "
-        "case-insensitively, the same codec",
-    "empirical.models.formats.x_load_weights__mutmut_36":
+    "empirical.models.formats.x_load_weights__mutmut_41":
         "load_state_dict(strict=None): torch only tests `if strict:` (and passes it on to the same "
         "tests), so None is False",
     "empirical.outputs.x_write_text__mutmut_7":

@@ -55,6 +55,7 @@ from empirical.models.experts import check_expert_memory
 from empirical.models.offload import execution_device, placement_record
 from empirical.models.provenance import model_record, versions
 from empirical.validation import check_list, check_measurable
+from homogeneity.tracing import export_progress
 from saturated.interpreter import node_progress
 
 __all__ = [
@@ -125,20 +126,29 @@ def batch_progress(batches: Sequence[Any], desc: str, enabled: bool) -> Iterator
     """``batches`` with a progress bar (when ``enabled``) and, under it, a second bar counting
     the exact limit's graph nodes as it runs them (:func:`saturated.interpreter.node_progress`):
     one batch's limit takes minutes on two cores, a node well under a second, so the second bar
-    moves where the first would sit still."""
+    moves where the first would sit still. Before the first node, the model's export (seconds to
+    tens of seconds, once per input structure) counts on the same bar the modules it has traced
+    (:func:`homogeneity.tracing.export_progress`)."""
     if not enabled:
         yield from batches
         return
     shown = tqdm(batches, desc=desc, unit="batch")
     bar = tqdm(desc=f"{desc}: exact limit", unit="node", leave=False)  # nested under the first
 
-    def started(done: int, total: int) -> None:
-        if done == 1:
-            bar.reset(total=total)
-        bar.update()
+    counted: list[str | None] = [None]  # what the bar counts now: it starts over when that changes
+
+    def counting(stage: str, unit: str) -> Callable[[int, int], None]:
+        def started(done: int, total: int) -> None:
+            if stage != counted[0] or done <= bar.n:  # another stage, a new export or limit call
+                counted[0] = stage
+                bar.set_description(f"{desc}: exact limit{stage}", refresh=False)
+                bar.unit = unit
+                bar.reset(total=total)
+            bar.update(done - bar.n)
+        return started
 
     try:
-        with node_progress(started):
+        with node_progress(counting("", "node")), export_progress(counting(", export", "module")):
             yield from shown
     finally:
         bar.close()

@@ -82,7 +82,7 @@ def check_config_document(data: Any, path: Path) -> dict[str, Any]:
 
 def read_config_document(path: Path) -> dict[str, Any]:
     """The checked ``config.json`` at ``path`` (:func:`check_config_document`), read with bounds."""
-    data = read_json_document(path, "the configuration", max_bytes=CONFIG_MAX_BYTES)
+    data = read_json_document(path, "configuration", max_bytes=CONFIG_MAX_BYTES)
     return check_config_document(data, path)
 
 

@@ -80,7 +80,7 @@ def weight_files(folder: Path) -> tuple[Path, ...]:
             continue
         if not name.endswith(".index.json"):
             return (path,)
-        index = read_json_document(path, "the shard index", max_bytes=_INDEX_MAX_BYTES)
+        index = read_json_document(path, "shard index", max_bytes=_INDEX_MAX_BYTES)
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not all(
                 isinstance(shard, str) and shard == Path(shard).name for shard in weight_map.values()):

@@ -533,7 +533,7 @@ def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: i
     ...     {"best": "sqrt", "n": 3, "fits": [{"law": "sqrt", "formula": "a·√t + b",
     ...                                       "params": {"a": 2.0, "b": 1.0}, "r2": 0.98}]}, 1, 9, 3)
     >>> label, steps, [round(norm, 6) for norm in norms]
-    ('sqrt fit, a·√t + b (R² 0.9800),\\nto all 3 records, steps 1–9', [1.0, 5.0, 9.0], [3.0, 5.472136, 7.0])
+    ('sqrt fit, a·√t + b\\nto all 3 records, steps 1–9 (R² 0.9800)', [1.0, 5.0, 9.0], [3.0, 5.472136, 7.0])
     """
     best = best_fit(growth)
     if best is None:
@@ -542,7 +542,8 @@ def growth_curve(growth: Mapping[str, Any], first: float, last: float, points: i
     values = LAWS[best["law"]].fn(steps, *best["params"].values())
     r2 = "" if best["r2"] is None else f" (R² {best['r2']:.4f})"
     fitted_to = f"all {growth['n']} records" if "n" in growth else "the records"
-    return (f"{best['law']} fit, {best['formula']}{r2},\nto {fitted_to}, steps {first:g}–{last:g}",
+    # two lines of about equal length: a legend as wide as the panel would cover the curve
+    return (f"{best['law']} fit, {best['formula']}\nto {fitted_to}, steps {first:g}–{last:g}{r2}",
             steps.tolist(), values.tolist())
 
 

@@ -619,7 +619,10 @@ def render_records(
         total.plot(fit_steps, fit_norms, "-", color="C3", label=label)
     total.set_xlabel("step")
     total.set_ylabel("parameter norm ‖θ‖")
-    total.legend(fontsize="x-small", loc="best")  # where the curve is not: it may rise or fall
+    # The corner the curve leaves empty, below a rising curve's end or above a falling one's
+    # ("best" put the two-line fit label over the first steps of a curve that levels off).
+    rising = records[-1]["norm"] >= records[0]["norm"]
+    total.legend(fontsize="x-small", loc="lower right" if rising else "upper right")
     labels = layer_labels(list(records[0]["layers"]))
     for index, layer in enumerate(records[0]["layers"]):
         color = f"C{index % 10}"

@@ -23,7 +23,8 @@ import torch
 from empirical.errors import EmpiricalError
 from empirical.outputs import atomic_path
 from empirical.training.choices import RESUME_FILE
-from homogeneity.validation import check_integer, describe, parse_untrusted_json
+from homogeneity.untrusted import parse_json
+from homogeneity.validation import check_integer, describe
 
 __all__ = ["RESUME_FILE", "ResumeState", "load_state", "resume_path", "save_state"]
 
@@ -100,8 +101,8 @@ def load_state(path: Path, device: str | torch.device = "cpu") -> ResumeState:
     except (OSError, ValueError, safetensors.SafetensorError) as err:
         raise EmpiricalError(f"expected a normsat resume file at {path}, got one that cannot be "
                              f"read: {err}") from None
-    meta = _check_meta(parse_untrusted_json(text.encode(), max_depth=16, max_number_digits=40,
-                                            what=f"the resume file {path}", error=EmpiricalError), path)
+    meta = _check_meta(parse_json(text, source=f"the resume file {path}", max_depth=16,
+                                  max_number_digits=40, error=EmpiricalError), path)
     if _GENERATOR not in tensors or tensors[_GENERATOR].dtype != torch.uint8:
         raise EmpiricalError(f"expected the batch generator's state in the resume file {path}, got "
                              f"{'none' if _GENERATOR not in tensors else tensors[_GENERATOR].dtype}")

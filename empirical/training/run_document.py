@@ -128,5 +128,5 @@ def check_run_document(data: Any, path: Path | str) -> dict[str, Any]:
 
 def read_run_file(path: Path) -> dict[str, Any]:
     """The checked document of the ``train.json`` at ``path``, read with bounds."""
-    data = read_json_document(path, "the run file", max_bytes=RUN_MAX_BYTES, max_depth=16)
+    data = read_json_document(path, "run file", max_bytes=RUN_MAX_BYTES, max_depth=16)
     return check_run_document(data, path)

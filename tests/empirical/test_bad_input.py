@@ -127,7 +127,7 @@ def test_corpus_that_is_not_utf8_text(tiny_bert_dir: Path, tmp_path: Path, conte
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ("{not json", r"expected JSON in the configuration .*config\.json, got a parse error"),
+        ("{not json", r"the configuration .*config\.json: not JSON \("),
         ("[1, 2]", r"expected .*config\.json to hold a JSON object, got list"),
         ('{"model_type": "no-such-model"}',
          r"configuration transformers .* knows \(model_type 'no-such-model'\)"),

@@ -82,5 +82,8 @@ def test_a_corpus_bar_has_the_exact_limits_nodes_under_it(capsys: pytest.Capture
     assert [b.sum().item() for b in batch_progress(batches, "test", True) if limit(b)] == [3.0, 0.0]
     err = capsys.readouterr().err
     assert "test: 100%" in err and "2/2" in err and "test: exact limit" in err and "node" in err
+    # before the first node, the same bar counted the modules the export traced (a model without
+    # a configuration is exported each time, never read from the cache)
+    assert "test: exact limit, export:   0%|          | 0/4 [" in err and "module/s" in err
     assert [b.sum().item() for b in batch_progress(batches, "test", False) if limit(b)] == [3.0, 0.0]
     assert capsys.readouterr().err == ""

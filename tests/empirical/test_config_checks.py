@@ -54,11 +54,11 @@ def test_a_config_only_folder_with_a_bad_size_is_refused_naming_file_and_field(
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ('{"num_hidden_layers": 1e999999999}', "expected finite numbers in the configuration"),
+    ('{"num_hidden_layers": 1e999999999}', "1e999999999 is not a finite number; expected finite numbers"),
     ('{"vocab_size": ' + "9" * 5000 + "}", "expected numbers of at most 40 characters"),
-    ("[" * 50_000 + "]" * 50_000, "to nest arrays and objects at most 32 deep"),
-    ('{"model_type": "bert", "model_type": "gpt2"}', "got 'model_type' twice"),
-    ('{"a": NaN}', "got NaN (not a JSON number)"),
+    ("[" * 50_000 + "]" * 50_000, "its arrays and objects nest deeper than 32 levels"),
+    ('{"model_type": "bert", "model_type": "gpt2"}', "the key 'model_type' appears twice in one object"),
+    ('{"a": NaN}', "NaN is not a JSON number; expected strict JSON"),
 ])
 def test_a_config_json_is_parsed_with_bounds(tmp_path, text, expected):
     (tmp_path / "config.json").write_text(text)
@@ -69,10 +69,12 @@ def test_a_config_json_is_parsed_with_bounds(tmp_path, text, expected):
 
 def test_a_config_json_that_is_not_utf8_or_too_long_is_refused(tmp_path):
     (tmp_path / "config.json").write_bytes(b'{"model_type": "b\xffert"}')
-    with pytest.raises(EmpiricalError, match=r"to be UTF-8 text, got the byte 0xff at offset 17"):
+    with pytest.raises(EmpiricalError,
+                       match=r"byte 17 \(0xff\) is not UTF-8; expected a configuration in UTF-8 text"):
         load_model(tmp_path, device="meta")
     (tmp_path / "config.json").write_bytes(b" " * (CONFIG_MAX_BYTES + 1))
-    with pytest.raises(EmpiricalError, match=f"to be at most {CONFIG_MAX_BYTES:,} bytes"):
+    with pytest.raises(EmpiricalError,
+                       match=f"expected a configuration of at most {CONFIG_MAX_BYTES:,} bytes"):
         load_model(tmp_path, device="meta")
 
 

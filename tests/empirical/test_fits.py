@@ -179,7 +179,7 @@ def test_growth_curve_draws_the_best_law_between_the_given_steps():
     assert curve is not None
     label, steps, norms = curve
     best = next(f for f in growth["fits"] if f["law"] == growth["best"])
-    assert label.startswith(f"{growth['best']} fit, ") and label.endswith("to all 21 records, steps 0–200")
+    assert label.startswith(f"{growth['best']} fit, ") and "\nto all 21 records, steps 0–200 (R² " in label
     assert steps == pytest.approx(np.linspace(0, 200, 11))
     assert norms == pytest.approx(LAWS[growth["best"]].fn(np.asarray(steps), *best["params"].values()))
 
@@ -236,8 +236,8 @@ def test_a_document_without_fits_still_counts_its_points():
 
 
 @pytest.mark.parametrize(("r2", "n", "label"), [
-    (0.987654, 7, "sqrt fit, a·√t + b (R² 0.9877),\nto all 7 records, steps 0–100"),
-    (None, None, "sqrt fit, a·√t + b,\nto the records, steps 0–100")])
+    (0.987654, 7, "sqrt fit, a·√t + b\nto all 7 records, steps 0–100 (R² 0.9877)"),
+    (None, None, "sqrt fit, a·√t + b\nto the records, steps 0–100")])
 def test_the_curve_of_a_growth_document_is_its_best_law_over_the_fitted_steps(r2, n, label):
     growth = {"best": "sqrt", **({} if n is None else {"n": n}), "fits": [
         {"law": "linear", "formula": "a·t + b", "params": {"a": 1.0, "b": 0.0}, "r2": 0.5},

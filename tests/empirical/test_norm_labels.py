@@ -144,7 +144,9 @@ def test_the_figure_draws_every_recorded_value_with_its_layer_label_and_colour()
     legend = total.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["‖θ‖", fitted[0]]
     assert {t.get_fontsize() for t in legend.get_texts()} == {x_small}
-    assert legend._loc == 0  # "best": the norm may rise or fall, the legend goes where it is not
+    assert legend._loc == 4  # "lower right": the corner a rising curve leaves empty
+    falling = [{**record, "norm": 10.0 - record["norm"]} for record in _RECORDS]
+    assert render_records(falling).axes[0].get_legend()._loc == 1  # "upper right", above a falling one
 
     names = layer_labels(_LAYERS)
     assert _lines(per_layer) == [(steps, [r["layers"][layer] for r in _RECORDS], names[layer])

@@ -218,7 +218,7 @@ def test_the_fit_is_drawn_over_the_fitted_steps_with_the_fitted_law(drawn: list[
     assert fit_norms[0] == pytest.approx(float(law.fn(5.0, *best["params"].values())), rel=1e-12)
     assert fit_norms[-1] == pytest.approx(float(law.fn(300.0, *best["params"].values())), rel=1e-12)
     assert abs(fit_norms[0] - data.get_ydata()[0]) < 0.1  # starts at the first data point
-    assert fit.get_label().endswith("\nto all 60 records, steps 5–300")
+    assert "\nto all 60 records, steps 5–300 (R² " in fit.get_label()
 
 
 def test_the_per_layer_panel_names_the_parameter_norm_and_has_a_legend(drawn: list[Figure],

@@ -192,7 +192,7 @@ def test_a_truncated_train_json_is_refused_by_name(stopped_run, tmp_path_factory
     run = tmp_path_factory.mktemp("json")
     text = (stopped_run / "train.json").read_bytes()
     (run / "train.json").write_bytes(text[:cut])
-    with pytest.raises(EmpiricalError, match=r"in the run file .*train\.json"):
+    with pytest.raises(EmpiricalError, match=r"the run file .*train\.json"):
         read_run(run, unfinished=True)
 
 

@@ -808,7 +808,7 @@ def test_read_run_reads_utf8_whatever_the_locale(written_run, tmp_path, ascii_lo
 
 @pytest.mark.parametrize(("text", "message"), [
     (None, "expected a normsat train folder holding train.json, got {run}"),
-    ("{not json", "expected JSON in the run file {run}/train.json, got a parse error: "),
+    ("{not json", "the run file {run}/train.json: not JSON ("),
     ('{"schema": "normsat.norms/1"}', "expected a normsat.train/2 document in {run}/train.json, got "
                                       "schema 'normsat.norms/1'"),
     ("{}", "expected a normsat.train/2 document in {run}/train.json, got schema None"),

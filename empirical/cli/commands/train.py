@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,19 +192,24 @@ def remove_run(out: Path) -> None:
         checkpoints.rmdir()
 
 
+def draw_run(run: Mapping[str, Any], out: Path) -> dict[str, Path]:
+    """A run's figures from its ``normsat.train/2`` document: ``norms.png`` and, when the run
+    measured saturation, ``saturation.png`` in ``out`` (also a finished run's, redrawn)."""
+    from empirical.training.plots import plot_norms, plot_saturation
+
+    config = run["config"]
+    title = f"{config['arch']}, {config['optimizer']} lr {config['lr']:g}, wd {config['weight_decay']:g}"
+    written = {"norms": plot_norms(run, out / "norms.png", title=title)}
+    if config["limit_similarity"]:
+        written["saturation"] = plot_saturation(run["evaluations"], out / "saturation.png", title=title)
+    return written
+
+
 def write_run(result: TrainResult, out: Path) -> dict[str, Path]:
     """The figures and ``train.json`` of a finished run, then the resume file goes: the run is no
     longer one to continue. Signals wait until all is written (docs/errors.md, "Interrupted")."""
-    from empirical.training.plots import plot_norms, plot_saturation
-
-    data = result.to_dict()
-    title = (f"{result.config.arch}, {result.config.optimizer} lr {result.config.lr:g}, "
-             f"wd {result.config.weight_decay:g}")
     with interrupts.deferred():
-        written = {"norms": plot_norms(data, out / "norms.png", title=title)}
-        if result.config.limit_similarity:
-            written["saturation"] = plot_saturation(result.evaluations, out / "saturation.png",
-                                                    title=title)
+        written = draw_run(result.to_dict(), out)
         written = {"json": result.to_json(out / "train.json"), **written}
         (out / RESUME_FILE).unlink(missing_ok=True)
     return written

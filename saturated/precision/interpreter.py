@@ -128,7 +128,7 @@ def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | No
                           f"a vector whose leading coefficients (degree {out.degree:g}) are not "
                           "proved nonzero", np.broadcast_to(exact_zero, balls.shape))
         values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, balls.shape).copy()), math.nan)
-    elif bool(zeroish):
+    elif bool(zeroish) and not bool(unknown):
         context.where = lambda: f"output {index}"
         context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}",
                           bool(sign == 0))

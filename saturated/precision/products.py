@@ -130,6 +130,13 @@ class _Operand:
         self._left = left
         return exponent, slices
 
+    def zero(self) -> np.ndarray:
+        """Where the element is exactly 0 (every term and the radius), not undetermined."""
+        out = ~self.open & (self.radius == 0)
+        for term in self.terms:
+            out &= term == 0
+        return out
+
     def bound(self) -> np.ndarray:
         """An upper bound of every |element| of the matrix (midpoints and radii), after slicing."""
         total = np.sum([np.abs(t) for t in self.terms], axis=0) + self._left + self.radius
@@ -248,6 +255,15 @@ def _gathered(parts: list[np.ndarray], count: int) -> tuple[list[np.ndarray], np
     return terms, _up(rest * (1 + (len(parts) + 2) * _UNIT))
 
 
+def _reached(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where the boolean matrix product of ``a`` and ``b`` holds: an undetermined element of one
+    operand reaches an element of the product unless every term it meets is exactly 0 (a hard-
+    attention weight off its maximum times a padded position's undetermined value is 0)."""
+    if not (a.any() and b.any()):
+        return np.zeros((a.shape[0], b.shape[1]), dtype=bool)
+    return (a.astype(np.float64) @ b.astype(np.float64)) > 0
+
+
 def _bounded_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """An upper bound of a @ b for nonnegative a, b: float64 BLAS's result with its rounding
     error (γ_k, with underflow) added."""
@@ -290,9 +306,10 @@ def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     radius = _up(radius * (1 + 8 * _UNIT)) if radius.shape else np.zeros((m, n))
     # Rows of tiny or huge elements (beyond 2^±800) would underflow or overflow in the slices:
     # left undetermined rather than bounded (leading coefficients are nowhere near).
-    open_rows = left.open.any(axis=1) | (np.abs(rows[:, 0]) > 800)
-    open_columns = right.open.any(axis=0) | (np.abs(columns[0]) > 800)
-    radius = np.where(open_rows[:, None] | open_columns[None, :], math.nan, radius)
+    open_ = (np.abs(rows) > 800) | (np.abs(columns) > 800)
+    if left.open.any() or right.open.any():
+        open_ = open_ | _reached(left.open, ~right.zero()) | _reached(~left.zero(), right.open)
+    radius = np.where(open_, math.nan, radius)
     return np.stack([*(terms or [np.zeros((m, n))]), radius])
 
 

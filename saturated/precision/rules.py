@@ -27,7 +27,7 @@ from torch import Tensor
 
 from saturated.errors import SaturationError
 from saturated.precision import identity
-from saturated.precision.balls import ONE, ZERO, nan_like, signs, split_matmul
+from saturated.precision.balls import ONE, ZERO, nan_like, signs, split_matmul, undetermined_mask
 from saturated.precision.lead import Lead, lift_exact
 from saturated.precision.products import balls_of_split
 
@@ -129,6 +129,13 @@ def _filled(value: flint.arb, shape: tuple[int, ...]) -> np.ndarray:
 
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     return _filled(ZERO, shape)
+
+
+def _fresh(x: Lead, shape: tuple[int, ...]) -> np.ndarray:
+    """Where ``x``'s balls are not already undetermined: a decision an op cannot make on an
+    undetermined input is the earlier decision's, recorded (and raised in precision, or not)
+    there."""
+    return np.broadcast_to(~undetermined_mask(x.balls), shape)
 
 
 def _infinite(leads: Sequence[Lead], shape: tuple[int, ...]) -> Tensor | None:
@@ -363,7 +370,8 @@ def _div(ctx: Context, x: Any, y: Any) -> Lead:
     sign = signs(second.balls)
     proved = (sign != 0) & ~np.isnan(sign)
     unknown = np.broadcast_to(~proved, shape)
-    ctx.undecided(unknown, "a divisor whose coefficient may be zero", np.broadcast_to(sign == 0, shape))
+    ctx.undecided(unknown & _fresh(second, shape), "a divisor whose coefficient may be zero",
+                  np.broadcast_to(sign == 0, shape))
     safe = np.where(proved, second.balls, _filled(ONE, second.shape))
     out = np.broadcast_to(np.divide(first.balls, safe), shape)
     values = _undetermined_where(np.asarray(out, dtype=object), unknown)
@@ -387,7 +395,7 @@ def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
                     ids=x.classes, lead_ids=x.lead_ids)
     sign = signs(x.balls)
     proved = sign > 0
-    ctx.undecided(~proved, f"{what}: a coefficient not proved positive", sign <= 0)
+    ctx.undecided(~proved & _fresh(x, x.shape), f"{what}: a coefficient not proved positive", sign <= 0)
     safe = np.where(proved, x.balls, _filled(ONE, x.shape))
     if exponent == 0.5:
         values = np.frompyfunc(lambda b: b.sqrt(), 1, 1)(safe)
@@ -650,7 +658,7 @@ def _squashing(ctx: Context, x: Lead, grown: Callable[[np.ndarray], np.ndarray],
     if x.degree > 0:
         sign = signs(x.balls)
         unknown = np.isnan(sign) | (sign == 0)
-        ctx.undecided(unknown, f"the sign of a growing input of {what}", sign == 0)
+        ctx.undecided(unknown & _fresh(x, x.shape), f"the sign of a growing input of {what}", sign == 0)
         values = np.asarray(np.frompyfunc(flint.arb, 1, 1)(grown(np.nan_to_num(sign))), dtype=object)
         return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
     if x.degree == 0:
@@ -706,6 +714,7 @@ def _row_relative(x: Lead, axes: tuple[int, ...], leading: bool = False) -> np.n
 
 
 _UNTRACKED = "a tie of hard attention at the leading order that untracked orders split"
+_INHERITED = "hard attention over scores a decision before left undecided"  # that one rises, not this
 
 
 @dataclass(frozen=True)
@@ -752,7 +761,7 @@ def _maximal(values: np.ndarray, places: list[int], ids: np.ndarray | None) -> t
     position, or several proved equal at every order."""
     mids = [float(values[j].mid()) if values[j].is_finite() else math.nan for j in places]
     if any(math.isnan(m) for m in mids):
-        return places, "hard attention over scores a decision before left undecided"
+        return places, _INHERITED
     best = places[int(np.argmax(mids))]
     top = values[best]
     chosen = [best, *(j for j in places if j != best and not values[j] < top)]
@@ -804,7 +813,7 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
         per_row = undecided.reshape(scores.shape[:-1])[..., None]
         mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
         for reason in sorted(reasons):
-            ctx.undecided(mask, reason, final=reason == _UNTRACKED)
+            ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))
     zeros = ties = None
     if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
         weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)

@@ -80,6 +80,16 @@ def test_a_row_with_an_undetermined_ball_makes_its_row_of_the_product_undetermin
     assert out[0, 0].is_nan() and out[1, 0] == 5
 
 
+def test_an_undetermined_value_met_only_by_exact_zeros_leaves_the_product_determined():
+    """Hard attention's weight 0 on a padded position whose value is undetermined: the term is 0."""
+    with working_precision(128):
+        weights = np.array([[flint.arb(1), flint.arb(0)], [flint.arb(0.5), flint.arb(0.5)]], dtype=object)
+        values = np.array([[flint.arb(2), flint.arb(-1)], [flint.arb.nan(), flint.arb.nan()]], dtype=object)
+        out = product(weights, values, 128)
+    assert out[0, 0] == 2 and out[0, 1] == -1
+    assert out[1, 0].is_nan() and out[1, 1].is_nan()
+
+
 def test_long_products_of_full_mantissas_of_one_sign_stay_exact():
     """The worst case for the slices' sums: every element near its row's largest, one sign, all
     53 bits used, a long inner dimension."""

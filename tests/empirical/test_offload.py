@@ -4,7 +4,9 @@ A narrow three-layer Llama is written as sharded safetensors; loaded with a ``ma
 holds only its embedding and first layer, the rest stays on disk and is streamed in as each
 layer runs. Its similarity at c = 1000 equals the in-memory model's to float32 rounding (the
 same float32 products, in another order of calls), and neither the checkpoint's files, the
-offload folder's files nor the weights in memory change.
+offload folder's files nor the weights in memory change. Its exact limit (c = ∞) reads the
+offloaded weights one tensor at a time and equals the in-memory model's: the same entries
+determined, the same values to float32 rounding.
 """
 
 from __future__ import annotations

@@ -89,8 +89,9 @@ def placeholder_values(
 ) -> list[Callable[[], Any]]:
     """Makers of the graph's placeholder values, in order: parameters as ``grown`` makes them
     (default: degree-1 terms, see :func:`_as_term`), the rest exact; floating tensors of the
-    model cast to ``dtype`` when one is given (made on first use, so a cast copy lives only while
-    the graph needs it), except embedding tables, whose lookups are cast instead."""
+    model cast to ``dtype`` when one is given, except embedding tables, whose lookups are cast
+    instead. A tensor is read from ``tensors`` only when its maker runs (on first use), so a cast
+    copy, or a weight ``tensors`` reads from disk, lives only while the graph needs it."""
     uncast = _looked_up(program.graph)
     placeholders = [node.name for node in program.graph.nodes if node.op == "placeholder"]
 
@@ -104,13 +105,22 @@ def placeholder_values(
     def constant(value: Any) -> Callable[[], Any]:
         return lambda: value
 
-    def parameter(tensor: torch.Tensor, name: str) -> Callable[[], Any]:
+    def parameter(read: Callable[[], torch.Tensor], name: str) -> Callable[[], Any]:
         if grown is None:
-            return lambda: _as_term(cast(tensor, name), tensor.detach())
-        return lambda: grown(cast(tensor, name))
+            def term() -> Any:
+                tensor = read()
+                return _as_term(cast(tensor, name), tensor.detach())
+            return term
+        return lambda: grown(cast(read(), name))
 
-    def exact(tensor: Any, name: str) -> Callable[[], Any]:
-        return lambda: cast(tensor, name)
+    def exact(read: Callable[[], Any], name: str) -> Callable[[], Any]:
+        return lambda: cast(read(), name)
+
+    def stored(name: str) -> Callable[[], Any]:
+        if name in tensors:
+            return lambda: tensors[name]
+        value = program.constants[name] if name in program.constants else program.state_dict[name]
+        return lambda: value
 
     makers: list[Callable[[], Any]] = []
     inputs = iter(user_inputs)
@@ -120,15 +130,9 @@ def placeholder_values(
             makers.append(constant(spec.arg.value if isinstance(spec.arg, ConstantArgument)
                                    else next(inputs)))
             continue
-        name = str(spec.target)
-        if name in tensors:
-            tensor = tensors[name]
-        elif name in program.constants:
-            tensor = program.constants[name]
-        else:
-            tensor = program.state_dict[name]
-        makers.append(parameter(tensor, placeholder) if spec.kind == InputKind.PARAMETER
-                      else exact(tensor, placeholder))
+        read = stored(str(spec.target))
+        makers.append(parameter(read, placeholder) if spec.kind == InputKind.PARAMETER
+                      else exact(read, placeholder))
     return makers
 
 

@@ -8,11 +8,12 @@ direction the output takes as the parameters grow (d = 0: the limit itself).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
 import weakref
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +31,7 @@ from saturated.precision import precisions, run_balls
 from saturated.rounding import Rounding, exact_sign
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
+from saturated.sources import WeightSource
 from saturated.terms import NeedsOrders, Term
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]
@@ -416,6 +418,10 @@ class SaturatedModel:
     two orders (see :func:`_normalized`). An integer output (an index, a count) has no NaN: where
     an entry's pass itself needs more orders and such an output is asked for, ``"nan"`` raises too.
 
+    ``weights``: where the model's tensors are read from when they are not all in the model (its
+    layers streamed from disk, :class:`~saturated.sources.WeightSource`); each is read as the graph
+    first needs it and dropped after its last use. None: the model's own tensors.
+
     A call first tracks the leading order in the model's dtype. Where a hard-attention tie is left
     that the leading order cannot break and that matters (the tied positions carry different
     values), or where a decision is within its rounding bound (:mod:`saturated.rounding`), the
@@ -428,14 +434,17 @@ class SaturatedModel:
     """
 
     def __init__(self, model: nn.Module, settings: Settings,
-                 outputs: Collection[str] | None = None, undetermined: str = "raise") -> None:
+                 outputs: Collection[str] | None = None, undetermined: str = "raise",
+                 weights: WeightSource | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         if undetermined not in ("raise", "nan"):
             raise SaturationError(f"undetermined must be 'raise' or 'nan', got {undetermined!r}")
         if not isinstance(settings, Settings):
             raise SaturationError(f"expected settings to be a saturated.Settings, got {describe(settings)}")
-        check_weights(model, "a saturated limit", error=SaturationError)
+        if weights is None:
+            check_weights(model, "a saturated limit", error=SaturationError)
+        self.weights = weights
         if outputs is not None:
             outputs = check_sequence(outputs, "outputs", what="output field names", error=SaturationError)
         self.undetermined = undetermined
@@ -476,6 +485,8 @@ class SaturatedModel:
             self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
+        if self.weights is not None:
+            return  # the source checks each tensor as it reads it
         for name, p in self.model.named_parameters():
             key = (name, p.data_ptr(), p._version)
             if key not in self._checked:
@@ -497,7 +508,8 @@ class SaturatedModel:
         graphs = self._graphs
         if structure not in graphs.dynamic:
             try:
-                graphs.dynamic[structure] = cached_export(self.model, args, kwargs, dynamic=True)
+                with self._exporting():
+                    graphs.dynamic[structure] = cached_export(self.model, args, kwargs, dynamic=True)
             except HomogeneityError:
                 graphs.dynamic[structure] = None  # exported per shape below
         dynamic = graphs.dynamic[structure]
@@ -507,7 +519,8 @@ class SaturatedModel:
         key = _signature(spec, leaves)
         if key not in graphs.static:
             try:
-                graphs.static[key] = cached_export(self.model, args, kwargs)
+                with self._exporting():
+                    graphs.static[key] = cached_export(self.model, args, kwargs)
             except HomogeneityError as err:
                 raise SaturationError(f"cannot saturate: {err}") from err
         return graphs.static[key]
@@ -523,9 +536,14 @@ class SaturatedModel:
         with torch.no_grad():
             return run_terms(program, tensors, leaves, settings, (self._dtype, dtype), self._keep(program))
 
-    def _tensors(self) -> dict[str, torch.Tensor]:
+    def _exporting(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self.weights is None else self.weights.exporting()
+
+    def _tensors(self) -> Mapping[str, torch.Tensor]:
         """The model's tensors under every name of a tied one: a graph from the cache holds no
         weights of its own."""
+        if self.weights is not None:
+            return self.weights.tensors()
         return {**dict(self.model.named_buffers(remove_duplicate=False)),
                 **dict(self.model.named_parameters(remove_duplicate=False))}
 

@@ -42,7 +42,7 @@ from empirical.claims.strategies import (
 )
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import forward, layer_labels, token_cosines
-from empirical.measure.scaled import check_scale
+from empirical.measure.scaled import check_scale, limit_model
 from empirical.models.batching import Batch, TokenizedCorpus, check_token_ids, hidden_states, make_batches
 from empirical.validation import check_list, check_measurable, check_real, check_token_rows
 from homogeneity import Degree, Grade, analyze
@@ -141,7 +141,7 @@ def model_batch(model: nn.Module, inputs: Inputs) -> Batch:
 
 
 def _limit(model: nn.Module) -> SaturatedModel:
-    return _remember(_limits, _model_key(model), lambda: SaturatedModel(model, Settings()))
+    return _remember(_limits, _model_key(model), lambda: limit_model(model, Settings()))
 
 
 def _outputs_at(model: nn.Module, scale: float, *args: Any, **kwargs: Any) -> Any:

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from empirical import distributed
 from empirical.errors import EmpiricalError
 from empirical.measure.pipeline import batch_progress, corpus_record, prepare, texts_of
-from empirical.measure.scaled import scaled_forward
+from empirical.measure.scaled import limit_model, scaled_forward
 from empirical.models.corpus import Corpus
 from empirical.models.provenance import model_record, versions
 from empirical.outputs import Result, save_figure
@@ -47,7 +47,7 @@ from saturated.errors import SaturationError
 from saturated.functional import default_rtol
 from saturated.rounding import smallest_subnormal, unit_roundoff
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel, SaturatedOutput
+from saturated.saturate import SaturatedOutput
 
 __all__ = ["CLASSES", "HeadAtlas", "HeadBatch", "HeadStats", "Thresholds", "head_atlas", "measure_heads",
            "plot_atlas"]
@@ -498,7 +498,7 @@ def measure_heads(
     if not isinstance(thresholds, Thresholds):
         raise EmpiricalError(f"expected thresholds to be a Thresholds, got {type(thresholds).__name__}")
     settings = settings or Settings(ties="nan")
-    limit = limit or SaturatedModel(model, settings)
+    limit = limit or limit_model(model, settings)
     grown = scaled_forward(model, PAPER_SCALE) if paper else None
     totals = _Totals()
     layers = heads = 0

@@ -7,7 +7,9 @@ A model placed by accelerate (weights streamed from disk) or held in bfloat16 or
 *streamed* instead (:func:`streamed`): each module, as it runs, sees its own parameters scaled by
 c and cast to the compute dtype (:func:`compute_dtype`: float32 for the 16-bit dtypes, whose range
 a layer at c = 1000 exceeds), and gets its own back when it returns. Nothing is written into the
-weights, on disk or in memory, and at most one module's scaled copy exists at a time.
+weights, on disk or in memory, and at most one module's scaled copy exists at a time. The exact
+limit (c = ∞) of a placed model reads its weights one tensor at a time as the exported graph
+needs them (:func:`limit_model`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from torch.utils._pytree import tree_map_only
 
 from empirical.errors import EmpiricalError
 from empirical.models.offload import is_dispatched
+from empirical.models.placed_weights import PlacedWeights
 from empirical.validation import check_real
 from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import SaturatedModel
 
-__all__ = ["call_scaled", "check_scale", "compute_dtype", "parameter_norm", "plain_forward", "scaled_forward",
-           "scaled_parameters", "streamed"]
+__all__ = ["call_scaled", "check_scale", "compute_dtype", "limit_model", "parameter_norm", "plain_forward",
+           "scaled_forward", "scaled_parameters", "streamed"]
 
 _NARROW = (torch.float16, torch.bfloat16)
 
@@ -64,10 +67,6 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
     (:class:`saturated.saturate.SaturatedModel`). ``max_precision``: the cap of the refinement
     in ball arithmetic (:class:`saturated.rules.Settings`).
     """
-    if math.isinf(scale) and is_dispatched(model):
-        raise EmpiricalError(
-            "the exact limit (c = ∞) traces the model with its weights in memory; load it without "
-            "--device-map, --max-memory and --offload-folder")
     if _streams(model) and not math.isinf(scale):
         dtype = compute_dtype(model)
         return lambda **inputs: _call_streamed(model, scale, dtype, inputs)
@@ -76,9 +75,18 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
             settings = Settings(max_precision=max_precision)
         except SaturationError as err:
             raise EmpiricalError(str(err)) from err
-        return LimitForward(SaturatedModel(model, settings, outputs, undetermined))
+        return LimitForward(limit_model(model, settings, outputs, undetermined))
     scaled = scaled_parameters(model, scale)
     return lambda **inputs: call_scaled(model, scaled, **inputs)
+
+
+def limit_model(model: nn.Module, settings: Settings, outputs: Collection[str] | None = None,
+                undetermined: str = "raise") -> SaturatedModel:
+    """The exact saturated network of ``model`` (:class:`~saturated.saturate.SaturatedModel`); for a
+    model placed by accelerate, its weights are read one tensor at a time as the graph needs them,
+    offloaded ones from disk (:class:`~empirical.models.placed_weights.PlacedWeights`)."""
+    weights = PlacedWeights(model) if is_dispatched(model) else None
+    return SaturatedModel(model, settings, outputs, undetermined, weights=weights)
 
 
 class LimitForward:

@@ -118,17 +118,20 @@ def _memory() -> int | None:
         return None
 
 
-def check_fits_memory(config: Any, device: torch.device, source: str) -> None:
-    """Refuse to build ``config`` on a real device when its float32 weights alone would exceed
-    this machine's memory (the build would run until the system kills it); the meta device
+def check_fits_memory(config: Any, device: torch.device, source: str, dtype: torch.dtype = torch.float32
+                      ) -> None:
+    """Refuse to build ``config`` on a real device when its weights alone, in ``dtype`` (float32 for
+    a random-init build, the requested one for a checkpoint, which loads in its own dtype), would
+    exceed this machine's memory (the build would run until the system kills it); the meta device
     builds any size without memory, enough for a degree."""
     memory = _memory()
     if device.type == "meta" or memory is None:
         return
-    needed = 4 * estimated_parameters(config)
+    needed = dtype.itemsize * estimated_parameters(config)
     if needed > memory:
         raise EmpiricalError(
             f"the configuration of {source} has at least {estimated_parameters(config):,} parameters, "
-            f"{needed / 2**30:.1f} GiB in float32, and this machine has {memory / 2**30:.1f} GiB; "
+            f"{needed / 2**30:.1f} GiB in {str(dtype).removeprefix('torch.')}, and this machine has "
+            f"{memory / 2**30:.1f} GiB; "
             "expected a model that fits (a degree needs no weights: use --device meta, Python: "
             "device='meta')")

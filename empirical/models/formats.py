@@ -251,6 +251,10 @@ def load_weights(model: nn.Module, state: dict[str, torch.Tensor], source: str,
                  files: tuple[Path, ...] = ()) -> LoadedWeights:
     """Copy ``state`` into ``model`` and refuse if any parameter keeps its initial value.
 
+    A model built with its parameters on the meta device (no memory, no initialization) takes the
+    checkpoint's tensors themselves, in their own dtype, instead of copies (tied parameters tied
+    again): loading a 16-bit checkpoint never holds a float32 model besides it.
+
     A missing pooler (task checkpoints such as masked-LM ones have none) is removed from the bare
     model instead: it does not feed the hidden states, and a random one must not be measured.
     Per-expert keys and renamed keys of older versions are mapped first
@@ -280,5 +284,22 @@ def load_weights(model: nn.Module, state: dict[str, torch.Tensor], source: str,
             f"the checkpoint {source} does not fit {type(model).__name__}: tensors of the wrong shape "
             f"for {_listing(wrong)}; does config.json belong to these weights?"
         )
-    model.load_state_dict(matched, strict=False)
+    if any(p.is_meta for p in model.parameters()):
+        _assign(model, matched)
+    else:
+        model.load_state_dict(matched, strict=False)
     return LoadedWeights(files, tuple(unused), removed_pooler)
+
+
+def _assign(model: nn.Module, matched: dict[str, torch.Tensor]) -> None:
+    """The checkpoint's tensors become ``model``'s parameters (every one of them is in ``matched``
+    under one of its names); buffers are copied into the model's own (their dtype stays)."""
+    groups = _aliases(model)
+    parameters = {name for names in groups.values() for name in names}
+    model.load_state_dict({k: v for k, v in matched.items() if k in parameters}, strict=False, assign=True)
+    model.load_state_dict({k: v for k, v in matched.items() if k not in parameters}, strict=False)
+    for names in groups.values():
+        shared = model.get_parameter(min(name for name in names if name in matched))
+        for name in names:
+            owner, _, leaf = name.rpartition(".")
+            model.get_submodule(owner)._parameters[leaf] = shared

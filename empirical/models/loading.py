@@ -263,6 +263,27 @@ def _build(config: transformers.PretrainedConfig, seed: int, device: torch.devic
             ) from err
 
 
+@contextmanager
+def _parameters_on_meta() -> Iterator[None]:
+    """Within the block, each parameter a module registers goes to the meta device (no memory;
+    initializing it costs nothing); buffers are made as usual (rotary frequencies and position
+    ids are not in checkpoints). For a model whose parameters a checkpoint then provides
+    (:func:`empirical.models.formats.load_weights`)."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(module, name, param)
+        if param is not None and not param.is_meta:
+            module._parameters[name] = nn.Parameter(param.detach().to("meta"),
+                                                    requires_grad=param.requires_grad)
+
+    nn.Module.register_parameter = on_meta  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
+
+
 def _to(model: nn.Module, device: torch.device, dtype: torch.dtype) -> None:
     """``model`` on ``device`` with its parameters in ``dtype``. In a 16-bit dtype, as
     ``from_pretrained`` does, floating buffers stay float32 (rotary frequencies: bfloat16 would shift
@@ -446,12 +467,17 @@ def load_model(
             if placement.requested and not meta:
                 model = _placed(config, folder if not random_init else None, seed, torch_dtype, placement)
             else:
-                check_fits_memory(config, torch_device, key)
-                model = _build(config, seed, torch_device)
                 if not random_init and folder is not None and not meta:
+                    check_fits_memory(config, torch_device, key, torch_dtype)
+                    with _parameters_on_meta():  # the checkpoint's tensors become the parameters
+                        model = _build(config, seed, torch_device)
                     state, files = read_weights(folder)
                     # Kept on the model for provenance records: which files, which keys were left out.
                     vars(model)["normsat_weights"] = load_weights(model, state, str(folder), files)
+                    del state  # what the model did not take goes now, before any cast
+                else:
+                    check_fits_memory(config, torch_device, key)
+                    model = _build(config, seed, torch_device)
             made_tokenizer = None
     if not placement.requested or torch_device.type == "meta":
         _to(model, torch_device, torch_dtype)

@@ -26,6 +26,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from empirical import representation_similarity
+from empirical.models import loading
 from empirical.models.loading import _build, _to, family_config, load_model, load_tokenizer, minilm_path
 from homogeneity.analysis import analyze
 
@@ -171,3 +172,28 @@ def test_keys_of_older_versions_and_tied_aliases_are_mapped(tmp_path: Path, mode
         loaded, _ = load_model(folder)
         assert all(torch.equal(p, dict(loaded.named_parameters())[name])
                    for name, p in original.named_parameters())
+
+
+@pytest.mark.parametrize("form", ["safetensors", "bin"])
+def test_a_16_bit_checkpoint_becomes_the_parameters_without_a_float32_model(
+        form: str, models: dict[str, nn.Module], saved: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model is built with its parameters on the meta device (never initialized, never in
+    float32) and takes the checkpoint's tensors in their own dtype; tied parameters stay tied."""
+    built: list[set[str]] = []
+    build = loading._build
+
+    def recorded(*args: Any, **kwargs: Any) -> nn.Module:
+        model = build(*args, **kwargs)
+        built.append({p.device.type for p in model.parameters()})
+        return model
+
+    monkeypatch.setattr(loading, "_build", recorded)
+    model, _ = load_model(saved("t5", form, torch.bfloat16), dtype=torch.bfloat16)
+    assert built == [{"meta"}]
+    typed = dict(typed_copy(models["t5"], torch.bfloat16).named_parameters())  # T5 keeps wo in float32
+    assert all(p.dtype == typed[name].dtype and not p.is_meta for name, p in model.named_parameters())
+    assert sum(p.dtype == torch.bfloat16 for p in model.parameters()) > len(typed) // 2
+    assert model.shared.weight is model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    wide, _ = load_model(saved("t5", form, torch.bfloat16))  # float32 asked: the same values, upcast
+    assert all(torch.equal(wide.state_dict()[name], t.float()) for name, t in model.state_dict().items()
+               if t.is_floating_point())

@@ -83,3 +83,14 @@ def test_zoo_says_on_stderr_when_a_budget_ran_out(zoo: ModuleType, tmp_path: Pat
     assert saved["atlas"] == {"counts": 1}
     said = "zoo.py: gpt2: atlas did not finish within 5 s; kept the value measured before"
     assert said in capsys.readouterr().err
+
+
+def test_the_depth_table_is_the_one_its_record_renders(
+        load_script: Callable[[Path, str], ModuleType]) -> None:
+    depth = load_script(ROOT / "docs" / "figures" / "depth.py", "depth_figure")
+    rows = json.loads((ROOT / "docs" / "figures" / "depth.json").read_text())
+    text = (ROOT / "docs" / "zoo.md").read_text()
+    assert text.split(depth.BEGIN, 1)[1].split(depth.END, 1)[0].strip() == depth.table(rows)
+    for row in rows:  # the refinement never determines less than float64 alone
+        assert all(after >= before for before, after in zip(row["float64"], row["refined"]))
+    assert depth._percent([1.0, 1.0, 1.0, 0.5]) == "1–2: 100%, 3: 50%"

@@ -76,9 +76,8 @@ def split(values: np.ndarray, bits: int) -> np.ndarray:
     reshaping the trailing axes of the stack does the same to the balls.
 
     The split of a ball array is kept while the array lives (the last few used, until
-    :func:`forget`): one activation feeds
-    several products (queries, keys and values; an encoder's output every cross-attention), and
-    the split is what costs, element by element.
+    :func:`forget`): one activation feeds several products (queries, keys and values; an
+    encoder's output every cross-attention), and the split is what costs, element by element.
     """
     if values.dtype != object:
         exact = np.asarray(values, dtype=np.float64)
@@ -127,7 +126,6 @@ class _Operand:
         left = np.sum([np.abs(r) for r in rests], axis=0)
         if left.any():
             self.radius = _up(self.radius + _up(left * (1 + (len(rests) + 2) * _UNIT)))
-        self._left = left
         return exponent, slices
 
     def zero(self) -> np.ndarray:
@@ -138,10 +136,10 @@ class _Operand:
         return out
 
     def bound(self) -> np.ndarray:
-        """An upper bound of every |element| of the matrix (midpoints and radii), after slicing."""
-        total = np.sum([np.abs(t) for t in self.terms], axis=0) + self._left + self.radius
+        """An upper bound of every |element| of the matrix and of its slices' sum (midpoints and
+        radii; after slicing, the radius holds what the slices leave)."""
+        total = np.sum([np.abs(t) for t in self.terms], axis=0) + self.radius
         return _up(total * (1 + (len(self.terms) + 4) * _UNIT))
-
 
     def _levels(self, exponent: np.ndarray, axis: int, beta: int, levels: int) -> int:
         """The levels worth cutting: none finer than 2^−10 of the smallest radius in a row (or

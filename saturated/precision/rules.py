@@ -48,6 +48,9 @@ class Context:
         target: the op being run.
         reasons: (batch entries or None for all, reason, entries a higher precision may still
             decide) of every decision left undecided.
+        escalate: a higher precision follows: give the pass up once every entry needs it.
+        rising: the entries some reason so far leaves to a higher precision (the union of the
+            reasons' last fields, kept as they are recorded).
     """
 
     mask_threshold: float

@@ -207,7 +207,7 @@ class Rounding:
         if self.length:
             # Underflow is absolute, not relative: each of the n roundings may lose up to the
             # smallest subnormal (a product of tiny operands computed as 0 is not an exact 0).
-            own = own + self.length * smallest_subnormal(dtype)
+            own = _plus_subnormal(own, self.length * smallest_subnormal(dtype))
         if not carried or self.carried is None:
             return own
         return own + self.carried(dtype, operand_rtol)
@@ -265,6 +265,23 @@ class Rounding:
                         index, partials, cheap=lambda: cheap_first() + cheap_second(),
                         carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
                         if carried else None, factor=self.factor)
+
+
+def _plus_subnormal(values: Tensor, tiny: float) -> Tensor:
+    """``values + tiny`` for values ≥ 0 (or NaN) and a ``tiny`` of the order of the smallest
+    subnormal, computed as (values·2ᵖ + tiny·2ᵖ)·2⁻ᵖ with 2ᵖ = 1/eps, so that no addition has a
+    subnormal operand: the processor takes a slow path for each one (a scalar subnormal added to a
+    whole tensor made it 4–8 times slower). The numbers are the same: scaling by a power of two is
+    exact in the normal range, where the two sums then round alike, and a sum of subnormals is
+    exact either way; values too large to scale keep their value, which is the sum's.
+
+    >>> big = torch.tensor([0.0, 5e-324, 1e-310, 1e-300, 1.0, 1e300, math.inf, math.nan], dtype=torch.float64)
+    >>> torch.equal(_plus_subnormal(big, 3e-323).nan_to_num(), (big + 3e-323).nan_to_num())
+    True
+    """
+    info = torch.finfo(values.dtype)
+    scaled = (values * (1 / info.eps)).add_(tiny / info.eps).mul_(info.eps)
+    return torch.where(values < info.max * info.eps, scaled, values)
 
 
 def _holding(value: Tensor) -> Callable[[], Tensor]:

@@ -1,9 +1,11 @@
-"""Carried rounding errors settled as the pass runs: the same bounds as computed at the outputs,
-without keeping every operand of the graph alive until then."""
+"""What the rounding bounds cost, for the same bounds: carried errors settled as the pass runs
+(without keeping every operand of the graph alive until the outputs read them), and no subnormal
+operands in their arithmetic."""
 
 from __future__ import annotations
 
 import gc
+import math
 import weakref
 
 import pytest
@@ -123,3 +125,21 @@ def test_the_pass_settles_the_bounds_the_outputs_read_and_gives_the_bounds_read_
             assert torch.equal(ra.bound(F64, 0.0, carried=True), rb.bound(F64, 0.0, carried=True))
             compared += ra.carried is not None
     assert compared >= 2  # the later hidden states carry error in from the layers before
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, F32, F64])
+def test_the_underflow_term_is_added_without_a_subnormal_operand_and_gives_the_same_numbers(
+        dtype: torch.dtype) -> None:
+    from saturated.rounding import _plus_subnormal
+    info = torch.finfo(dtype)
+    generator = torch.Generator().manual_seed(0)
+    exponents = torch.randint(int(math.log2(smallest_subnormal(dtype))), int(math.log2(info.max)), (4000,),
+                              generator=generator)
+    values = (torch.rand(4000, generator=generator, dtype=F64) + 1) * torch.pow(2.0, exponents.double())
+    edges = torch.tensor([0.0, info.tiny, info.max, math.inf, math.nan], dtype=dtype)
+    values = torch.cat([values.to(dtype), edges])
+    for n in (1, 3, 4096):
+        tiny = n * smallest_subnormal(dtype)
+        got, want = _plus_subnormal(values, tiny), values + tiny
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())

@@ -141,8 +141,7 @@ def _needed(graph: torch.fx.Graph, keep: Sequence[bool] | None) -> set[torch.fx.
     if keep is None:
         return set(graph.nodes)
     output = next(node for node in graph.nodes if node.op == "output")
-    flat = list(output.args[0])
-    stack = [node for node, kept in zip(flat, keep) if kept and isinstance(node, torch.fx.Node)]
+    stack = _kept_outputs(output, keep)
     needed = {output}
     while stack:
         node = stack.pop()
@@ -150,6 +149,14 @@ def _needed(graph: torch.fx.Graph, keep: Sequence[bool] | None) -> set[torch.fx.
             needed.add(node)
             stack.extend(node.all_input_nodes)
     return needed
+
+
+def _kept_outputs(output: torch.fx.Node, keep: Sequence[bool] | None) -> list[torch.fx.Node]:
+    """The nodes of the kept outputs (all of the output node's inputs when ``keep`` is None)."""
+    if keep is None:
+        return list(output.all_input_nodes)
+    flat = list(output.args[0])  # type: ignore[arg-type]
+    return [node for node, kept in zip(flat, keep) if kept and isinstance(node, torch.fx.Node)]
 
 
 def _last_uses(graph: torch.fx.Graph, needed: set[torch.fx.Node]) -> dict[torch.fx.Node, list[torch.fx.Node]]:
@@ -164,6 +171,59 @@ def _last_uses(graph: torch.fx.Graph, needed: set[torch.fx.Node]) -> dict[torch.
     for used, node in last.items():
         freed.setdefault(node, []).append(used)
     return freed
+
+
+# Ops whose limit keeps no rounding bound of its inputs (softmax weights, squashed signs, the
+# power series of a norm's scale, indices): the error an input carried in stops there.
+_DROPS_BOUNDS = frozenset({
+    aten._softmax.default, aten.softmax.int, aten.sigmoid.default, aten.tanh.default,
+    aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.argmax.default,
+    aten.argmin.default, aten.argsort.default, aten.argsort.stable,
+})
+
+
+def _keeps_bounds(node: torch.fx.Node, orders: int) -> bool:
+    """Whether ``node``'s limit may carry its inputs' rounding bounds on (True where unsure: the
+    answer only decides what :func:`_carried_read` settles early)."""
+    if node.target in _DROPS_BOUNDS:
+        return False
+    if node.target == aten.pow.Tensor_Scalar:  # a non-negative integer power is a product
+        exponent = node.args[1]
+        return isinstance(exponent, (int, float)) and exponent >= 0 and exponent == int(exponent)
+    # LayerNorm's leading order normalizes one growing part directly, with no bound
+    return node.target != aten.layer_norm.default or orders > 1
+
+
+def _carried_read(graph: torch.fx.Graph, needed: set[torch.fx.Node], keep: Sequence[bool] | None,
+                  settings: Any) -> set[torch.fx.Node]:
+    """The nodes whose carried rounding error (:attr:`~saturated.rounding.Rounding.carried`) may
+    be read: every node that runs when decisions read it (``settings.carried``), else the kept
+    outputs (whose zero test reads it) and the nodes whose bounds reach one through ops that keep
+    bounds. :class:`LimitInterpreter` settles theirs as each runs."""
+    if not isinstance(settings, Settings):
+        return set()
+    if settings.carried:
+        return set(needed)
+    output = next((node for node in graph.nodes if node.op == "output"), None)
+    stack = [] if output is None else _kept_outputs(output, keep)  # no output: refused on running
+    read: set[torch.fx.Node] = set()
+    while stack:
+        node = stack.pop()
+        if node not in read:
+            read.add(node)
+            if _keeps_bounds(node, settings.orders):
+                stack.extend(node.all_input_nodes)
+    return read
+
+
+def _settle(value: Any, operand_rtol: float) -> None:
+    """Settle the carried errors of the terms in ``value`` (:meth:`Rounding.settle`), each in its
+    part's dtype."""
+    for term in _values_of(value, Term):
+        dtypes = {degree: coef.dtype for coef, degree in term.parts}
+        for rounding in term.roundings:
+            if rounding.carried is not None and rounding.degree in dtypes:
+                rounding.settle(dtypes[rounding.degree], operand_rtol)
 
 
 def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any:
@@ -218,6 +278,9 @@ class LimitInterpreter(torch.fx.Interpreter):
         self.needed = _needed(self.graph, keep)
         # Free each value after its last use among the nodes that run, not among all nodes.
         self.user_to_last_uses = _last_uses(self.graph, self.needed)
+        # Carried errors are computed as each node runs, where they will be read: a bound left
+        # to the outputs' zero test would keep every operand it reads alive to the end.
+        self.settled = _carried_read(self.graph, self.needed, keep, settings)
         self.node: torch.fx.Node | None = None
         """The node being run (named in error messages)."""
         self._listener = _NODE_LISTENER.get()
@@ -247,6 +310,8 @@ class LimitInterpreter(torch.fx.Interpreter):
             value = self.call_function(n.target, args, kwargs)
             if self.swap is not None and n.target == aten.embedding.default:
                 value = _cast(value, self.swap[1])
+            if n in self.settled:
+                _settle(value, self.settings.operand_rtol)
             return value
 
     def map_nodes_to_values(self, args: Any, n: torch.fx.Node) -> Any:

@@ -711,9 +711,9 @@ class SaturatedModel:
                 refined = tuple(range(batch or 1)) if pending is None else tuple(pending)
             try:
                 settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
-                outputs = self._run(these, those, settings, dtype)
-                found, with_nan, finals, zeros = _normalize_all(outputs, settings,
-                                                                lenient=self.undetermined == "nan")
+                # No name holds the terms: their bounds' operands go before the refinement runs.
+                found, with_nan, finals, zeros = _normalize_all(self._run(these, those, settings, dtype),
+                                                                settings, lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
                     self._note_whole_failure(step, dtype, batch, args, kwargs)

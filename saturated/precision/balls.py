@@ -30,6 +30,7 @@ __all__ = [
     "nan_like",
     "signs",
     "split_matmul",
+    "split_sum",
     "undetermined_mask",
     "working_precision",
 ]
@@ -165,3 +166,18 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if vector_left:
         out = out[..., 0, :] if not vector_right else out[..., 0]
     return out
+
+
+def split_sum(a: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """The sum of a split's values along ``axes``, as a split: a matrix product with a column
+    of ones, exact in float64 BLAS as every product here is."""
+    ndim = a.ndim - 1
+    axes = tuple(sorted(axis % ndim for axis in axes))
+    kept = [axis for axis in range(ndim) if axis not in axes]
+    moved = np.transpose(a, (0, *(axis + 1 for axis in kept), *(axis + 1 for axis in axes)))
+    count = math.prod(a.shape[axis + 1] for axis in axes)
+    rows = moved.reshape(a.shape[0], -1, count)
+    total = _product(rows, np.stack([np.ones((count, 1)), np.zeros((count, 1))]))
+    shape = [a.shape[axis + 1] for axis in kept] if not keepdims else \
+        [1 if axis in axes else a.shape[axis + 1] for axis in range(ndim)]
+    return total.reshape(total.shape[0], *shape)

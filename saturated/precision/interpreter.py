@@ -19,8 +19,8 @@ import torch
 
 from saturated.errors import SaturationError
 from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
-from saturated.precision import products
-from saturated.precision.balls import midpoints, signs, undetermined_mask, working_precision
+from saturated.precision import expansions, products
+from saturated.precision.balls import working_precision
 from saturated.precision.lead import Lead
 from saturated.precision.rules import BALL_RULES, Context, Escalate
 
@@ -115,19 +115,20 @@ def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | No
         return out, (0.0 if isinstance(out, torch.Tensor) else None)
     if out.infinite is not None and bool(out.infinite.any()):
         raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
-    balls = out.balls
-    values = midpoints(balls)
-    sign = signs(balls)
-    unknown = undetermined_mask(balls)
+    coefficients = out.operand(context.bits)
+    values = torch.from_numpy(expansions.midpoints(coefficients))
+    sign = expansions.signs(coefficients)
+    unknown = expansions.undetermined(coefficients)
     zeroish = (sign == 0) | np.isnan(sign)
-    if balls.ndim:
+    shape = coefficients.shape[1:]
+    if shape:
         hidden = zeroish.all(axis=-1, keepdims=True) & ~unknown.any(axis=-1, keepdims=True)
         context.where = lambda: f"output {index}"
         exact_zero = (sign == 0).all(axis=-1, keepdims=True)
-        context.undecided(np.broadcast_to(hidden, balls.shape),
+        context.undecided(np.broadcast_to(hidden, shape),
                           f"a vector whose leading coefficients (degree {out.degree:g}) are not "
-                          "proved nonzero", np.broadcast_to(exact_zero, balls.shape))
-        values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, balls.shape).copy()), math.nan)
+                          "proved nonzero", np.broadcast_to(exact_zero, shape))
+        values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, shape).copy()), math.nan)
     elif bool(zeroish) and not bool(unknown):
         context.where = lambda: f"output {index}"
         context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}",

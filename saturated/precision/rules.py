@@ -30,7 +30,7 @@ from saturated.precision import expansions as ex
 from saturated.precision import identity
 from saturated.precision.balls import ONE, ZERO, nan_like, split_matmul, split_sum
 from saturated.precision.lead import Lead, lift_exact
-from saturated.precision.products import split
+from saturated.precision.products import balls_of_split, split
 
 __all__ = ["BALL_RULES", "Context", "Escalate"]
 
@@ -832,64 +832,137 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
     """Softmax → hard attention for growing scores (Lemma 7); the softmax itself for fixed ones;
     uniform weights for vanishing ones. Masking constants of degree +∞ exclude positions."""
     dim = dim % len(x.shape)
-    scores = np.moveaxis(x.balls, dim, -1)
-    rows = scores.reshape(-1, scores.shape[-1])
+    moved = np.moveaxis(np.zeros(x.shape, dtype=bool), dim, -1).shape
+
+    def by_row(values: np.ndarray | None, split_axis: bool = False) -> np.ndarray | None:
+        """Values per element (or a split of them, ``split_axis``) as rows of scores."""
+        if values is None:
+            return None
+        if split_axis:
+            values = ex.broadcast(values, x.shape)
+            return np.moveaxis(values, dim + 1, -1).reshape(values.shape[0], -1, moved[-1])
+        return np.moveaxis(np.broadcast_to(values, x.shape), dim, -1).reshape(-1, moved[-1])
+
     infinite = torch.zeros(x.shape, dtype=torch.int8) if x.infinite is None else x.infinite.expand(x.shape)
     if bool((infinite > 0).any()):
         raise SaturationError("softmax input contains +∞ (a huge positive constant)")
-    allowed = np.moveaxis((infinite == 0).numpy(), dim, -1).reshape(rows.shape)
+    allowed = by_row((infinite == 0).numpy())
     scored = None if x.classes is None else identity.combine(x.classes, infinite.numpy().astype(np.int64))
-
-    def by_row(values: np.ndarray | None) -> np.ndarray | None:
-        if values is None:
-            return None
-        return np.moveaxis(np.broadcast_to(values, x.shape), dim, -1).reshape(rows.shape)
-
-    ids, lead_ids = by_row(scored), by_row(x.lead_classes)
-    lower = None if x.lower is None or x.lower.degree <= 0 else by_row(x.lower.balls)
-    above = None if lower is None else by_row(x.above)
-    out = np.empty(rows.shape, dtype=object)
-    undecided = np.zeros(rows.shape[0], dtype=bool)
-    tied = np.zeros(rows.shape[0], dtype=bool)
-    reasons: set[str] = set()
-    for index in range(rows.shape[0]):
-        if x.degree > 0:
-            row = _Row(rows[index], None if ids is None else ids[index],
-                       None if lead_ids is None else lead_ids[index], None if lower is None else lower[index],
-                       None if above is None else above[index])
-            out[index], reason, tied[index] = _hard_row(row, allowed[index])
-        else:
-            out[index], reason = _soft_row(rows[index], allowed[index], x.degree == 0), None
-        if reason is not None:
-            undecided[index] = True
-            reasons.add(reason)
-    weights = np.moveaxis(out.reshape(scores.shape), -1, dim)
-    if undecided.any():
-        per_row = undecided.reshape(scores.shape[:-1])[..., None]
-        mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
-        for reason in sorted(reasons):
-            ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))
+    rows = by_row(x.operand(ctx.bits), split_axis=True)
+    assert rows is not None and allowed is not None
+    count = rows.shape[1]
+    undecided, tied = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
+    if x.degree > 0:
+        lower = None if x.lower is None or x.lower.degree <= 0 else \
+            by_row(x.lower.operand(ctx.bits), split_axis=True)
+        scores = _Scores(rows, by_row(scored), by_row(x.lead_classes), lower,
+                         None if lower is None else by_row(x.above))
+        weights, undecided, tied, reasons = _hard_rows(scores, allowed, ctx.bits)
+    else:
+        balls = balls_of_split(rows)
+        weights = split(np.stack([_soft_row(balls[r], allowed[r], x.degree == 0) for r in range(count)])
+                        if count else np.zeros(rows.shape[1:], dtype=object), ctx.bits)
+        reasons = {}
+    back = lambda values: np.moveaxis(values.reshape(moved), -1, dim)  # noqa: E731
+    for reason, where in sorted(reasons.items()):
+        mask = back(np.broadcast_to(where[:, None], rows.shape[1:]))
+        ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))
+    values = np.moveaxis(weights.reshape(weights.shape[0], *moved), -1, dim + 1)
     zeros = ties = None
     if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
-        weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)
-        members = np.frompyfunc(lambda w: not w.is_zero(), 1, 1)(out).astype(bool) & tied[:, None]
-        zeros = _hard_classes(out, undecided) == 0
-        zeros = np.moveaxis(zeros.reshape(scores.shape), -1, dim)
-        ties = np.moveaxis(members.reshape(scores.shape), -1, dim) if members.any() else None
+        zero = ex.is_zero(weights)
+        weight_ids = back(_hard_classes(zero, undecided | tied))
+        members = ~zero & tied[:, None]
+        zeros = back(_hard_classes(zero, undecided) == 0)
+        ties = back(members) if members.any() else None
     elif scored is not None:
         weight_ids = identity.combine(scored, identity.rows(scored, (dim,), keepdims=True))
     else:
         weight_ids = None
-    return Lead(0.0, array=np.asarray(weights, dtype=object), ids=weight_ids, zeros=zeros, ties=ties)
+    return Lead(0.0, split=values, ids=weight_ids, zeros=zeros, ties=ties)
 
 
-def _hard_classes(rows: np.ndarray, undecided: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _Scores:
+    """Rows of scores: leading coefficients (a split, positions last), their classes (full and
+    leading), and the part below with the classes of what lies above it, where tracked."""
+
+    values: np.ndarray
+    ids: np.ndarray | None
+    lead_ids: np.ndarray | None
+    lower: np.ndarray | None
+    above: np.ndarray | None
+
+    def row(self, index: int) -> _Row:
+        """One row, as balls, for :func:`_hard_row`."""
+        pick = (lambda a: None if a is None else a[index])  # noqa: E731
+        lower = None if self.lower is None else balls_of_split(self.lower[:, index])
+        return _Row(balls_of_split(self.values[:, index]), pick(self.ids), pick(self.lead_ids), lower,
+                    pick(self.above))
+
+
+def _hard_rows(scores: _Scores, allowed: np.ndarray, bits: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Hard attention over rows of scores, on whole arrays where the maximum is proved: one
+    position above every other, or positions of one class (equal at every order). Rows with an
+    undetermined score are the earlier decision's; the rest go through :func:`_hard_row`.
+    Returns the weights (a split), the rows undecided, the rows tied, and per reason its rows."""
+    rows = scores.values
+    count = rows.shape[1]
+    open_ = ex.undetermined(rows) & allowed
+    inherited = open_.any(axis=-1)
+    empty = ~allowed.any(axis=-1)
+    approx = np.where(allowed & ~open_, rows[0], -np.inf)
+    best = approx.argmax(axis=-1) if count else np.zeros(0, dtype=np.int64)
+    top = np.take_along_axis(rows, best[None, :, None], axis=2)
+    below = ex.signs(ex.add(top, ex.negated(rows), bits)) > 0
+    candidates = allowed & ~below
+    single = candidates.sum(axis=-1) == 1
+    if scores.ids is not None:
+        big = np.iinfo(np.int64).max
+        single |= np.where(candidates, scores.ids, big).min(axis=-1) == \
+            np.where(candidates, scores.ids, -big).max(axis=-1)
+    proved = ~empty & ~inherited & single
+    shares = np.where(proved[:, None] & candidates, 1.0, 0.0)
+    weights = ex.multiply(np.stack([shares, np.zeros(shares.shape)]),
+                          _reciprocals(np.maximum(shares.sum(axis=-1), 1), bits)[:, :, None], bits)
+    undecided, tied = inherited & ~empty, np.zeros(count, dtype=bool)
+    reasons: dict[str, np.ndarray] = {_INHERITED: undecided.copy()} if undecided.any() else {}
+    rest = np.nonzero(~empty & ~inherited & ~proved)[0]
+    if rest.size:
+        found = []
+        for index in rest:
+            weight, reason, tied[index] = _hard_row(scores.row(int(index)), allowed[index])
+            found.append(weight)
+            if reason is not None:
+                undecided[index] = True
+                reasons.setdefault(reason, np.zeros(count, dtype=bool))[index] = True
+        chosen = _placed(split(np.stack(found), bits), rest, count)
+        weights = ex.where(np.isin(np.arange(count), rest)[:, None], chosen, weights)
+    weights = _undetermined_where(weights, np.broadcast_to(undecided[:, None], allowed.shape))
+    return weights, undecided, tied, reasons
+
+
+def _reciprocals(counts: np.ndarray, bits: int) -> np.ndarray:
+    """1/k for each whole number k ≥ 1 of ``counts``, as a split (exact where a float)."""
+    distinct, inverse = np.unique(counts, return_inverse=True)
+    table = split(np.array([ONE / int(k) for k in distinct], dtype=object), bits)
+    return table[:, inverse.reshape(counts.shape)]
+
+
+def _placed(rows: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
+    """A split of some rows placed at row indices ``at`` of ``count`` rows (zeros elsewhere)."""
+    out = np.zeros((rows.shape[0], count, *rows.shape[2:]))
+    out[:, at] = rows
+    return out
+
+
+def _hard_classes(zero: np.ndarray, undecided: np.ndarray) -> np.ndarray:
     """Classes of hard-attention weights: k for a weight 1/k, 0 for a weight 0, and a class of
     its own for each weight of an undecided row."""
-    shares = np.frompyfunc(lambda w: 0 if w.is_zero() else -1, 1, 1)(rows).astype(np.int64)
-    counts = (shares != 0).sum(axis=1, keepdims=True)
-    ids = np.where(shares != 0, counts, 0)
-    own = -1 - np.arange(rows.size, dtype=np.int64).reshape(rows.shape)
+    counts = (~zero).sum(axis=1, keepdims=True)
+    ids = np.where(~zero, counts, 0)
+    own = -1 - np.arange(zero.size, dtype=np.int64).reshape(zero.shape)
     return np.where(undecided[:, None], own, ids)
 
 

@@ -200,24 +200,23 @@ def _slices(terms: list[np.ndarray], exponent: np.ndarray, beta: int, levels: in
         assert total is not None
         out.append(total if total.any() else None)
         if len(rests) == 1:
-            left = np.flatnonzero(rests[0])
-            if not left.size:  # an exact float32 weight is cut in a few
+            left = np.count_nonzero(rests[0])
+            if not left:  # an exact float32 weight is cut in a few
                 break
-            if left.size < _SPARSE * rests[0].size and cut < levels:
-                more, rest = _sparse_slices(rests[0], left, step, levels - cut)
+            if left < _SPARSE * rests[0].size and cut < levels:
+                more, rest = _sparse_slices(rests[0], step, levels - cut)
                 return out + more, [rest], levels
         elif not any(rest.any() for rest in rests):
             break
     return out, rests, cut
 
 
-def _sparse_slices(rest: np.ndarray, places: np.ndarray, step: float, levels: int
-                   ) -> tuple[list[Slice | None], np.ndarray]:
-    """The next ``levels`` slices of a one-term operand whose rest is nonzero at a few ``places``
+def _sparse_slices(rest: np.ndarray, step: float, levels: int) -> tuple[list[Slice | None], np.ndarray]:
+    """The next ``levels`` slices of a one-term operand whose rest is nonzero at a few places
     only (the small elements of a weight matrix, whose mantissas reach further down), as sparse
     matrices; and the rest left after them."""
-    values = rest.reshape(-1)[places]
-    rows, columns = np.unravel_index(places, rest.shape)
+    rows, columns = np.nonzero(rest)
+    values = rest[rows, columns]
     out: list[Slice | None] = []
     for _ in range(levels):
         values = values * step
@@ -227,7 +226,7 @@ def _sparse_slices(rest: np.ndarray, places: np.ndarray, step: float, levels: in
         if not values.any():
             break
     left = np.zeros(rest.shape)
-    left.reshape(-1)[places] = values
+    left[rows, columns] = values
     return out, left
 
 
@@ -285,18 +284,45 @@ def _dense(x: Slice) -> np.ndarray:
 
 def _unscaled(levels: list[tuple[int, np.ndarray]], exponent: np.ndarray, beta: int
               ) -> tuple[list[np.ndarray], np.ndarray]:
-    """The level sums as values (level s is in units of 2^(exponent − sβ), exponent the row's
-    plus the column's): exact where that unit is a normal float's, bounded into a radius where
-    it is not (a level below 2^−1022: far below any precision asked of values near 1)."""
+    """The level sums as a few float64 parts summing to them exactly, and a radius. Level s is in
+    units of 2^(exponent − sβ) (exponent the row's plus the column's). Carries move each level's
+    multiples of 2^β to the level above, so that every level holds a digit of at most 2^(β−1)
+    (integers below 2^53 throughout: exact), and ⌊52/β⌋ digits then make one part. A part whose
+    unit is not a normal float's is bounded into the radius instead (a level below 2^−1022: far
+    below any precision asked of values near 1)."""
+    if not levels:
+        return [], np.zeros(exponent.shape)
+    top, step, inverse = levels[0][0], 2.0 ** beta, 2.0 ** -beta
+    digits: list[np.ndarray | None] = [None] * (levels[-1][0] - top + 1)
+    for level, total in levels:
+        digits[level - top] = total
+    carry: np.ndarray | None = None
+    index = len(digits) - 1
+    while index >= 0 or carry is not None:
+        if index < 0:  # the carries reach above the first level
+            digits.insert(0, None)
+            top, index = top - 1, 0
+        digit = digits[index] if carry is None else carry if digits[index] is None else digits[index] + carry
+        carry = None
+        if digit is not None:
+            over = np.rint(digit * inverse)
+            digits[index] = digit - over * step
+            carry = over if over.any() else None
+        index -= 1
+    group = 52 // beta
     parts, radius = [], np.zeros(exponent.shape)
-    for s, total in levels:
-        unit = exponent - s * beta
+    for start in range(0, len(digits), group):
+        chunk = digits[start:start + group]
+        part = np.zeros(exponent.shape)
+        for digit in chunk:
+            part = part * step if digit is None else part * step + digit
+        unit = exponent - (top + start + len(chunk) - 1) * beta
         low = unit < -1022
         if not low.any():
-            parts.append(np.ldexp(total, unit))
+            parts.append(np.ldexp(part, unit))
             continue
-        parts.append(np.ldexp(np.where(low, 0.0, total), np.maximum(unit, -1022)))
-        radius = up(radius + _scaled_bound(np.where(low, np.abs(total), 0.0), unit))
+        parts.append(np.ldexp(np.where(low, 0.0, part), np.maximum(unit, -1022)))
+        radius = up(radius + _scaled_bound(np.where(low, np.abs(part), 0.0), unit))
     return parts, radius
 
 

@@ -3,9 +3,13 @@
 The fast path (:mod:`saturated.interpreter`) decides in float32 and float64 against rigorous
 rounding bounds; those bounds grow with depth (by about √n per linear layer of width n), and past
 a few blocks they can exceed the coefficients they judge. The batch entries left undetermined are
-run again here, by the same exported graph, on leading coefficients held as python-flint balls
-(``arb``: a midpoint and a rigorous radius) at 128, 256, 512, … bits up to a cap
-(``Settings.max_precision``). Each level runs only the entries the one before left undetermined; a
+run again here, by the same exported graph, on leading coefficients held as balls (a midpoint and
+a rigorous radius) at 128, 256, 512, … bits up to a cap (``Settings.max_precision``). A ball is
+float64 terms summing to its midpoint plus a radius, so that matrix products
+(:mod:`~saturated.precision.products`) and elementwise ops (:mod:`~saturated.precision.expansions`)
+run on whole float64 arrays; python-flint's ``arb`` serves the few scalars per row that need a
+function (a norm's inverse square root, GELU of a fixed input) and the rows of scores that a
+proved maximum does not settle. Each level runs only the entries the one before left undetermined; a
 decision is made only where the balls prove it, and each one left records why
 (:class:`~saturated.precision.interpreter.BallPass`).
 """

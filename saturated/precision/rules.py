@@ -5,7 +5,8 @@ decision taken on balls: a decision is made only where the balls prove it (a sco
 wholly below the maximum's, a sign's ball excludes 0), and otherwise the elements it governs are
 marked undecided (NaN balls) with the reason recorded in :class:`Context`, for a higher precision
 to try again. Continuous maps (sums, products, ReLU, normalization of a row whose size is proved
-positive) need no decision: their balls enclose the exact results.
+positive) need no decision: their balls enclose the exact results. Values flow between rules as
+float64 terms and a radius (:mod:`~saturated.precision.expansions`), whole arrays at a time.
 
 A rule is called as ``rule(context, *args, **kwargs)`` with c-dependent arguments given as
 :class:`~saturated.precision.lead.Lead`; everything else is exact, as in the fast path.

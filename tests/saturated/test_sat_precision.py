@@ -13,7 +13,7 @@ from torch import nn
 
 from saturated import SaturationError, Settings, saturate
 from saturated.precision import precisions
-from saturated.precision.balls import balls_of, matmul, midpoints, signs, working_precision
+from saturated.precision.balls import balls_of, matmul, midpoints, working_precision
 from saturated.saturate import SaturatedModel
 
 
@@ -55,12 +55,6 @@ def test_ball_matrix_products_enclose_the_exact_products():
                         for k in range(5))
             assert product[index].contains(flint.fmpq(exact.numerator, exact.denominator))
             assert abs(float(midpoints(product)[index]) - float(exact)) <= math.ulp(float(exact))
-
-
-def test_signs_are_proved_or_left_open():
-    values = np.array([flint.arb(3), flint.arb(0), flint.arb(0, 1e-30), flint.arb(-2, 1)], dtype=object)
-    assert signs(values).tolist()[:2] == [1.0, 0.0]
-    assert math.isnan(signs(values)[2]) and signs(values)[3] == -1.0
 
 
 def test_a_cancelling_chain_float64_cannot_settle_is_decided_and_exact():

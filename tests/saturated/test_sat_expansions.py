@@ -106,3 +106,44 @@ def test_products_beyond_the_float_range_are_bounded_not_wrong() -> None:
     assert _contains(product, 0, Fraction(2) ** -1200)
     huge = np.array([[2.0 ** 600], [0.0]])
     assert ex.undetermined(ex.multiply(huge, huge, 128)).tolist() == [True]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([128, 256]))
+def test_hard_attention_on_whole_rows_decides_what_the_row_by_row_rule_does(seed: int, bits: int) -> None:
+    """Rows of scores with exact ties (one class), near-ties, masked positions and undetermined
+    scores. Where :func:`_hard_row` on a row's ``arb`` balls decides, the whole-array rule decides
+    the same; it may decide more (its radii are not rounded to 30 bits as ``arb``'s are), and every
+    such decision is checked in exact rationals: each position left out lies wholly below the
+    chosen ones."""
+    from saturated.precision import rules
+    from saturated.precision.balls import working_precision
+    from saturated.precision.products import balls_of_split
+
+    rng = np.random.default_rng(seed)
+    rows, width = 12, 5
+    values = np.round(rng.standard_normal((rows, width)), 1)  # repeats make exact ties
+    radius = np.where(rng.random((rows, width)) < 0.3, 0.05, 0.0)
+    radius[rng.random((rows, width)) < 0.05] = math.nan
+    own = np.arange(rows * width).reshape(rows, width) + 1000
+    ids = np.where(rng.random((rows, width)) < 0.5, values * 10, own)
+    allowed = rng.random((rows, width)) < 0.85
+    scores = rules._Scores(np.stack([values, radius]), ids.astype(np.int64), None, None, None)
+    with working_precision(bits):
+        weights, undecided, tied, reasons = rules._hard_rows(scores, allowed, bits)
+        balls = balls_of_split(weights)
+        for r in range(rows):
+            expected, reason, row_tied = rules._hard_row(scores.row(r), allowed[r])
+            if undecided[r]:
+                assert reason is not None and bool(reasons[reason][r])
+                assert not any(ball.is_finite() for ball in balls[r])
+                continue
+            assert not tied[r] and not row_tied
+            if reason is None:
+                assert all(got.mid() == want.mid() for got, want in zip(balls[r], expected))
+            chosen = [j for j in range(width) if not balls[r][j].is_zero()]
+            assert len({ids[r, j] for j in chosen}) == 1
+            lowest = min(Fraction(float(values[r, j])) - Fraction(float(radius[r, j])) for j in chosen)
+            for j in np.nonzero(allowed[r])[0]:
+                if j not in chosen:
+                    assert Fraction(float(values[r, j])) + Fraction(float(radius[r, j])) < lowest

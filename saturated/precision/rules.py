@@ -345,7 +345,7 @@ def _scaled(x: Lead, factor: Any, bits: int) -> Lead:
     if value == 0 and infinite is not None and bool(infinite.any()):
         raise SaturationError("0 times a masking constant")
     lower = None if x.lower is None else _scaled(x.lower, factor, bits)
-    if x.exact is not None and _is_power_of_two(value):
+    if x.exact is not None and _is_power_of_two(value) and _exactly_scaled(x.exact, value):
         coefficients: dict[str, Any] = {"exact": x.exact * value}
     elif value == -1:
         coefficients = {"split": ex.negated(x.operand(bits))}
@@ -358,6 +358,14 @@ def _scaled(x: Lead, factor: Any, bits: int) -> Lead:
 def _is_power_of_two(value: float) -> bool:
     """±2^k (or 0): multiplying a float by it is exact (away from the float range's ends)."""
     return value == 0 or (math.isfinite(value) and math.frexp(abs(value))[0] == 0.5)
+
+
+def _exactly_scaled(values: Tensor, factor: float) -> bool:
+    """Whether ``values`` times the power of two ``factor`` neither overflows nor underflows."""
+    if factor == 0:
+        return True
+    scaled = values * factor
+    return bool(torch.isfinite(scaled).all()) and torch.equal(scaled / factor, values)
 
 
 @_rule(aten.add.Tensor, aten.add.Scalar, aten.add_.Tensor)

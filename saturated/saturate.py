@@ -93,10 +93,11 @@ def _final(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, settings
 
 
 def _normalized(term: Term, index: int, settings: Settings, vectors: bool = False
-                ) -> tuple[torch.Tensor, float, bool, torch.Tensor | None]:
+                ) -> tuple[torch.Tensor, float, bool, torch.Tensor | None, torch.Tensor | None]:
     """lim v/cᴰ for the highest degree D with a nonzero coefficient: that part's coefficients, its
-    degree, whether they hold NaN (outputs a tie left undetermined), and where that NaN is final
-    (None: nowhere).
+    degree, whether they hold NaN (outputs a tie left undetermined), where that NaN is final
+    (None: nowhere), and where it is a vector proved zero for every c (None: nowhere; see
+    :func:`_zero_vectors`), which no precision decides either.
 
     A part whose every coefficient is within its rounding bound of zero (with the error carried
     in by its operands), a computed all-zero part included, may be exactly zero or not, which
@@ -110,7 +111,7 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     before it was left open, and from two orders on more orders change neither the leading parts
     nor their bounds (every kept part is exact, and decided decisions stay decided); only another
     precision could. A batch entry whose every undetermined value is final is not recomputed with
-    more orders.
+    more orders, and one whose every undetermined value is a zero vector not with more precision.
     """
     for coef, degree in term.parts:
         size = _largest(coef)
@@ -132,41 +133,41 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
             raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
         if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
-        final = None
+        final = zero = None
         if vectors and rounding is not None and bound is not None and coef.dim() > 0:
             hidden = (coef.abs() <= bound).all(-1, keepdim=True)
             if bool(hidden.any()):
                 final = _final(coef, bound, rounding, settings)
                 final = None if final is None else final & hidden
-                final = _with_zero_vectors(final, term, coef.shape, degree, hidden, rounding, settings)
+                zero = _zero_vectors(term, coef.shape, degree, hidden, rounding, settings)
+                final = zero if final is None else final if zero is None else final | zero
                 coef, has_nan = coef.masked_fill(hidden, math.nan), True
-        return coef, degree, has_nan, final
+        return coef, degree, has_nan, final, zero
     if term.floor == -math.inf:
-        return term.lead, -math.inf, False, None
+        return term.lead, -math.inf, False, None, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
 
 
-def _with_zero_vectors(final: torch.Tensor | None, term: Term, shape: torch.Size, degree: float,
-                       hidden: torch.Tensor, rounding: Rounding, settings: Settings) -> torch.Tensor | None:
-    """``final`` (None: nowhere) extended to the ``hidden`` vectors that are exactly zero for every
-    c: every partial of their exact values is 0 at ``degree``, they are zero in every lower part,
-    and nothing below the parts is unknown (a padding token's zero embedding). No order or
-    precision gives them a direction, so their batch entries are not recomputed for them."""
+def _zero_vectors(term: Term, shape: torch.Size, degree: float, hidden: torch.Tensor, rounding: Rounding,
+                  settings: Settings) -> torch.Tensor | None:
+    """Where (None: nowhere) the ``hidden`` vectors are exactly zero for every c: every partial of
+    their exact values is 0 at ``degree``, they are zero in every lower part, and nothing below the
+    parts is unknown (a padding token's zero embedding). No order or precision gives them a
+    direction, so their batch entries are recomputed neither with more orders nor in ball
+    arithmetic for them."""
     if term.floor != -math.inf or not settles_exactly(rounding, replace(settings, carried=True)):
-        return final
+        return None
     zero = hidden.clone()
     for coef, lower in term.parts:
         if lower < degree:
             zero &= (coef == 0).all(-1, keepdim=True)
     if not bool(zero.any()):
-        return final
+        return None
     assert rounding.index is not None and rounding.partials is not None
     at = rounding.index().expand(shape)[zero.expand(shape)]
     exact = (rounding.partials(at) == 0).all(-1).reshape(-1, shape[-1]).all(-1)
     zero = zero.masked_scatter(zero, exact)
-    if not bool(zero.any()):
-        return final
-    return zero.expand(shape) if final is None else final | zero
+    return zero.expand(shape) if bool(zero.any()) else None
 
 
 # The most elements of an output part the exact step sums one by one to tell a zero part.
@@ -185,19 +186,22 @@ def _exactly_zero(coef: torch.Tensor, rounding: Rounding, settings: Settings) ->
 
 
 def _normalize_all(outputs: list[Any], settings: Settings, lenient: bool = False
-                   ) -> tuple[list[Normalized], list[int], dict[int, torch.Tensor]]:
+                   ) -> tuple[list[Normalized], list[int], dict[int, torch.Tensor], dict[int, torch.Tensor]]:
     """Each output normalized by its degree (exact outputs as they are), the indices of the
-    outputs that hold NaN, and by output index where that NaN is final (see :func:`_normalized`).
+    outputs that hold NaN, and by output index where that NaN is final and where it is a vector
+    proved zero for every c (see :func:`_normalized`).
     ``lenient``: an output whose limit is undetermined (more orders would be needed) is all NaN
     with degree NaN instead of raising :class:`NeedsOrders`, and so is each vector along the last
     dimension whose direction is undetermined (see :func:`_normalized`)."""
     pairs: list[Normalized] = []
     with_nan: list[int] = []
     finals: dict[int, torch.Tensor] = {}
+    zeros: dict[int, torch.Tensor] = {}
     for index, out in enumerate(outputs):
+        zero = None
         if isinstance(out, Term):
             try:
-                coef, degree, nan, final = _normalized(out, index, settings, vectors=lenient)
+                coef, degree, nan, final, zero = _normalized(out, index, settings, vectors=lenient)
             except NeedsOrders as err:
                 if not lenient:
                     raise
@@ -209,9 +213,11 @@ def _normalize_all(outputs: list[Any], settings: Settings, lenient: bool = False
                 with_nan.append(index)
             if final is not None:
                 finals[index] = final
+            if zero is not None:
+                zeros[index] = zero
         else:
             pairs.append((out, 0.0 if isinstance(out, torch.Tensor) else None))
-    return pairs, with_nan, finals
+    return pairs, with_nan, finals, zeros
 
 
 def _schedule(most: int) -> list[int]:
@@ -689,6 +695,8 @@ class SaturatedModel:
         failure: str | None = None
         pending: list[int] | None = None  # the batch entries still undetermined; None: all of them
         refined: tuple[int, ...] = ()
+        # the batch entries whose every undetermined value is a vector proved zero, and why
+        settled: dict[int, tuple[str, ...]] = {}
         for step, (dtype, orders) in enumerate(levels):
             last = step == len(levels) - 1
             ties = "raise" if last and self.settings.ties == "raise" and self.undetermined == "raise" \
@@ -696,13 +704,16 @@ class SaturatedModel:
             # Below float64, a tie within the tolerance may be a near-tie that float64 resolves.
             exact = self.settings.exact_ties and (dtype == self._wide or self._wide == self._dtype)
             these, those = (args, kwargs) if pending is None else _select((args, kwargs), pending)
+            computed = list(range(batch or 1)) if pending is None else pending
+            for entry in computed:  # what this level finds replaces what an earlier one did
+                settled.pop(entry, None)
             if step == 1:
                 refined = tuple(range(batch or 1)) if pending is None else tuple(pending)
             try:
                 settings = replace(self.settings, orders=orders, ties=ties, exact_ties=exact)
                 outputs = self._run(these, those, settings, dtype)
-                found, with_nan, finals = _normalize_all(outputs, settings,
-                                                         lenient=self.undetermined == "nan")
+                found, with_nan, finals, zeros = _normalize_all(outputs, settings,
+                                                                lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
                     self._note_whole_failure(step, dtype, batch, args, kwargs)
@@ -728,6 +739,8 @@ class SaturatedModel:
                 pairs = found
             else:
                 _merge(pairs, found, pending, axes, batch or 1)
+            settled.update({computed[entry]: why for entry, why in
+                            _only_zero_vectors(found, with_nan, zeros, axes, len(computed), batch).items()})
             if not (dtype == self._wide and orders > 1 and self.settings.ties != "uniform"):
                 finals = {}  # the leading parts may still change with more orders or precision
             open_nan = [(found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0], axes[i])
@@ -746,7 +759,7 @@ class SaturatedModel:
                 # ties raise at the last level: this NaN came in
                 raise SaturationError(f"outputs hold NaN (batch entries {pending or 'all'}); expected "
                                       "finite inputs")
-        refinement = self._still_undetermined(args, kwargs, pairs, batch, axes)
+        refinement = self._still_undetermined(args, kwargs, pairs, batch, axes, settled)
         if failure is not None and refinement.reasons:
             entry, why = next(iter(sorted(refinement.reasons.items())))
             raise SaturationError(f"{failure}; and for batch entry {entry}: {why[0]}")
@@ -759,20 +772,26 @@ class SaturatedModel:
                                refinement.levels, refinement.reasons)
 
     def _still_undetermined(self, args: tuple[Any, ...], kwargs: dict[str, Any], pairs: list[Normalized],
-                            batch: int | None, axes: list[tuple[int, ...]]) -> _Refined:
+                            batch: int | None, axes: list[tuple[int, ...]],
+                            settled: dict[int, tuple[str, ...]]) -> _Refined:
         """The entries whose outputs hold NaN after the float levels, refined in ball arithmetic
-        where ``settings.max_precision`` allows it (see :meth:`_refine`)."""
+        where ``settings.max_precision`` allows it (see :meth:`_refine`), except the ``settled``
+        ones, whose NaN no precision decides: they keep the reasons given."""
         open_nan = [(value, axes[i]) for i, (value, degree) in enumerate(pairs)
                     if _batched(value, degree) and bool(torch.isnan(value).any())]
         if pairs and not open_nan:
             return _Refined((), {})
         entries = _undetermined_entries(open_nan, batch or 1, batch) if pairs else None
-        entries = list(range(batch or 1)) if entries is None else entries
+        entries = [entry for entry in (range(batch or 1) if entries is None else entries)
+                   if entry not in settled]
+        if not entries:
+            return _Refined((), dict(settled))
         if not precisions(self.settings.max_precision):
-            return _Refined((), {entry: ("undetermined in float64, and the ball-arithmetic refinement is off "
-                                         f"(max_precision={self.settings.max_precision} < 128 bits)",)
-                                 for entry in entries})
-        return self._refine(args, kwargs, pairs, entries, batch, axes)
+            return _Refined((), {**settled, **{
+                entry: ("undetermined in float64, and the ball-arithmetic refinement is off "
+                        f"(max_precision={self.settings.max_precision} < 128 bits)",) for entry in entries}})
+        refined = self._refine(args, kwargs, pairs, entries, batch, axes)
+        return _Refined(refined.levels, {**settled, **refined.reasons})
 
 
 @dataclass(frozen=True)
@@ -782,6 +801,33 @@ class _Refined:
 
     levels: tuple[tuple[int, tuple[int, ...], float], ...]
     reasons: dict[int, tuple[str, ...]]
+
+
+def _only_zero_vectors(found: list[Normalized], with_nan: list[int], zeros: dict[int, torch.Tensor],
+                       axes: list[tuple[int, ...]], count: int, total: int | None
+                       ) -> dict[int, tuple[str, ...]]:
+    """Of ``count`` entries of a batch of ``total`` computed together (``found``, with NaN in the
+    outputs ``with_nan``), those whose every NaN lies in a vector proved zero for every c
+    (``zeros``, by output), each with the outputs that hold one; none where an output's batch
+    dimension cannot be told (see :func:`_undetermined_entries`)."""
+    if not zeros:
+        return {}
+
+    def with_nan_in(values: list[tuple[torch.Tensor, tuple[int, ...]]]) -> list[int] | None:
+        if total is None:  # one entry, with no batch dimension
+            return [0] if any(bool(torch.isnan(value).any()) for value, _ in values) else []
+        return _undetermined_entries(values, count, total)
+
+    still = with_nan_in([(found[i][0].masked_fill(zeros[i], 0.0) if i in zeros else found[i][0], axes[i])
+                         for i in with_nan])
+    held = {index: with_nan_in([(found[index][0], axes[index])]) for index in zeros}
+    if still is None or any(entries is None for entries in held.values()):
+        return {}
+    holding = {entry for entries in held.values() if entries for entry in entries} - set(still)
+    return {entry: tuple(f"a vector exactly zero for every c at output {index} (as a padded position's zero "
+                         "embedding): no order or precision gives it a direction"
+                         for index, entries in sorted(held.items()) if entries and entry in entries)
+            for entry in sorted(holding)}
 
 
 def _entry_axis(shape: torch.Size, candidates: tuple[int, ...], count: int) -> int | None:

@@ -93,4 +93,9 @@ def test_the_depth_table_is_the_one_its_record_renders(
     assert text.split(depth.BEGIN, 1)[1].split(depth.END, 1)[0].strip() == depth.table(rows)
     for row in rows:  # the refinement never determines less than float64 alone
         assert all(after >= before for before, after in zip(row["float64"], row["refined"]))
+    measured = [(row["family"], row["layers"]) for row in rows]
+    assert len(set(measured)) == len(measured)  # one row per family and depth
+    for family in depth.FAMILIES:  # as the text says: at 8 and 16 layers and at the family's own depth
+        own = depth.family_config(family).num_hidden_layers
+        assert {(family, 8), (family, 16), (family, own)} <= set(measured)
     assert depth._percent([1.0, 1.0, 1.0, 0.5]) == "1–2: 100%, 3: 50%"

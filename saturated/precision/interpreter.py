@@ -41,6 +41,7 @@ class _BallInterpreter(LimitInterpreter):
         assert node is not None
         self.context.target = target
         self.context.where = lambda: describe_node(node)
+        self.context.ran += 1
         if target not in BALL_RULES and any(isinstance(v, Lead) for v in _flat((args, kwargs))):
             raise SaturationError(f"no ball rule for op {target} at {describe_node(node)}")
         return super().call_function(target, args, kwargs)
@@ -72,11 +73,13 @@ class BallPass:
         reasons: (batch entries, or None for every entry, reason, the entries a higher precision
             may still decide) of each undecided decision.
         escalated: the pass was given up (no outputs): every entry needs a higher precision.
+        reached: the share of the graph's ops run before it was given up (1 for a whole pass).
     """
 
     outputs: list[tuple[Any, float | None] | None]
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]]
     escalated: bool = False
+    reached: float = 1.0
 
 
 def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
@@ -99,7 +102,8 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
             raw = interpreter.run(*makers, enable_io_processing=False)
             outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
         except Escalate:
-            return BallPass([], context.reasons, escalated=True)
+            ops = sum(1 for node in program.graph_module.graph.nodes if node.op == "call_function")
+            return BallPass([], context.reasons, escalated=True, reached=context.ran / max(ops, 1))
         finally:
             products.forget()
     return BallPass(outputs, context.reasons)

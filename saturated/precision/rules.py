@@ -53,6 +53,7 @@ class Context:
         escalate: a higher precision follows: give the pass up once every entry needs it.
         rising: the entries some reason so far leaves to a higher precision (the union of the
             reasons' last fields, kept as they are recorded).
+        ran: the ops run so far.
     """
 
     mask_threshold: float
@@ -63,6 +64,7 @@ class Context:
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]] = field(default_factory=list)
     escalate: bool = False
     rising: set[int] = field(default_factory=set)
+    ran: int = 0
 
     def undecided(self, mask: np.ndarray, what: str, final: np.ndarray | bool = False) -> None:
         """Record that the decision ``what`` is not made where ``mask`` is True; ``final`` marks

@@ -27,7 +27,7 @@ from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
 from saturated.export_cache import cached_export
 from saturated.interpreter import run_terms
-from saturated.precision import precisions, run_balls
+from saturated.precision import FIRST_PRECISION, next_precision, precisions, run_balls
 from saturated.rounding import Rounding, exact_sign
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
@@ -569,7 +569,9 @@ class SaturatedModel:
         levels: list[tuple[int, tuple[int, ...], float]] = []
         reasons: dict[int, tuple[str, ...]] = {}
         left = list(entries)
-        for bits in precisions(self.settings.max_precision):
+        cap = self.settings.max_precision
+        bits: int | None = FIRST_PRECISION if cap >= FIRST_PRECISION else None
+        while bits is not None:
             these, those = (args, kwargs) if batch is None else _select((args, kwargs), left)
             program = self._program(these, those)
             tensors = self._tensors()
@@ -584,7 +586,8 @@ class SaturatedModel:
                 break
             finally:
                 levels.append((bits, tuple(left), time.perf_counter() - start))
-            if result.escalated:  # every entry goes on to the next precision
+            if result.escalated:  # every entry goes on, at what the pass's loss says they need
+                bits = next_precision(bits, cap, result.reached)
                 continue
             found: list[Normalized] = [(None, None) if out is None else out for out in result.outputs]
             if not pairs:  # every entry is here: this level's outputs are the batch's
@@ -613,6 +616,7 @@ class SaturatedModel:
             if not rising:
                 break
             left = [left[i] for i in rising]
+            bits = next_precision(bits, cap)
         return _Refined(tuple(levels), reasons)
 
     def _narrow_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

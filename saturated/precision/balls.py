@@ -28,9 +28,8 @@ __all__ = [
     "matmul",
     "midpoints",
     "nan_like",
-    "signs",
     "split_matmul",
-    "undetermined_mask",
+    "split_sum",
     "working_precision",
 ]
 
@@ -72,43 +71,13 @@ def nan_like(shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def undetermined_mask(balls: np.ndarray) -> np.ndarray:
-    """Where the balls are NaN or unbounded (a decision before them was not made)."""
-    return np.asarray(_nan(balls), dtype=bool) if balls.size else np.zeros(balls.shape, dtype=bool)
-
-
 def midpoints(balls: np.ndarray) -> Tensor:
     """The midpoints as float64 (NaN where undetermined): within the radius of the exact values."""
     if not balls.size:
         return torch.zeros(balls.shape, dtype=torch.float64)
     values = np.asarray(_mid(balls), dtype=np.float64)
-    values[undetermined_mask(balls)] = math.nan
+    values[np.asarray(_nan(balls), dtype=bool)] = math.nan
     return torch.from_numpy(values)
-
-
-def _sign(ball: flint.arb) -> float:
-    if ball > 0:
-        return 1.0
-    if ball < 0:
-        return -1.0
-    if ball.is_zero():
-        return 0.0
-    return math.nan
-
-
-_signs = np.frompyfunc(_sign, 1, 1)
-
-
-def signs(balls: np.ndarray) -> np.ndarray:
-    """Per ball: +1 or −1 where it excludes 0, 0 where it is exactly 0, NaN where it holds 0 and
-    other values (undecided at this precision).
-
-    >>> signs(np.array([flint.arb(2), flint.arb(0), flint.arb(0, 1), flint.arb(-1)], dtype=object)).tolist()
-    [1.0, 0.0, nan, -1.0]
-    """
-    if not balls.size:
-        return np.zeros(balls.shape)
-    return np.asarray(_signs(balls), dtype=np.float64)
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -165,3 +134,18 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if vector_left:
         out = out[..., 0, :] if not vector_right else out[..., 0]
     return out
+
+
+def split_sum(a: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """The sum of a split's values along ``axes``, as a split: a matrix product with a column
+    of ones, exact in float64 BLAS as every product here is."""
+    ndim = a.ndim - 1
+    axes = tuple(sorted(axis % ndim for axis in axes))
+    kept = [axis for axis in range(ndim) if axis not in axes]
+    moved = np.transpose(a, (0, *(axis + 1 for axis in kept), *(axis + 1 for axis in axes)))
+    count = math.prod(a.shape[axis + 1] for axis in axes)
+    rows = moved.reshape(a.shape[0], -1, count)
+    total = _product(rows, np.stack([np.ones((count, 1)), np.zeros((count, 1))]))
+    shape = [a.shape[axis + 1] for axis in kept] if not keepdims else \
+        [1 if axis in axes else a.shape[axis + 1] for axis in range(ndim)]
+    return total.reshape(total.shape[0], *shape)

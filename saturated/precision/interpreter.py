@@ -19,8 +19,8 @@ import torch
 
 from saturated.errors import SaturationError
 from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
-from saturated.precision import products
-from saturated.precision.balls import midpoints, signs, undetermined_mask, working_precision
+from saturated.precision import expansions, products
+from saturated.precision.balls import working_precision
 from saturated.precision.lead import Lead
 from saturated.precision.rules import BALL_RULES, Context, Escalate
 
@@ -41,6 +41,7 @@ class _BallInterpreter(LimitInterpreter):
         assert node is not None
         self.context.target = target
         self.context.where = lambda: describe_node(node)
+        self.context.ran += 1
         if target not in BALL_RULES and any(isinstance(v, Lead) for v in _flat((args, kwargs))):
             raise SaturationError(f"no ball rule for op {target} at {describe_node(node)}")
         return super().call_function(target, args, kwargs)
@@ -72,11 +73,13 @@ class BallPass:
         reasons: (batch entries, or None for every entry, reason, the entries a higher precision
             may still decide) of each undecided decision.
         escalated: the pass was given up (no outputs): every entry needs a higher precision.
+        reached: the share of the graph's ops run before it was given up (1 for a whole pass).
     """
 
     outputs: list[tuple[Any, float | None] | None]
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]]
     escalated: bool = False
+    reached: float = 1.0
 
 
 def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
@@ -99,7 +102,8 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
             raw = interpreter.run(*makers, enable_io_processing=False)
             outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
         except Escalate:
-            return BallPass([], context.reasons, escalated=True)
+            ops = sum(1 for node in program.graph_module.graph.nodes if node.op == "call_function")
+            return BallPass([], context.reasons, escalated=True, reached=context.ran / max(ops, 1))
         finally:
             products.forget()
     return BallPass(outputs, context.reasons)
@@ -115,19 +119,20 @@ def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | No
         return out, (0.0 if isinstance(out, torch.Tensor) else None)
     if out.infinite is not None and bool(out.infinite.any()):
         raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
-    balls = out.balls
-    values = midpoints(balls)
-    sign = signs(balls)
-    unknown = undetermined_mask(balls)
+    coefficients = out.operand(context.bits)
+    values = torch.from_numpy(expansions.midpoints(coefficients))
+    sign = expansions.signs(coefficients)
+    unknown = expansions.undetermined(coefficients)
     zeroish = (sign == 0) | np.isnan(sign)
-    if balls.ndim:
+    shape = coefficients.shape[1:]
+    if shape:
         hidden = zeroish.all(axis=-1, keepdims=True) & ~unknown.any(axis=-1, keepdims=True)
         context.where = lambda: f"output {index}"
         exact_zero = (sign == 0).all(axis=-1, keepdims=True)
-        context.undecided(np.broadcast_to(hidden, balls.shape),
+        context.undecided(np.broadcast_to(hidden, shape),
                           f"a vector whose leading coefficients (degree {out.degree:g}) are not "
-                          "proved nonzero", np.broadcast_to(exact_zero, balls.shape))
-        values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, balls.shape).copy()), math.nan)
+                          "proved nonzero", np.broadcast_to(exact_zero, shape))
+        values = values.masked_fill(torch.from_numpy(np.broadcast_to(hidden, shape).copy()), math.nan)
     elif bool(zeroish) and not bool(unknown):
         context.where = lambda: f"output {index}"
         context.undecided(np.array(True), f"a value not proved nonzero at degree {out.degree:g}",

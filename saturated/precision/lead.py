@@ -1,7 +1,8 @@
 """The value a tensor takes in the refinement: its leading coefficient in c as balls.
 
 A :class:`Lead` stands for v(c) = a·c^d + o(c^d), per element, with a an exact real number
-enclosed in a ball (python-flint ``arb``): the leading order of :class:`~saturated.terms.Term`
+enclosed in a ball (float64 terms and a radius, :mod:`~saturated.precision.expansions`, or a
+python-flint ``arb`` where an op needed one): the leading order of :class:`~saturated.terms.Term`
 (``orders=1``). A coefficient that is exactly 0 says only that the element is o(c^d). Masking
 constants (the −3.4·10³⁸ models add to attention scores) are a sign per element of a part of
 degree +∞, as in :func:`saturated.terms.lift`.
@@ -32,7 +33,8 @@ class Lead:
     Attributes:
         degree: d.
         exact: the coefficients as a float64 tensor when they are floats exactly (None otherwise).
-        array: the coefficients as a numpy object array of balls (made from ``exact`` on demand).
+        array: the coefficients as a numpy object array of ``arb`` balls, for the ops that need
+            them (made from ``exact`` or ``split`` on demand).
         infinite: per element, the sign of a part of degree +∞ (a masking constant), or None.
         ids: per element, a class: two elements with one class are equal at every order
             (:mod:`saturated.precision.identity`); None where no equality is known.
@@ -45,8 +47,8 @@ class Lead:
             operand): where two elements share one, they differ by their lower parts alone.
         zeros: where the elements are zero at every order (hard-attention weights off their
             maximum), or None; a matrix product's classes skip those terms.
-        split: the coefficients as a matrix product left them (float64 terms and a radius,
-            :func:`~saturated.precision.products.split`), until an op needs them as balls.
+        split: the coefficients as float64 terms and a radius
+            (:mod:`~saturated.precision.expansions`), the form ops compute in.
         ties: hard-attention weights only: where a row's weight is split over positions whose
             scores are equal at the leading order in a way no tracked order decides (the
             coefficients hold an even split); a product with values that are equal at those

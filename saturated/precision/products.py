@@ -26,21 +26,26 @@ from __future__ import annotations
 
 import math
 import weakref
+from typing import TypeAlias
 
 import flint
 import numpy as np
+from scipy import sparse
+
+from saturated.precision.expansions import TINY, UNIT, gathered, terms_for, up
 
 __all__ = ["balls_of_split", "forget", "product", "product_of_splits", "split", "stacked"]
 
 _MANTISSA = 53
-_UNIT = 2.0 ** -_MANTISSA
-_TINY = np.finfo(np.float64).tiny
+_SPARSE = 1 / 32  # a slice with fewer nonzero elements than this share is kept sparse
+
+Slice: TypeAlias = np.ndarray | sparse.csr_matrix
 
 def _nearest(bound: flint.arb) -> float:
     """A nonnegative exact number as the nearest float, but never 0 for a positive one: with
-    :func:`_up`, an upper bound of it."""
+    :func:`~saturated.precision.expansions.up`, an upper bound of it."""
     value = float(bound)
-    return value if value or bound.is_zero() else float(_TINY)
+    return value if value or bound.is_zero() else float(TINY)
 
 
 def _decomposed(ball: flint.arb, count: int) -> tuple[float, ...]:
@@ -89,13 +94,13 @@ def split(values: np.ndarray, bits: int) -> np.ndarray:
     if kept is not None and kept[0]() is values and kept[1] == bits:
         _SPLITS[id(values)] = kept  # the most recently used goes last
         return kept[2]
-    count = math.ceil(bits / _MANTISSA) + 1
+    count = terms_for(bits)
     parts = [np.asarray(p, dtype=np.float64).reshape(values.shape)
              for p in np.frompyfunc(lambda b: _decomposed(b, count), 1, count + 1)(values)]
     terms = parts[:-1]
     while len(terms) > 1 and not terms[-1].any():
         terms.pop()
-    stacked = np.stack([*terms, np.where(np.isnan(parts[-1]), math.nan, _up(parts[-1]))])
+    stacked = np.stack([*terms, np.where(np.isnan(parts[-1]), math.nan, up(parts[-1]))])
     while len(_SPLITS) >= _KEPT:
         _SPLITS.pop(next(iter(_SPLITS)))
     _SPLITS[id(values)] = (weakref.ref(values), bits, stacked)
@@ -117,16 +122,28 @@ class _Operand:
         self.open = np.isnan(stacked[-1])
         self.radius = np.where(self.open, 0.0, stacked[-1])
 
-    def slices(self, axis: int, beta: int, levels: int) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    def slices(self, axis: int, beta: int, levels: int) -> tuple[np.ndarray, list[Slice | None]]:
         """The exponents of the ladder (per row for axis=1, per column for axis=0) and the
-        slices (:func:`_slices`); what the slices leave of the terms joins the radius."""
+        slices (:func:`_slices`, in units of their level); what the slices leave of the terms
+        joins the radius."""
         exponent = _exponents(self.terms, axis)
-        slices, rests = _slices(self.terms, exponent, beta, self._levels(exponent, axis, beta, levels))
+        if (exponent > beta).any():  # scaling down could lose the bits of tiny terms: bound those
+            self._drop_below(np.ldexp(1.0, np.clip(exponent - beta - 1000, -1074, 1023)))
+        slices, rests, cut = _slices(self.terms, exponent, beta, self._levels(exponent, axis, beta, levels))
         slices += [None] * (levels - len(slices))
         left = np.sum([np.abs(r) for r in rests], axis=0)
         if left.any():
-            self.radius = _up(self.radius + _up(left * (1 + (len(rests) + 2) * _UNIT)))
+            self.radius = up(self.radius + _scaled_bound(left * (1 + (len(rests) + 2) * UNIT),
+                                                         exponent - cut * beta))
         return exponent, slices
+
+    def _drop_below(self, floor: np.ndarray) -> None:
+        """Terms below ``floor`` (per row or column) go into the radius."""
+        for index, term in enumerate(self.terms):
+            small = (np.abs(term) < floor) & (term != 0)
+            if small.any():
+                self.radius = up(self.radius + np.where(small, np.abs(term), 0.0) * (1 + UNIT))
+                self.terms[index] = np.where(small, 0.0, term)
 
     def zero(self) -> np.ndarray:
         """Where the element is exactly 0 (every term and the radius), not undetermined."""
@@ -139,7 +156,7 @@ class _Operand:
         """An upper bound of every |element| of the matrix and of its slices' sum (midpoints and
         radii; after slicing, the radius holds what the slices leave)."""
         total = np.sum([np.abs(t) for t in self.terms], axis=0) + self.radius
-        return _up(total * (1 + (len(self.terms) + 4) * _UNIT))
+        return up(total * (1 + (len(self.terms) + 4) * UNIT))
 
     def _levels(self, exponent: np.ndarray, axis: int, beta: int, levels: int) -> int:
         """The levels worth cutting: none finer than 2^−10 of the smallest radius in a row (or
@@ -149,13 +166,6 @@ class _Operand:
             return levels
         finest = np.frexp(smallest)[1] - 10  # a unit below 2^(that) is not worth a slice
         return int(min(levels, max(1, np.ceil((exponent - finest).max() / beta))))
-
-
-def _up(x: np.ndarray) -> np.ndarray:
-    """``x`` rounded up by one unit in the last place where it is not 0: with a float64 sum's or
-    product's own error factor applied first, an upper bound of the exact value (a zero radius
-    stays zero, so that exact operands keep exact products)."""
-    return np.where(x > 0, np.nextafter(x, np.inf), x)
 
 
 def _exponents(terms: list[np.ndarray], axis: int) -> np.ndarray:
@@ -168,22 +178,61 @@ def _exponents(terms: list[np.ndarray], axis: int) -> np.ndarray:
 
 
 def _slices(terms: list[np.ndarray], exponent: np.ndarray, beta: int, levels: int
-            ) -> tuple[list[np.ndarray | None], list[np.ndarray]]:
-    """Slice j (1-based, at index j − 1): the multiples of 2^(exponent − jβ) cut from every term,
-    summed (exact: a few times 2^β units at most), None where all zero; and the terms' rests."""
-    rests = [t.copy() for t in terms]
-    out: list[np.ndarray | None] = []
-    for j in range(1, levels + 1):
-        shift = exponent - j * beta
-        total = np.zeros(rests[0].shape)
+            ) -> tuple[list[Slice | None], list[np.ndarray], int]:
+    """Slice j (1-based, at index j − 1): the integers n (|n| a few times 2^β at most) such that
+    n·2^(exponent − jβ) is cut from the terms, summed, None where all zero; the terms' rests in
+    units of the last level cut, and its j. The terms are scaled once by a power of two (exact:
+    :meth:`_Operand.slices` bounds what could underflow), then each level is the nearest
+    integers, and the rest scaled by 2^β for the next."""
+    scale = np.ldexp(1.0, np.clip(beta - exponent, -1000, 1000))
+    rests = [t * scale for t in terms]
+    step = 2.0 ** beta
+    out: list[Slice | None] = []
+    cut = 0
+    for cut in range(1, levels + 1):
+        if cut > 1:
+            rests = [r * step for r in rests]
+        total = None
         for index, rest in enumerate(rests):
-            cut = np.ldexp(np.round(np.ldexp(rest, -shift)), shift)
-            rests[index] = rest - cut
-            total += cut
+            whole = np.rint(rest)
+            rests[index] = rest - whole
+            total = whole if total is None else total + whole
+        assert total is not None
         out.append(total if total.any() else None)
-        if not any(rest.any() for rest in rests):  # an exact float32 weight is cut in a few
+        if len(rests) == 1:
+            left = np.count_nonzero(rests[0])
+            if not left:  # an exact float32 weight is cut in a few
+                break
+            if left < _SPARSE * rests[0].size and cut < levels:
+                more, rest = _sparse_slices(rests[0], step, levels - cut)
+                return out + more, [rest], levels
+        elif not any(rest.any() for rest in rests):
             break
-    return out, rests
+    return out, rests, cut
+
+
+def _sparse_slices(rest: np.ndarray, step: float, levels: int) -> tuple[list[Slice | None], np.ndarray]:
+    """The next ``levels`` slices of a one-term operand whose rest is nonzero at a few places
+    only (the small elements of a weight matrix, whose mantissas reach further down), as sparse
+    matrices; and the rest left after them."""
+    rows, columns = np.nonzero(rest)
+    values = rest[rows, columns]
+    out: list[Slice | None] = []
+    for _ in range(levels):
+        values = values * step
+        whole = np.rint(values)
+        values = values - whole
+        out.append(sparse.csr_matrix((whole, (rows, columns)), shape=rest.shape) if whole.any() else None)
+        if not values.any():
+            break
+    left = np.zeros(rest.shape)
+    left[rows, columns] = values
+    return out, left
+
+
+def _scaled_bound(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """An upper bound of x·2^exponent for x ≥ 0 (with what underflow may round away)."""
+    return up(np.ldexp(x, np.clip(exponent, -1100, 1100)) * (1 + 2 * UNIT)) + np.where(x > 0, TINY, 0.0)
 
 
 def _ladder(k: int, bits: int) -> tuple[int, int]:
@@ -199,13 +248,14 @@ def _ladder(k: int, bits: int) -> tuple[int, int]:
         levels = needed
 
 
-def _levels_of(left: list[np.ndarray | None], right: list[np.ndarray | None]) -> list[np.ndarray]:
-    """Every product of a left slice j and a right slice l, summed by level j + l (one unit per
-    level, below 2^53 units: exact), in order from the largest. The slices of the side with more
+def _levels_of(left: list[Slice | None], right: list[Slice | None]) -> list[tuple[int, np.ndarray]]:
+    """Every product of a left slice j and a right slice l, summed by level j + l (integers below
+    2^53: exact), in order from the largest, with their level. The slices of the side with more
     of them are stacked, so that each matrix of the other side is read once (a matrix product of a
-    few rows by a weight matrix is bound by reading the weights)."""
-    xs = [(j, x) for j, x in enumerate(left, 1) if x is not None]
-    ys = [(j, y) for j, y in enumerate(right, 1) if y is not None]
+    few rows by a weight matrix is bound by reading the weights); a sparse slice of that other
+    side is read as sparse."""
+    xs = [(j, _dense(x)) for j, x in enumerate(left, 1) if x is not None]
+    ys: list[tuple[int, Slice]] = [(j, y) for j, y in enumerate(right, 1) if y is not None]
     if not xs or not ys:
         return []
     m, n = xs[0][1].shape[0], ys[0][1].shape[1]
@@ -217,40 +267,63 @@ def _levels_of(left: list[np.ndarray | None], right: list[np.ndarray | None]) ->
     if len(ys) <= len(xs):
         tall = np.concatenate([x for _, x in xs], axis=0)
         for i, y in ys:
-            for (j, _), p in zip(xs, (tall @ y).reshape(len(xs), m, n)):
+            product = tall @ y if isinstance(y, np.ndarray) else (y.T @ tall.T).T
+            for (j, _), p in zip(xs, product.reshape(len(xs), m, n)):
                 add(j + i, p)
     else:
-        wide = np.concatenate([y for _, y in ys], axis=1)
+        wide = np.concatenate([_dense(y) for _, y in ys], axis=1)
         for j, x in xs:
             for (i, _), p in zip(ys, (x @ wide).reshape(m, len(ys), n).transpose(1, 0, 2)):
                 add(j + i, p)
-    return [levels[s] for s in sorted(levels)]
+    return [(s, levels[s]) for s in sorted(levels)]
 
 
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """s + e = a + b exactly, s = fl(a + b) (Knuth's branch-free two-sum)."""
-    s = a + b
-    v = s - a
-    e = (a - (s - v)) + (b - v)
-    return s, e
+def _dense(x: Slice) -> np.ndarray:
+    return x if isinstance(x, np.ndarray) else x.toarray()
 
 
-def _gathered(parts: list[np.ndarray], count: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """``count`` float64 terms and a bound of the rest, summing exactly to ``sum(parts)``."""
-    terms = []
-    for _ in range(count):
-        if not parts:
-            break
-        total, errors = parts[0], []
-        for part in parts[1:]:
-            total, error = _two_sum(total, part)
-            errors.append(error)
-        terms.append(total)
-        parts = [e for e in errors if e.any()]
-    rest = np.zeros(terms[0].shape) if terms else np.zeros(())
-    for part in parts:
-        rest = rest + np.abs(part)
-    return terms, _up(rest * (1 + (len(parts) + 2) * _UNIT))
+def _unscaled(levels: list[tuple[int, np.ndarray]], exponent: np.ndarray, beta: int
+              ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The level sums as a few float64 parts summing to them exactly, and a radius. Level s is in
+    units of 2^(exponent − sβ) (exponent the row's plus the column's). Carries move each level's
+    multiples of 2^β to the level above, so that every level holds a digit of at most 2^(β−1)
+    (integers below 2^53 throughout: exact), and ⌊52/β⌋ digits then make one part. A part whose
+    unit is not a normal float's is bounded into the radius instead (a level below 2^−1022: far
+    below any precision asked of values near 1)."""
+    if not levels:
+        return [], np.zeros(exponent.shape)
+    top, step, inverse = levels[0][0], 2.0 ** beta, 2.0 ** -beta
+    digits: list[np.ndarray | None] = [None] * (levels[-1][0] - top + 1)
+    for level, total in levels:
+        digits[level - top] = total
+    carry: np.ndarray | None = None
+    index = len(digits) - 1
+    while index >= 0 or carry is not None:
+        if index < 0:  # the carries reach above the first level
+            digits.insert(0, None)
+            top, index = top - 1, 0
+        digit = digits[index] if carry is None else carry if digits[index] is None else digits[index] + carry
+        carry = None
+        if digit is not None:
+            over = np.rint(digit * inverse)
+            digits[index] = digit - over * step
+            carry = over if over.any() else None
+        index -= 1
+    group = 52 // beta
+    parts, radius = [], np.zeros(exponent.shape)
+    for start in range(0, len(digits), group):
+        chunk = digits[start:start + group]
+        part = np.zeros(exponent.shape)
+        for digit in chunk:
+            part = part * step if digit is None else part * step + digit
+        unit = exponent - (top + start + len(chunk) - 1) * beta
+        low = unit < -1022
+        if not low.any():
+            parts.append(np.ldexp(part, unit))
+            continue
+        parts.append(np.ldexp(np.where(low, 0.0, part), np.maximum(unit, -1022)))
+        radius = up(radius + _scaled_bound(np.where(low, np.abs(part), 0.0), unit))
+    return parts, radius
 
 
 def _reached(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -266,10 +339,10 @@ def _bounded_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """An upper bound of a @ b for nonnegative a, b: float64 BLAS's result with its rounding
     error (γ_k, with underflow) added."""
     k = a.shape[1]
-    gamma = 2 * (k + 2) * _UNIT
+    gamma = 2 * (k + 2) * UNIT
     rows, columns = np.asarray(a.any(axis=1)), np.asarray(b.any(axis=0))
-    underflow = np.where(rows[:, None] & columns[None, :], k * _TINY, 0.0)
-    return _up((a @ b) * (1 + gamma) + underflow)
+    underflow = np.where(rows[:, None] & columns[None, :], k * TINY, 0.0)
+    return up((a @ b) * (1 + gamma) + underflow)
 
 
 def product(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
@@ -296,12 +369,15 @@ def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     beta, levels = _ladder(k, bits)
     rows, left_slices = left.slices(1, beta, levels)  # (m, 1)
     columns, right_slices = right.slices(0, beta, levels)  # (1, n)
-    terms, radius = _gathered(_levels_of(left_slices, right_slices), math.ceil(bits / _MANTISSA) + 1)
+    parts, dropped = _unscaled(_levels_of(left_slices, right_slices), rows + columns, beta)
+    terms, radius = gathered(parts, terms_for(bits))
+    if dropped.any():
+        radius = up(radius + dropped)
     if left.radius.any():
         radius = radius + _bounded_product(left.radius, right.bound())
     if right.radius.any():
         radius = radius + _bounded_product(left.bound(), right.radius)
-    radius = _up(radius * (1 + 8 * _UNIT)) if radius.shape else np.zeros((m, n))
+    radius = up(radius * (1 + 8 * UNIT)) if radius.shape else np.zeros((m, n))
     # Rows of tiny or huge elements (beyond 2^±800) would underflow or overflow in the slices:
     # left undetermined rather than bounded (leading coefficients are nowhere near).
     open_ = (np.abs(rows) > 800) | (np.abs(columns) > 800)

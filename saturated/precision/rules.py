@@ -5,7 +5,8 @@ decision taken on balls: a decision is made only where the balls prove it (a sco
 wholly below the maximum's, a sign's ball excludes 0), and otherwise the elements it governs are
 marked undecided (NaN balls) with the reason recorded in :class:`Context`, for a higher precision
 to try again. Continuous maps (sums, products, ReLU, normalization of a row whose size is proved
-positive) need no decision: their balls enclose the exact results.
+positive) need no decision: their balls enclose the exact results. Values flow between rules as
+float64 terms and a radius (:mod:`~saturated.precision.expansions`), whole arrays at a time.
 
 A rule is called as ``rule(context, *args, **kwargs)`` with c-dependent arguments given as
 :class:`~saturated.precision.lead.Lead`; everything else is exact, as in the fast path.
@@ -26,10 +27,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from saturated.errors import SaturationError
+from saturated.precision import expansions as ex
 from saturated.precision import identity
-from saturated.precision.balls import ONE, ZERO, nan_like, signs, split_matmul, undetermined_mask
+from saturated.precision.balls import ONE, ZERO, nan_like, split_matmul, split_sum
 from saturated.precision.lead import Lead, lift_exact
-from saturated.precision.products import balls_of_split
+from saturated.precision.products import balls_of_split, split
 
 __all__ = ["BALL_RULES", "Context", "Escalate"]
 
@@ -51,6 +53,7 @@ class Context:
         escalate: a higher precision follows: give the pass up once every entry needs it.
         rising: the entries some reason so far leaves to a higher precision (the union of the
             reasons' last fields, kept as they are recorded).
+        ran: the ops run so far.
     """
 
     mask_threshold: float
@@ -61,6 +64,7 @@ class Context:
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]] = field(default_factory=list)
     escalate: bool = False
     rising: set[int] = field(default_factory=set)
+    ran: int = 0
 
     def undecided(self, mask: np.ndarray, what: str, final: np.ndarray | bool = False) -> None:
         """Record that the decision ``what`` is not made where ``mask`` is True; ``final`` marks
@@ -113,14 +117,15 @@ def _finite(x: Lead, op: str) -> Lead:
     return x
 
 
-def _aligned(leads: Sequence[Lead], shape: tuple[int, ...] | None = None) -> tuple[list[np.ndarray], float]:
-    """The coefficients of each lead at the highest degree among them: a lead of lower degree is
-    o(c^d) there, a zero coefficient."""
+def _aligned(leads: Sequence[Lead], bits: int, shape: tuple[int, ...] | None = None
+             ) -> tuple[list[np.ndarray], float]:
+    """The coefficients of each lead (as splits) at the highest degree among them: a lead of
+    lower degree is o(c^d) there, a zero coefficient."""
     degree = max(x.degree for x in leads)
     arrays = []
     for x in leads:
-        balls = x.balls if x.degree == degree else _zeros(x.shape)
-        arrays.append(balls if shape is None else np.broadcast_to(balls, shape))
+        value = x.operand(bits) if x.degree == degree else ex.zeros(x.shape)
+        arrays.append(value if shape is None else ex.broadcast(value, shape))
     return arrays, degree
 
 
@@ -134,11 +139,13 @@ def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     return _filled(ZERO, shape)
 
 
-def _fresh(x: Lead, shape: tuple[int, ...]) -> np.ndarray:
-    """Where ``x``'s balls are not already undetermined: a decision an op cannot make on an
-    undetermined input is the earlier decision's, recorded (and raised in precision, or not)
+def _fresh(x: Lead, shape: tuple[int, ...], bits: int) -> np.ndarray:
+    """Where ``x``'s coefficients are not already undetermined: a decision an op cannot make on
+    an undetermined input is the earlier decision's, recorded (and raised in precision, or not)
     there."""
-    return np.broadcast_to(~undetermined_mask(x.balls), shape)
+    if x.exact is not None:
+        return np.ones(shape, dtype=bool)
+    return np.broadcast_to(~ex.undetermined(x.operand(bits)), shape)
 
 
 def _infinite(leads: Sequence[Lead], shape: tuple[int, ...]) -> Tensor | None:
@@ -222,9 +229,19 @@ def _expanded(x: Lead, shape: tuple[int, ...]) -> Lead:
     """``x`` broadcast to ``shape`` (a lower part may be smaller than its lead)."""
     if x.shape == shape:
         return x
-    return Lead(x.degree, array=np.broadcast_to(x.balls, shape),
+    return Lead(x.degree, **_broadcast_value(x, shape),
                 ids=None if x.classes is None else np.broadcast_to(x.classes, shape),
                 infinite=None if x.infinite is None else x.infinite.expand(shape))
+
+
+def _broadcast_value(x: Lead, shape: tuple[int, ...]) -> dict[str, Any]:
+    """``x``'s coefficients broadcast to ``shape``, in the form it holds them (as :class:`Lead`'s
+    keyword arguments)."""
+    if x.exact is not None:
+        return {"exact": x.exact.expand(shape)}
+    if x.array is None and x.split is not None:
+        return {"split": ex.broadcast(x.split, shape)}
+    return {"array": np.broadcast_to(x.balls, shape)}
 
 
 def _wrap(moved: Any, infinite: Any, lower: Any, make: Callable[[Tensor], Lead]) -> Any:
@@ -301,7 +318,7 @@ def _getitem(ctx: Context, values: Sequence[Any], index: int) -> Any:
 def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
     first, second = _lead(x, ctx), _lead(y, ctx)
     if factor != 1:
-        second = _scaled(second, factor)
+        second = _scaled(second, factor, ctx.bits)
     shape = _shape(first, second)
     infinite = _infinite([first, second], shape)
     ids = _combined(first, second)  # the whole value depends on both, whichever part leads
@@ -315,22 +332,42 @@ def _sum_of(ctx: Context, x: Any, y: Any, factor: Any = 1) -> Lead:
             lower = _expanded(below, shape)
             above = np.broadcast_to(top.classes, shape)
         leads = None if top.lead_classes is None else np.broadcast_to(top.lead_classes, shape)
-        return Lead(top.degree, array=np.broadcast_to(top.balls, shape), infinite=infinite, ids=ids,
+        return Lead(top.degree, **_broadcast_value(top, shape), infinite=infinite, ids=ids,
                     lead_ids=leads, lower=lower, above=above)
-    return Lead(first.degree, array=np.add(first.balls, second.balls), infinite=infinite, ids=ids,
+    total = ex.add(first.operand(ctx.bits), second.operand(ctx.bits), ctx.bits)
+    return Lead(first.degree, split=total, infinite=infinite, ids=ids,
                 lead_ids=_combined(first, second, lead=True))
 
 
-def _scaled(x: Lead, factor: Any) -> Lead:
+def _scaled(x: Lead, factor: Any, bits: int) -> Lead:
     if isinstance(factor, Lead) or (isinstance(factor, Tensor) and factor.numel() != 1):
         raise SaturationError("a scaling factor that is not one number has no ball rule")
     value = float(factor)
     infinite = None if x.infinite is None else (x.infinite * int(np.sign(value))).to(torch.int8)
     if value == 0 and infinite is not None and bool(infinite.any()):
         raise SaturationError("0 times a masking constant")
-    lower = None if x.lower is None else _scaled(x.lower, factor)
-    return Lead(x.degree, array=x.balls * flint.arb(value), infinite=infinite, ids=x.classes,
-                lead_ids=x.lead_ids, lower=lower, above=x.above)
+    lower = None if x.lower is None else _scaled(x.lower, factor, bits)
+    if x.exact is not None and _is_power_of_two(value) and _exactly_scaled(x.exact, value):
+        coefficients: dict[str, Any] = {"exact": x.exact * value}
+    elif value == -1:
+        coefficients = {"split": ex.negated(x.operand(bits))}
+    else:
+        coefficients = {"split": ex.multiply(x.operand(bits), np.array([value, 0.0]), bits)}
+    return Lead(x.degree, **coefficients, infinite=infinite, ids=x.classes, lead_ids=x.lead_ids, lower=lower,
+                above=x.above)
+
+
+def _is_power_of_two(value: float) -> bool:
+    """±2^k (or 0): multiplying a float by it is exact (away from the float range's ends)."""
+    return value == 0 or (math.isfinite(value) and math.frexp(abs(value))[0] == 0.5)
+
+
+def _exactly_scaled(values: Tensor, factor: float) -> bool:
+    """Whether ``values`` times the power of two ``factor`` neither overflows nor underflows."""
+    if factor == 0:
+        return True
+    scaled = values * factor
+    return bool(torch.isfinite(scaled).all()) and torch.equal(scaled / factor, values)
 
 
 @_rule(aten.add.Tensor, aten.add.Scalar, aten.add_.Tensor)
@@ -351,7 +388,7 @@ def _rsub(ctx: Context, x: Any, y: Any, alpha: Any = 1) -> Lead:
 
 @_rule(aten.neg.default)
 def _neg(ctx: Context, x: Lead) -> Lead:
-    return _scaled(x, -1.0)
+    return _scaled(x, -1.0, ctx.bits)
 
 
 @_rule(aten.mul.Tensor, aten.mul.Scalar)
@@ -359,9 +396,10 @@ def _mul(ctx: Context, x: Any, y: Any) -> Lead:
     """Degrees add (Table 1, Product); a masking constant only scales by an exact number."""
     for lead, other in ((x, y), (y, x)):
         if isinstance(lead, Lead) and lead.infinite is not None and bool(lead.infinite.any()):
-            return _scaled(lead, other)
+            return _scaled(lead, other, ctx.bits)
     first, second = _finite(_lead(x, ctx), "mul"), _finite(_lead(y, ctx), "mul")
-    return Lead(first.degree + second.degree, array=np.multiply(first.balls, second.balls),
+    product = ex.multiply(first.operand(ctx.bits), second.operand(ctx.bits), ctx.bits)
+    return Lead(first.degree + second.degree, split=product,
                 ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
 
 
@@ -370,22 +408,35 @@ def _div(ctx: Context, x: Any, y: Any) -> Lead:
     """x / y: degrees subtract; y's coefficients must be proved nonzero."""
     first, second = _finite(_lead(x, ctx), "div"), _finite(_lead(y, ctx), "div")
     shape = _shape(first, second)
-    sign = signs(second.balls)
+    sign = ex.signs(second.operand(ctx.bits))
     proved = (sign != 0) & ~np.isnan(sign)
     unknown = np.broadcast_to(~proved, shape)
-    ctx.undecided(unknown & _fresh(second, shape), "a divisor whose coefficient may be zero",
+    ctx.undecided(unknown & _fresh(second, shape, ctx.bits), "a divisor whose coefficient may be zero",
                   np.broadcast_to(sign == 0, shape))
-    safe = np.where(proved, second.balls, _filled(ONE, second.shape))
-    out = np.broadcast_to(np.divide(first.balls, safe), shape)
-    values = _undetermined_where(np.asarray(out, dtype=object), unknown)
-    return Lead(first.degree - second.degree, array=values,
+    out = ex.multiply(first.operand(ctx.bits), _reciprocal(second, proved, ctx.bits), ctx.bits)
+    return Lead(first.degree - second.degree, split=_undetermined_where(out, unknown),
                 ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
 
 
-def _undetermined_where(balls: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def _reciprocal(x: Lead, proved: np.ndarray, bits: int) -> np.ndarray:
+    """1/x as a split where x is proved nonzero (1 elsewhere): exact for powers of two, else
+    from balls (a divisor is a scalar or a row's norm: few elements)."""
+    if x.exact is not None:
+        values = x.exact.numpy()
+        if all(_is_power_of_two(float(v)) for v in np.unique(values[proved])):
+            inverse = np.where(proved, 1 / np.where(proved, values, 1.0), 1.0)
+            return np.stack([inverse, np.zeros(values.shape)])
+    safe = np.where(proved, x.balls, _filled(ONE, x.shape))
+    return split(np.asarray(ONE / safe, dtype=object), bits)
+
+
+def _undetermined_where(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """A split with the elements under ``mask`` undetermined."""
     if not mask.any():
-        return balls
-    return np.where(mask, nan_like(balls.shape), balls)
+        return values
+    out = np.where(mask, 0.0, np.broadcast_to(values, values.shape[:1] + mask.shape))
+    out[-1] = np.where(mask, math.nan, out[-1])
+    return out
 
 
 def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
@@ -394,21 +445,26 @@ def _power_of(ctx: Context, x: Lead, exponent: float, what: str) -> Lead:
     x = _finite(x, what)
     if float(exponent).is_integer() and exponent >= 0:
         p = int(exponent)
-        return Lead(x.degree * p, array=np.asarray(x.balls ** p, dtype=object) if p != 1 else x.balls,
-                    ids=x.classes, lead_ids=x.lead_ids)
-    sign = signs(x.balls)
+        base = x.operand(ctx.bits)
+        power = base if p else np.stack([np.ones(x.shape), np.zeros(x.shape)])
+        for _ in range(p - 1):
+            power = ex.multiply(power, base, ctx.bits)
+        return Lead(x.degree * p, split=power, ids=x.classes, lead_ids=x.lead_ids)
+    sign = ex.signs(x.operand(ctx.bits))
     proved = sign > 0
-    ctx.undecided(~proved & _fresh(x, x.shape), f"{what}: a coefficient not proved positive", sign <= 0)
+    ctx.undecided(~proved & _fresh(x, x.shape, ctx.bits), f"{what}: a coefficient not proved positive",
+                  sign <= 0)
     safe = np.where(proved, x.balls, _filled(ONE, x.shape))
     if exponent == 0.5:
-        values = np.frompyfunc(lambda b: b.sqrt(), 1, 1)(safe)
+        balls = np.frompyfunc(lambda b: b.sqrt(), 1, 1)(safe)
     elif exponent == -0.5:
-        values = np.frompyfunc(lambda b: b.rsqrt(), 1, 1)(safe)
+        balls = np.frompyfunc(lambda b: b.rsqrt(), 1, 1)(safe)
     else:
-        power = flint.arb(exponent)
-        values = np.frompyfunc(lambda b: b ** power, 1, 1)(safe)
-    return Lead(x.degree * exponent, array=_undetermined_where(np.asarray(values, dtype=object), ~proved),
-                ids=x.classes, lead_ids=x.lead_ids)
+        exact_exponent = flint.arb(exponent)
+        balls = np.frompyfunc(lambda b: b ** exact_exponent, 1, 1)(safe)
+    values = split(np.asarray(balls, dtype=object), ctx.bits)
+    return Lead(x.degree * exponent, split=_undetermined_where(values, ~proved), ids=x.classes,
+                lead_ids=x.lead_ids)
 
 
 @_rule(aten.pow.Tensor_Scalar)
@@ -442,9 +498,9 @@ def _sum(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: A
     x = _finite(x, "sum")
     dims = _dims(x, dim)
     ids = None if x.classes is None else identity.rows(x.classes, dims, keepdim)
-    total = np.asarray(np.sum(x.balls, axis=dims, keepdims=keepdim), dtype=object)
+    total = split_sum(x.operand(ctx.bits), dims, keepdim)
     leads = None if x.lead_ids is None else identity.rows(x.lead_ids, dims, keepdim)
-    return Lead(x.degree, array=total, ids=ids, lead_ids=leads)
+    return Lead(x.degree, split=total, ids=ids, lead_ids=leads)
 
 
 @_rule(aten.mean.dim, aten.mean.default)
@@ -452,8 +508,15 @@ def _mean(ctx: Context, x: Lead, dim: Any = None, keepdim: bool = False, dtype: 
     dims = _dims(x, dim)
     count = math.prod(x.shape[d] for d in dims)
     total = _sum(ctx, x, list(dims), keepdim)
-    return Lead(x.degree, array=np.asarray(total.balls / flint.arb(count), dtype=object), ids=total.classes,
+    return Lead(x.degree, split=_divided(total.operand(ctx.bits), count, ctx.bits), ids=total.classes,
                 lead_ids=total.lead_ids)
+
+
+def _divided(values: np.ndarray, count: float, bits: int) -> np.ndarray:
+    """A split divided by an exact number (by its reciprocal's split where that is not a float)."""
+    if _is_power_of_two(1 / count):
+        return ex.multiply(values, np.array([1 / count, 0.0]), bits)
+    return ex.multiply(values, split(np.array(ONE / flint.arb(count), dtype=object), bits), bits)
 
 
 @_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
@@ -463,8 +526,8 @@ def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
     first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
     product = split_matmul(first.operand(ctx.bits), second.operand(ctx.bits))
     if first.ties is not None:
-        tied = _tied_product(ctx, first.ties, second, balls_of_split(product))
-        return Lead(first.degree + second.degree, array=tied, lead_ids=_representative_classes(first, second))
+        tied = _tied_product(ctx, first.ties, second, product)
+        return Lead(first.degree + second.degree, split=tied, lead_ids=_representative_classes(first, second))
     return Lead(first.degree + second.degree, split=product,
                 ids=_product_classes(first, second), lead_ids=_product_classes(first, second, lead=True))
 
@@ -495,7 +558,7 @@ def _tied_product(ctx: Context, ties: np.ndarray, values: Lead, product: np.ndar
         low = np.where(ties, per_row, big).min(axis=-1)
         high = np.where(ties, per_row, -big).max(axis=-1)
         matters = matters & (low != high)
-    unknown = np.broadcast_to(matters[..., None], product.shape)
+    unknown = np.broadcast_to(matters[..., None], product.shape[1:])
     ctx.undecided(unknown, "a tie of hard attention at the leading order whose positions carry "
                            "different values", final=True)
     return _undetermined_where(product, unknown)
@@ -531,8 +594,8 @@ def _line_classes(x: Lead, axis: int, lead: bool) -> np.ndarray | None:
 def _linear(ctx: Context, x: Any, weight: Any, bias: Any = None) -> Lead:
     """x·Wᵀ (+ b): degrees add, then the Sum rule with the bias."""
     w = _finite(_lead(weight, ctx), "linear")
-    transposed = Lead(w.degree, exact=w.exact.T if w.exact is not None else None,
-                      array=None if w.exact is not None else w.balls.T)
+    transposed = Lead(w.degree, exact=w.exact.T) if w.exact is not None else \
+        Lead(w.degree, split=np.swapaxes(w.operand(ctx.bits), -1, -2))
     product = _matmul(ctx, x, transposed)
     return product if bias is None else _sum_of(ctx, product, bias)
 
@@ -541,8 +604,8 @@ def _linear(ctx: Context, x: Any, weight: Any, bias: Any = None) -> Lead:
 def _addmm(ctx: Context, bias: Any, x: Any, y: Any, beta: Any = 1, alpha: Any = 1) -> Lead:
     product = _matmul(ctx, x, y)
     if alpha != 1:
-        product = _scaled(product, alpha)
-    return _sum_of(ctx, product, bias if beta == 1 else _scaled(_lead(bias, ctx), beta))
+        product = _scaled(product, alpha, ctx.bits)
+    return _sum_of(ctx, product, bias if beta == 1 else _scaled(_lead(bias, ctx), beta, ctx.bits))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,8 +618,8 @@ def _selected(ctx: Context, condition: Any, x: Any, y: Any) -> Lead:
     first, second = _lead(x, ctx), _lead(y, ctx)
     cond = torch.as_tensor(condition, dtype=torch.bool)
     shape = tuple(np.broadcast_shapes(tuple(cond.shape), first.shape, second.shape))
-    (a, b), degree = _aligned([first, second], shape)
-    values = np.where(cond.expand(shape).numpy(), a, b)
+    (a, b), degree = _aligned([first, second], ctx.bits, shape)
+    values = ex.where(cond.expand(shape).numpy(), a, b)
     ids = None
     if first.classes is not None and second.classes is not None:
         left, right = identity.joined([first.classes, second.classes])
@@ -567,7 +630,7 @@ def _selected(ctx: Context, condition: Any, x: Any, y: Any) -> Lead:
         infinite = torch.where(cond.expand(shape),
                                zero if first.infinite is None else first.infinite.expand(shape),
                                zero if second.infinite is None else second.infinite.expand(shape))
-    return Lead(degree, array=np.asarray(values, dtype=object), infinite=infinite, ids=ids)
+    return Lead(degree, split=values, infinite=infinite, ids=ids)
 
 
 @_rule(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
@@ -588,7 +651,7 @@ def _cat(ctx: Context, tensors: Sequence[Any], dim: int = 0) -> Lead:
     stacked = ctx.target is aten.stack.default
     ctx_op = np.stack if stacked else np.concatenate
     torch_op = torch.stack if stacked else torch.cat
-    arrays, degree = _aligned(leads)
+    arrays, degree = _aligned(leads, ctx.bits)
     infinite = None
     if any(x.infinite is not None for x in leads):
         infinite = torch_op([x.infinite.expand(x.shape) if x.infinite is not None
@@ -598,15 +661,11 @@ def _cat(ctx: Context, tensors: Sequence[Any], dim: int = 0) -> Lead:
                     infinite=infinite)
     classes = [x.classes for x in leads]
     ids = None if any(c is None for c in classes) else ctx_op(identity.joined(classes), axis=dim)  # type: ignore[arg-type]
-    return Lead(degree, array=ctx_op(arrays, axis=dim), infinite=infinite, ids=ids)
+    return Lead(degree, split=ex.concatenated(arrays, dim, stack=stacked), infinite=infinite, ids=ids)
 
 
 # ---------------------------------------------------------------------------------------------
 # Nonlinearities and hard attention
-
-
-_relu_ball = np.frompyfunc(
-    lambda b: b if b > 0 else (ZERO if b < 0 or b.is_zero() else b.nonnegative_part()), 1, 1)
 
 
 @_rule(aten.relu.default)
@@ -614,8 +673,7 @@ def _relu(ctx: Context, x: Lead) -> Lead:
     """ReLU is positively 1-homogeneous and continuous: relu of the leading coefficient, an
     enclosure where its ball holds 0 (no decision is needed)."""
     x = _finite(x, "relu")
-    return Lead(x.degree, array=np.asarray(_relu_ball(x.balls), dtype=object), ids=x.classes,
-                lead_ids=x.lead_ids)
+    return Lead(x.degree, split=ex.relu(x.operand(ctx.bits)), ids=x.classes, lead_ids=x.lead_ids)
 
 
 @_rule(aten.abs.default)
@@ -640,7 +698,8 @@ def _relu_like(ctx: Context, x: Lead, at: Callable[[flint.arb], flint.arb], what
     if x.degree == 0:
         return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
                     lead_ids=x.lead_ids)
-    return Lead(x.degree, array=np.asarray(x.balls / 2, dtype=object), ids=x.classes, lead_ids=x.lead_ids)
+    alone = Lead(x.degree, exact=x.exact, array=x.array, split=x.split, ids=x.classes, lead_ids=x.lead_ids)
+    return _scaled(alone, 0.5, ctx.bits)
 
 
 @_rule(aten.gelu.default)
@@ -659,11 +718,12 @@ def _squashing(ctx: Context, x: Lead, grown: Callable[[np.ndarray], np.ndarray],
     fixed ones, ``small`` for vanishing ones."""
     x = _finite(x, what)
     if x.degree > 0:
-        sign = signs(x.balls)
+        sign = ex.signs(x.operand(ctx.bits))
         unknown = np.isnan(sign) | (sign == 0)
-        ctx.undecided(unknown & _fresh(x, x.shape), f"the sign of a growing input of {what}", sign == 0)
-        values = np.asarray(np.frompyfunc(flint.arb, 1, 1)(grown(np.nan_to_num(sign))), dtype=object)
-        return Lead(0.0, array=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
+        ctx.undecided(unknown & _fresh(x, x.shape, ctx.bits), f"the sign of a growing input of {what}",
+                      sign == 0)
+        values = np.stack([grown(np.nan_to_num(sign)), np.zeros(sign.shape)])
+        return Lead(0.0, split=_undetermined_where(values, unknown), ids=x.classes, lead_ids=x.lead_ids)
     if x.degree == 0:
         return Lead(0.0, array=np.asarray(np.frompyfunc(at, 1, 1)(x.balls), dtype=object), ids=x.classes,
                     lead_ids=x.lead_ids)
@@ -677,7 +737,7 @@ def _tanh(ctx: Context, x: Lead) -> Lead:
 
 @_rule(aten.sigmoid.default)
 def _sigmoid(ctx: Context, x: Lead) -> Lead:
-    half = Lead(0.0, array=np.full(x.shape, flint.arb(0.5), dtype=object))
+    half = Lead(0.0, exact=torch.full(x.shape, 0.5, dtype=torch.float64))
     return _squashing(ctx, x, lambda sign: (sign > 0).astype(np.float64), lambda a: 1 / (1 + (-a).exp()),
                       lambda v: half, "sigmoid")
 
@@ -690,18 +750,21 @@ def _layer_norm(ctx: Context, x: Any, shape: Sequence[int], weight: Any = None, 
     lead = _finite(_lead(x, ctx), "layer_norm")
     axes = tuple(range(len(lead.shape) - len(shape), len(lead.shape)))
     count = math.prod(lead.shape[a] for a in axes)
-    mean = np.sum(lead.balls, axis=axes, keepdims=True) / flint.arb(count)
-    centered = lead.balls - mean
-    variance = np.sum(centered * centered, axis=axes, keepdims=True) / flint.arb(count)
+    bits = ctx.bits
+    values = lead.operand(bits)
+    mean = _divided(split_sum(values, axes, True), count, bits)
+    centered = ex.add(values, ex.negated(mean), bits)
     if lead.degree < 0:  # ε leads
-        normalized = Lead(lead.degree, array=np.asarray(centered / flint.arb(eps).sqrt(), dtype=object))
-        normalized.ids = _row_relative(lead, axes)
+        inverse_root = split(np.array(flint.arb(eps).rsqrt(), dtype=object), bits)
+        normalized = Lead(lead.degree, split=ex.multiply(centered, inverse_root, bits),
+                          ids=_row_relative(lead, axes))
     else:
+        variance = _divided(split_sum(ex.multiply(centered, centered, bits), axes, True), count, bits)
         if lead.degree == 0:
-            variance = variance + flint.arb(eps)
-        scale = _power_of(ctx, Lead(2 * lead.degree, array=np.asarray(variance, dtype=object)), -0.5,
+            variance = ex.add(variance, np.array([eps, 0.0]), bits)
+        scale = _power_of(ctx, Lead(2 * lead.degree, split=variance), -0.5,
                           "layer_norm (the variance of a row)")
-        normalized = Lead(0.0, array=np.asarray(centered * scale.balls, dtype=object),
+        normalized = Lead(0.0, split=ex.multiply(centered, scale.operand(bits), bits),
                           ids=_row_relative(lead, axes), lead_ids=_row_relative(lead, axes, leading=True))
     out = normalized if weight is None else _mul(ctx, normalized, weight)
     return out if bias is None else _sum_of(ctx, out, bias)
@@ -780,64 +843,137 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
     """Softmax → hard attention for growing scores (Lemma 7); the softmax itself for fixed ones;
     uniform weights for vanishing ones. Masking constants of degree +∞ exclude positions."""
     dim = dim % len(x.shape)
-    scores = np.moveaxis(x.balls, dim, -1)
-    rows = scores.reshape(-1, scores.shape[-1])
+    moved = np.moveaxis(np.zeros(x.shape, dtype=bool), dim, -1).shape
+
+    def by_row(values: np.ndarray | None, split_axis: bool = False) -> np.ndarray | None:
+        """Values per element (or a split of them, ``split_axis``) as rows of scores."""
+        if values is None:
+            return None
+        if split_axis:
+            values = ex.broadcast(values, x.shape)
+            return np.moveaxis(values, dim + 1, -1).reshape(values.shape[0], -1, moved[-1])
+        return np.moveaxis(np.broadcast_to(values, x.shape), dim, -1).reshape(-1, moved[-1])
+
     infinite = torch.zeros(x.shape, dtype=torch.int8) if x.infinite is None else x.infinite.expand(x.shape)
     if bool((infinite > 0).any()):
         raise SaturationError("softmax input contains +∞ (a huge positive constant)")
-    allowed = np.moveaxis((infinite == 0).numpy(), dim, -1).reshape(rows.shape)
+    allowed = by_row((infinite == 0).numpy())
     scored = None if x.classes is None else identity.combine(x.classes, infinite.numpy().astype(np.int64))
-
-    def by_row(values: np.ndarray | None) -> np.ndarray | None:
-        if values is None:
-            return None
-        return np.moveaxis(np.broadcast_to(values, x.shape), dim, -1).reshape(rows.shape)
-
-    ids, lead_ids = by_row(scored), by_row(x.lead_classes)
-    lower = None if x.lower is None or x.lower.degree <= 0 else by_row(x.lower.balls)
-    above = None if lower is None else by_row(x.above)
-    out = np.empty(rows.shape, dtype=object)
-    undecided = np.zeros(rows.shape[0], dtype=bool)
-    tied = np.zeros(rows.shape[0], dtype=bool)
-    reasons: set[str] = set()
-    for index in range(rows.shape[0]):
-        if x.degree > 0:
-            row = _Row(rows[index], None if ids is None else ids[index],
-                       None if lead_ids is None else lead_ids[index], None if lower is None else lower[index],
-                       None if above is None else above[index])
-            out[index], reason, tied[index] = _hard_row(row, allowed[index])
-        else:
-            out[index], reason = _soft_row(rows[index], allowed[index], x.degree == 0), None
-        if reason is not None:
-            undecided[index] = True
-            reasons.add(reason)
-    weights = np.moveaxis(out.reshape(scores.shape), -1, dim)
-    if undecided.any():
-        per_row = undecided.reshape(scores.shape[:-1])[..., None]
-        mask = np.moveaxis(np.broadcast_to(per_row, scores.shape), -1, dim)
-        for reason in sorted(reasons):
-            ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))
+    rows = by_row(x.operand(ctx.bits), split_axis=True)
+    assert rows is not None and allowed is not None
+    count = rows.shape[1]
+    undecided, tied = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
+    if x.degree > 0:
+        lower = None if x.lower is None or x.lower.degree <= 0 else \
+            by_row(x.lower.operand(ctx.bits), split_axis=True)
+        scores = _Scores(rows, by_row(scored), by_row(x.lead_classes), lower,
+                         None if lower is None else by_row(x.above))
+        weights, undecided, tied, reasons = _hard_rows(scores, allowed, ctx.bits)
+    else:
+        balls = balls_of_split(rows)
+        weights = split(np.stack([_soft_row(balls[r], allowed[r], x.degree == 0) for r in range(count)])
+                        if count else np.zeros(rows.shape[1:], dtype=object), ctx.bits)
+        reasons = {}
+    back = lambda values: np.moveaxis(values.reshape(moved), -1, dim)  # noqa: E731
+    for reason, where in sorted(reasons.items()):
+        mask = back(np.broadcast_to(where[:, None], rows.shape[1:]))
+        ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))
+    values = np.moveaxis(weights.reshape(weights.shape[0], *moved), -1, dim + 1)
     zeros = ties = None
     if x.degree > 0:  # weights 0 and 1/k at every order: classes from the values themselves
-        weight_ids = np.moveaxis(_hard_classes(out, undecided | tied).reshape(scores.shape), -1, dim)
-        members = np.frompyfunc(lambda w: not w.is_zero(), 1, 1)(out).astype(bool) & tied[:, None]
-        zeros = _hard_classes(out, undecided) == 0
-        zeros = np.moveaxis(zeros.reshape(scores.shape), -1, dim)
-        ties = np.moveaxis(members.reshape(scores.shape), -1, dim) if members.any() else None
+        zero = ex.is_zero(weights)
+        weight_ids = back(_hard_classes(zero, undecided | tied))
+        members = ~zero & tied[:, None]
+        zeros = back(_hard_classes(zero, undecided) == 0)
+        ties = back(members) if members.any() else None
     elif scored is not None:
         weight_ids = identity.combine(scored, identity.rows(scored, (dim,), keepdims=True))
     else:
         weight_ids = None
-    return Lead(0.0, array=np.asarray(weights, dtype=object), ids=weight_ids, zeros=zeros, ties=ties)
+    return Lead(0.0, split=values, ids=weight_ids, zeros=zeros, ties=ties)
 
 
-def _hard_classes(rows: np.ndarray, undecided: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _Scores:
+    """Rows of scores: leading coefficients (a split, positions last), their classes (full and
+    leading), and the part below with the classes of what lies above it, where tracked."""
+
+    values: np.ndarray
+    ids: np.ndarray | None
+    lead_ids: np.ndarray | None
+    lower: np.ndarray | None
+    above: np.ndarray | None
+
+    def row(self, index: int) -> _Row:
+        """One row, as balls, for :func:`_hard_row`."""
+        pick = (lambda a: None if a is None else a[index])  # noqa: E731
+        lower = None if self.lower is None else balls_of_split(self.lower[:, index])
+        return _Row(balls_of_split(self.values[:, index]), pick(self.ids), pick(self.lead_ids), lower,
+                    pick(self.above))
+
+
+def _hard_rows(scores: _Scores, allowed: np.ndarray, bits: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Hard attention over rows of scores, on whole arrays where the maximum is proved: one
+    position above every other, or positions of one class (equal at every order). Rows with an
+    undetermined score are the earlier decision's; the rest go through :func:`_hard_row`.
+    Returns the weights (a split), the rows undecided, the rows tied, and per reason its rows."""
+    rows = scores.values
+    count = rows.shape[1]
+    open_ = ex.undetermined(rows) & allowed
+    inherited = open_.any(axis=-1)
+    empty = ~allowed.any(axis=-1)
+    approx = np.where(allowed & ~open_, rows[0], -np.inf)
+    best = approx.argmax(axis=-1) if count else np.zeros(0, dtype=np.int64)
+    top = np.take_along_axis(rows, best[None, :, None], axis=2)
+    below = ex.signs(ex.add(top, ex.negated(rows), bits)) > 0
+    candidates = allowed & ~below
+    single = candidates.sum(axis=-1) == 1
+    if scores.ids is not None:
+        big = np.iinfo(np.int64).max
+        single |= np.where(candidates, scores.ids, big).min(axis=-1) == \
+            np.where(candidates, scores.ids, -big).max(axis=-1)
+    proved = ~empty & ~inherited & single
+    shares = np.where(proved[:, None] & candidates, 1.0, 0.0)
+    weights = ex.multiply(np.stack([shares, np.zeros(shares.shape)]),
+                          _reciprocals(np.maximum(shares.sum(axis=-1), 1), bits)[:, :, None], bits)
+    undecided, tied = inherited & ~empty, np.zeros(count, dtype=bool)
+    reasons: dict[str, np.ndarray] = {_INHERITED: undecided.copy()} if undecided.any() else {}
+    rest = np.nonzero(~empty & ~inherited & ~proved)[0]
+    if rest.size:
+        found = []
+        for index in rest:
+            weight, reason, tied[index] = _hard_row(scores.row(int(index)), allowed[index])
+            found.append(weight)
+            if reason is not None:
+                undecided[index] = True
+                reasons.setdefault(reason, np.zeros(count, dtype=bool))[index] = True
+        chosen = _placed(split(np.stack(found), bits), rest, count)
+        weights = ex.where(np.isin(np.arange(count), rest)[:, None], chosen, weights)
+    weights = _undetermined_where(weights, np.broadcast_to(undecided[:, None], allowed.shape))
+    return weights, undecided, tied, reasons
+
+
+def _reciprocals(counts: np.ndarray, bits: int) -> np.ndarray:
+    """1/k for each whole number k ≥ 1 of ``counts``, as a split (exact where a float)."""
+    distinct, inverse = np.unique(counts, return_inverse=True)
+    table = split(np.array([ONE / int(k) for k in distinct], dtype=object), bits)
+    return table[:, inverse.reshape(counts.shape)]
+
+
+def _placed(rows: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
+    """A split of some rows placed at row indices ``at`` of ``count`` rows (zeros elsewhere)."""
+    out = np.zeros((rows.shape[0], count, *rows.shape[2:]))
+    out[:, at] = rows
+    return out
+
+
+def _hard_classes(zero: np.ndarray, undecided: np.ndarray) -> np.ndarray:
     """Classes of hard-attention weights: k for a weight 1/k, 0 for a weight 0, and a class of
     its own for each weight of an undecided row."""
-    shares = np.frompyfunc(lambda w: 0 if w.is_zero() else -1, 1, 1)(rows).astype(np.int64)
-    counts = (shares != 0).sum(axis=1, keepdims=True)
-    ids = np.where(shares != 0, counts, 0)
-    own = -1 - np.arange(rows.size, dtype=np.int64).reshape(rows.shape)
+    counts = (~zero).sum(axis=1, keepdims=True)
+    ids = np.where(~zero, counts, 0)
+    own = -1 - np.arange(zero.size, dtype=np.int64).reshape(zero.shape)
     return np.where(undecided[:, None], own, ids)
 
 

@@ -119,3 +119,18 @@ def test_batched_ball_products_broadcast_as_torch_matmul():
         expected = torch.matmul(a, b)
         assert out.shape == tuple(expected.shape)
         assert torch.allclose(midpoints(np.asarray(out, dtype=object)), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_weight_whose_few_small_elements_reach_further_down_is_multiplied_exactly():
+    """A float32 weight matrix with three elements 2⁻⁴⁰ of the others: its finest slices hold
+    those three alone (kept sparse), and the product is still the exact one."""
+    rng = np.random.default_rng(3)
+    right = rng.standard_normal((64, 40)).astype(np.float32)
+    right[[3, 17, 50], [0, 21, 39]] *= np.float32(2.0**-40)
+    left = rng.standard_normal((2, 64))
+    with working_precision(256):
+        out = product(left, right.astype(np.float64), 256)
+    exact = _exact(left, right)
+    for i in range(2):
+        for j in range(40):
+            assert out[i, j].rad() == 0 and _fraction(out[i, j]) == exact[i][j]

@@ -26,7 +26,6 @@ __all__ = [
     "ZERO",
     "balls_of",
     "matmul",
-    "midpoints",
     "nan_like",
     "split_matmul",
     "split_sum",
@@ -38,8 +37,6 @@ ONE = flint.arb(1)
 _NAN = flint.arb.nan()
 
 _to_ball = np.frompyfunc(flint.arb, 1, 1)
-_mid = np.frompyfunc(lambda b: float(b.mid()), 1, 1)
-_nan = np.frompyfunc(lambda b: b.is_nan() or not b.is_finite(), 1, 1)
 
 
 @contextmanager
@@ -69,15 +66,6 @@ def nan_like(shape: tuple[int, ...]) -> np.ndarray:
     out = np.empty(shape, dtype=object)
     out.fill(_NAN)
     return out
-
-
-def midpoints(balls: np.ndarray) -> Tensor:
-    """The midpoints as float64 (NaN where undetermined): within the radius of the exact values."""
-    if not balls.size:
-        return torch.zeros(balls.shape, dtype=torch.float64)
-    values = np.asarray(_mid(balls), dtype=np.float64)
-    values[np.asarray(_nan(balls), dtype=bool)] = math.nan
-    return torch.from_numpy(values)
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:

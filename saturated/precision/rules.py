@@ -874,7 +874,10 @@ def _softmax(ctx: Context, x: Lead, dim: int, dtype_or_half: Any = None) -> Lead
         weights = split(np.stack([_soft_row(balls[r], allowed[r], x.degree == 0) for r in range(count)])
                         if count else np.zeros(rows.shape[1:], dtype=object), ctx.bits)
         reasons = {}
-    back = lambda values: np.moveaxis(values.reshape(moved), -1, dim)  # noqa: E731
+    def back(values: np.ndarray) -> np.ndarray:
+        """Per-row-element values back in the input's layout."""
+        return np.moveaxis(values.reshape(moved), -1, dim)
+
     for reason, where in sorted(reasons.items()):
         mask = back(np.broadcast_to(where[:, None], rows.shape[1:]))
         ctx.undecided(mask, reason, final=reason in (_UNTRACKED, _INHERITED))

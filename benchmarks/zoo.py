@@ -57,7 +57,8 @@ def main() -> None:
 
     def limit_of(model: torch.nn.Module, tokenizer: object) -> tuple[SaturatedModel, dict]:
         prepared = prepare(model, tokenizer, texts, batch_size=len(texts))
-        return SaturatedModel(model, Settings(), prepared.fields(), "nan"), prepared.batches[0].inputs
+        return (SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False),
+                prepared.batches[0].inputs)
 
     warm, tokenizer = zoo.measured_model("gpt-neox")
     limit, inputs = limit_of(warm, tokenizer)

@@ -424,6 +424,12 @@ class SaturatedModel:
     two orders (see :func:`_normalized`). An integer output (an index, a count) has no NaN: where
     an entry's pass itself needs more orders and such an output is asked for, ``"nan"`` raises too.
 
+    ``read_padding=False`` says the caller reads no padded position (a token whose every
+    ``*attention_mask`` input fitting an output's first two dimensions is 0), as a measurement over
+    real tokens does: NaN left there (a padded query's hard-attention tie, say) sends an entry to
+    neither more orders nor the refinement. Those positions keep whatever the levels run decided,
+    NaN included; every read position is decided exactly as with the default ``True``.
+
     ``weights``: where the model's tensors are read from when they are not all in the model (its
     layers streamed from disk, :class:`~saturated.sources.WeightSource`); each is read as the graph
     first needs it and dropped after its last use. None: the model's own tensors.
@@ -441,7 +447,7 @@ class SaturatedModel:
 
     def __init__(self, model: nn.Module, settings: Settings,
                  outputs: Collection[str] | None = None, undetermined: str = "raise",
-                 weights: WeightSource | None = None) -> None:
+                 weights: WeightSource | None = None, read_padding: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         if undetermined not in ("raise", "nan"):
@@ -454,6 +460,7 @@ class SaturatedModel:
         if outputs is not None:
             outputs = check_sequence(outputs, "outputs", what="output field names", error=SaturationError)
         self.undetermined = undetermined
+        self.read_padding = read_padding
         self.model = model
         self.settings = settings
         self.outputs = None if outputs is None else frozenset(outputs)
@@ -747,8 +754,8 @@ class SaturatedModel:
                             _only_zero_vectors(found, with_nan, zeros, axes, len(computed), batch).items()})
             if not (dtype == self._wide and orders > 1 and self.settings.ties != "uniform"):
                 finals = {}  # the leading parts may still change with more orders or precision
-            open_nan = [(found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0], axes[i])
-                        for i in with_nan]
+            open_nan = [(self._read(found[i][0].masked_fill(finals[i], 0.0) if i in finals else found[i][0],
+                                    those), axes[i]) for i in with_nan]
             left = _undetermined_entries([(value, candidates) for value, candidates in open_nan
                                           if bool(torch.isnan(value).any())],
                                          batch or 1 if pending is None else len(pending), batch)
@@ -775,14 +782,23 @@ class SaturatedModel:
                                pytree.tree_unflatten([d for _, d in pairs], out_spec), orders, refined,
                                refinement.levels, refinement.reasons)
 
+    def _read(self, value: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+        """``value`` with its padded positions zeroed where the caller reads none (``read_padding``
+        False), so that NaN there does not count as undetermined."""
+        if self.read_padding or value.dim() != 3 or not value.is_floating_point():
+            return value
+        unread = _padding(kwargs, value.shape[:2])
+        return value if unread is None else value.masked_fill(unread.unsqueeze(-1), 0.0)
+
     def _still_undetermined(self, args: tuple[Any, ...], kwargs: dict[str, Any], pairs: list[Normalized],
                             batch: int | None, axes: list[tuple[int, ...]],
                             settled: dict[int, tuple[str, ...]]) -> _Refined:
         """The entries whose outputs hold NaN after the float levels, refined in ball arithmetic
         where ``settings.max_precision`` allows it (see :meth:`_refine`), except the ``settled``
         ones, whose NaN no precision decides: they keep the reasons given."""
-        open_nan = [(value, axes[i]) for i, (value, degree) in enumerate(pairs)
-                    if _batched(value, degree) and bool(torch.isnan(value).any())]
+        read = [(self._read(value, kwargs), axes[i]) for i, (value, degree) in enumerate(pairs)
+                if _batched(value, degree)]
+        open_nan = [(value, candidates) for value, candidates in read if bool(torch.isnan(value).any())]
         if pairs and not open_nan:
             return _Refined((), {})
         entries = _undetermined_entries(open_nan, batch or 1, batch) if pairs else None
@@ -832,6 +848,15 @@ def _only_zero_vectors(found: list[Normalized], with_nan: list[int], zeros: dict
                          "embedding): no order or precision gives it a direction"
                          for index, entries in sorted(held.items()) if entries and entry in entries)
             for entry in sorted(holding)}
+
+
+def _padding(kwargs: dict[str, Any], positions: torch.Size) -> torch.Tensor | None:
+    """Where every ``*attention_mask`` input of shape ``positions`` (batch, sequence) is 0: the
+    padded positions of an output shaped so (None without such a mask). Masks of another shape
+    belong to another sequence (an encoder's, beside a decoder's output)."""
+    masks = [mask for name, mask in kwargs.items() if name.endswith("attention_mask")
+             and isinstance(mask, torch.Tensor) and mask.shape == positions]
+    return torch.stack([mask == 0 for mask in masks]).all(0) if masks else None
 
 
 def _entry_axis(shape: torch.Size, candidates: tuple[int, ...], count: int) -> int | None:

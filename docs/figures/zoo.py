@@ -160,7 +160,7 @@ def limit_cost(model: torch.nn.Module, tokenizer: Any, texts: list[str]) -> dict
     what similarity reads."""
     prepared = prepare(model, tokenizer, texts, batch_size=len(texts))
     (batch,) = prepared.batches
-    limit = SaturatedModel(model, Settings(), prepared.fields(), "nan")
+    limit = SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False)
     with torch.inference_mode():
         plain = _best(lambda: forward(model, batch.inputs), repeats=3)
         start = time.perf_counter()

@@ -57,7 +57,8 @@ def check_scale(scale: float) -> float:
 
 
 def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None,
-                   undetermined: str = "raise", max_precision: int = 1024) -> Callable[..., Any]:
+                   undetermined: str = "raise", max_precision: int = 1024,
+                   read_padding: bool = True) -> Callable[..., Any]:
     """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
 
     The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
@@ -65,7 +66,8 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
     fields the caller reads; the limit computes only those (the others are None).
     ``undetermined="nan"``: the limit is NaN where it is undetermined instead of raising
     (:class:`saturated.saturate.SaturatedModel`). ``max_precision``: the cap of the refinement
-    in ball arithmetic (:class:`saturated.rules.Settings`).
+    in ball arithmetic (:class:`saturated.rules.Settings`). ``read_padding=False``: the caller
+    reads no padded position, which the limit then decides no further than its first levels do.
     """
     if _streams(model) and not math.isinf(scale):
         dtype = compute_dtype(model)
@@ -75,18 +77,18 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
             settings = Settings(max_precision=max_precision)
         except SaturationError as err:
             raise EmpiricalError(str(err)) from err
-        return LimitForward(limit_model(model, settings, outputs, undetermined))
+        return LimitForward(limit_model(model, settings, outputs, undetermined, read_padding))
     scaled = scaled_parameters(model, scale)
     return lambda **inputs: call_scaled(model, scaled, **inputs)
 
 
 def limit_model(model: nn.Module, settings: Settings, outputs: Collection[str] | None = None,
-                undetermined: str = "raise") -> SaturatedModel:
+                undetermined: str = "raise", read_padding: bool = True) -> SaturatedModel:
     """The exact saturated network of ``model`` (:class:`~saturated.saturate.SaturatedModel`); for a
     model placed by accelerate, its weights are read one tensor at a time as the graph needs them,
     offloaded ones from disk (:class:`~empirical.models.placed_weights.PlacedWeights`)."""
     weights = PlacedWeights(model) if is_dispatched(model) else None
-    return SaturatedModel(model, settings, outputs, undetermined, weights=weights)
+    return SaturatedModel(model, settings, outputs, undetermined, weights=weights, read_padding=read_padding)
 
 
 class LimitForward:

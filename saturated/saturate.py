@@ -370,14 +370,13 @@ def _module_fingerprint(model: nn.Module) -> tuple[Any, ...]:
 class _Graphs:
     """A model's exported programs, for one parameter layout: by input structure (dynamic batch
     and lengths; None where the model cannot be exported so) and by exact signature (the
-    per-shape fallback); and the calls (graph, outputs, settings) whose first level, in a dtype
-    narrower than float64, left every batch entry undetermined (see
-    :meth:`SaturatedModel._note_whole_failure`)."""
+    per-shape fallback); and the levels (dtype and orders) of calls (graph, outputs, settings)
+    that left every batch entry undetermined (see :meth:`SaturatedModel._note_whole_failure`)."""
 
     layout: tuple[Any, ...] = ()
     dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = field(default_factory=dict)
     static: dict[tuple[Any, ...], torch.export.ExportedProgram] = field(default_factory=dict)
-    narrow_fails: set[tuple[Any, ...]] = field(default_factory=set)
+    whole_failures: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 # Shared by every SaturatedModel of one model (the similarity, convergence and head measurements
@@ -392,7 +391,7 @@ def _graphs_of(model: nn.Module) -> _Graphs:
 
 
 _WHOLESALE = 4
-"""The fewest batch entries whose joint failure at the first level says it fails for the graph."""
+"""The fewest batch entries whose joint failure at a level says it fails for the graph."""
 
 
 class SaturatedModel:
@@ -494,7 +493,7 @@ class SaturatedModel:
         if layout != self._graphs.layout:
             self._graphs.dynamic.clear()
             self._graphs.static.clear()
-            self._graphs.narrow_fails.clear()
+            self._graphs.whole_failures.clear()
             self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
@@ -540,8 +539,9 @@ class SaturatedModel:
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
-        if dtype != self._wide and self._narrow_key(args, kwargs) in self._graphs.narrow_fails:
-            raise NeedsOrders(f"{dtype} left every entry undetermined before (see _note_whole_failure)")
+        if (self._call_key(args, kwargs), dtype, settings.orders) in self._graphs.whole_failures:
+            raise NeedsOrders(f"{dtype} with {settings.orders} orders left every entry undetermined before "
+                              "(see _note_whole_failure)")
         program = self._program(args, kwargs)
         tensors = self._tensors()
         inputs = _cast_inputs((args, kwargs), dtype)
@@ -626,19 +626,19 @@ class SaturatedModel:
             bits = next_precision(bits, cap)
         return _Refined(tuple(levels), reasons)
 
-    def _narrow_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    def _call_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         return (id(self._program(args, kwargs)), self.outputs, self.settings, self.undetermined)
 
-    def _note_whole_failure(self, step: int, dtype: torch.dtype, batch: int | None,
+    def _note_whole_failure(self, last: bool, dtype: torch.dtype, orders: int, count: int,
                             args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Remember that the first level, in a dtype narrower than float64, left every entry of a
-        batch of at least :data:`_WHOLESALE` undetermined: for this graph, outputs and settings it
-        fails wholesale (the error bounds of a deep decoder's normalized output exceed its values
-        in float32), and later calls go straight to float64 (:meth:`_run` skips the first level),
-        which decides whatever it would have; only the last bits of the values (computed in
-        float64, rounded back) differ."""
-        if step == 0 and dtype != self._wide and (batch or 1) >= _WHOLESALE:
-            self._graphs.narrow_fails.add(self._narrow_key(args, kwargs))
+        """Remember that a level before the last left every one of at least :data:`_WHOLESALE`
+        batch entries undetermined: for this graph, outputs and settings it fails wholesale (the
+        error bounds of a deep decoder's normalized output exceed its values in float32; T5's, at
+        one order in float64), and later calls skip it (:meth:`_run` refuses it at once). The next
+        level decides whatever it would have; only the last bits of the values (computed in
+        float64, or with more orders, and rounded back) may differ."""
+        if not last and count >= _WHOLESALE:
+            self._graphs.whole_failures.add((self._call_key(args, kwargs), dtype, orders))
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -727,7 +727,7 @@ class SaturatedModel:
                                                                 settings, lenient=self.undetermined == "nan")
             except NeedsOrders as err:
                 if not last:
-                    self._note_whole_failure(step, dtype, batch, args, kwargs)
+                    self._note_whole_failure(last, dtype, orders, len(computed), args, kwargs)
                     continue  # the same entries, at the next level
                 message = f"{_in_batch(str(err), pending)} (tracking {orders} orders)"
                 if self.undetermined == "raise":
@@ -761,8 +761,8 @@ class SaturatedModel:
                                          batch or 1 if pending is None else len(pending), batch)
             if left == []:
                 break
-            if left is None or len(left) == (batch or 1 if pending is None else len(pending)):
-                self._note_whole_failure(step, dtype, batch, args, kwargs)
+            if left is None or len(left) == len(computed):
+                self._note_whole_failure(last, dtype, orders, len(computed), args, kwargs)
             if left is not None:
                 pending = left if pending is None else [pending[i] for i in left]
         else:

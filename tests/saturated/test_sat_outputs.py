@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import sys
 from dataclasses import replace
 
 import pytest
@@ -148,4 +149,39 @@ def test_a_first_level_that_failed_a_whole_batch_is_skipped_for_that_graph(
     runs.clear()
     alone = SaturatedModel(net2, Settings())(x[:2])  # a smaller batch failing says too little
     assert runs == [torch.float32, torch.float64] and alone.refined == (0, 1)
-    assert not SaturatedModel(net2, Settings())._graphs.narrow_fails
+    assert not SaturatedModel(net2, Settings())._graphs.whole_failures
+
+
+class ConstantRows(nn.Module):
+    """LayerNorm(W·x + y) with W·x = (1, 1), a constant row at the leading order: the fixed part y
+    (one order below) decides the direction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = nn.Linear(3, 2, bias=False, dtype=torch.float64)
+        self.norm = nn.LayerNorm(2, dtype=torch.float64)
+        with torch.no_grad():
+            self.mix.weight.copy_(torch.tensor([[1.0, 1.0, -1.0], [0.0, 1.0, 0.0]]))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.mix(x) + y)
+
+
+def test_a_float64_level_that_failed_a_whole_batch_is_skipped_for_that_graph(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float64 model's first level tracks one order, which no entry's constant row lets lead:
+    once it failed a batch of four wholesale, the next call runs the graph with two orders only,
+    with the same limit."""
+    net = ConstantRows()
+    x = torch.ones(4, 3, dtype=torch.float64)
+    y = torch.tensor([[2.0, 0.0], [0.0, 1.0], [3.0, -1.0], [-2.0, 5.0]], dtype=torch.float64)
+    runs: list[int] = []
+    module = sys.modules[SaturatedModel.__module__]
+    run_terms = module.run_terms
+    monkeypatch.setattr(module, "run_terms", lambda *a, **k: runs.append(a[3].orders) or run_terms(*a, **k))
+    first = SaturatedModel(net, Settings())(x, y)
+    assert runs == [1, 2] and first.orders == 2
+    assert torch.allclose(first.value, nn.functional.layer_norm(y, (2,)), rtol=1e-12, atol=0)
+    runs.clear()
+    again = SaturatedModel(net, Settings())(x, y)
+    assert runs == [2] and again.orders == 2 and torch.equal(again.value, first.value)

@@ -30,11 +30,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
-           "smallest_subnormal", "unit_roundoff"]
+           "smallest_subnormal", "tensor_norms", "unit_roundoff"]
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
@@ -147,6 +148,8 @@ class Rounding:
         factor: the positive factor the partials' sums are of the exact values.
         values: for a value known exactly, its coefficients made again on demand from the tensor
             they were cast from (None: the coefficients as they are serve).
+        norms: for a model's tensor known exactly, its vector norms (dimension, keepdim), as
+            :func:`tensor_norms` keeps them across calls (None: computed where read).
     """
 
     degree: float
@@ -159,13 +162,15 @@ class Rounding:
     exact: bool = False
     factor: float = 1.0
     values: Callable[[], Tensor] | None = None
+    norms: Callable[[int, bool], Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.carried is not None and not isinstance(self.carried, _CarriedOnce):
             object.__setattr__(self, "carried", _CarriedOnce(self.carried))
 
     @classmethod
-    def of_exact(cls, coef: Tensor, degree: float, remade: Callable[[], Tensor] | None = None) -> Rounding:
+    def of_exact(cls, coef: Tensor, degree: float, remade: Callable[[], Tensor] | None = None,
+                 norms: Callable[[int, bool], Tensor] | None = None) -> Rounding:
         """The bound of a value known exactly (a parameter, an input, a constant): no error, but
         its size counts once it is summed with or scaled into computed values. Its exact values
         are its own (every float converts to float64 exactly).
@@ -173,13 +178,14 @@ class Rounding:
         ``remade``, when given, makes ``coef`` again on demand (a float64 copy of a parameter,
         cast anew from the model's own tensor): the bound, and those of the products it enters
         (:attr:`values`), then hold no reference to ``coef``, which goes once the graph has used
-        it instead of living as long as the bounds do.
+        it instead of living as long as the bounds do. ``norms``: see :attr:`norms`.
         """
         values = _holding(coef) if remade is None else remade
         shape, device = coef.shape, coef.device
         return cls(degree, lambda: values().abs(), 0,
                    lambda: torch.arange(math.prod(shape), device=device).reshape(shape),
-                   lambda at: values().flatten()[at].double().unsqueeze(-1), exact=True, values=remade)
+                   lambda at: values().flatten()[at].double().unsqueeze(-1), exact=True, values=remade,
+                   norms=norms)
 
     @property
     def of_exact_values(self) -> bool:
@@ -210,7 +216,10 @@ class Rounding:
             own = _plus_subnormal(own, self.length * smallest_subnormal(dtype))
         if not carried or self.carried is None:
             return own
-        return own + self.carried(dtype, operand_rtol)
+        brought = self.carried(dtype, operand_rtol)
+        # ``own`` is a fresh tensor: add in place where the shapes allow it
+        fits = brought.shape == own.shape and brought.dtype == own.dtype
+        return own.add_(brought) if fits else own + brought
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:
         """The same bound after a shape, indexing or cast op (it moves elements, not values).
@@ -281,7 +290,10 @@ def _plus_subnormal(values: Tensor, tiny: float) -> Tensor:
     """
     info = torch.finfo(values.dtype)
     scaled = (values * (1 / info.eps)).add_(tiny / info.eps).mul_(info.eps)
-    return torch.where(values < info.max * info.eps, scaled, values)
+    limit = info.max * info.eps
+    if values.numel() and bool(values.max() < limit):  # the usual case: one pass, not two
+        return scaled
+    return torch.where(values < limit, scaled, values)
 
 
 def _holding(value: Tensor) -> Callable[[], Tensor]:
@@ -414,15 +426,51 @@ def _supports(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> b
             or (isinstance(fn, Einsum) and _einsum_letters(fn.equation) is not None))
 
 
-def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor | None:
+def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Callable[[], Tensor],
+                     y_dim: int, y_norms: Callable[[int, bool], Tensor] | None) -> Tensor | None:
     """An upper bound of fn(|x|, |y|) from Cauchy–Schwarz (Σ|xᵢ||yᵢ| ≤ ‖x‖·‖y‖), for the matrix
-    products: an outer product of norms instead of a second product."""
-    if fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2:
-        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * torch.linalg.vector_norm(
-            y, dim=-2, keepdim=True)
-    if fn is torch.nn.functional.linear and y.dim() == 2:
-        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * torch.linalg.vector_norm(y, dim=-1)
+    products: an outer product of norms instead of a second product. ``y`` is made only when its
+    norms are not known already (``y_norms``, a weight's: see :func:`tensor_norms`)."""
+
+    def norm(dim: int, keepdim: bool) -> Tensor:
+        return y_norms(dim, keepdim) if y_norms is not None else \
+            torch.linalg.vector_norm(y(), dim=dim, keepdim=keepdim)
+
+    if fn is torch.matmul and x.dim() >= 2 and y_dim >= 2:
+        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * norm(-2, True)
+    if fn is torch.nn.functional.linear and y_dim == 2:
+        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * norm(-1, False)
     return None
+
+
+# Per model tensor, its last version's norms: {(dtype, dimension, keepdim): norms}.
+_NORMS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Tensor]:
+    """The vector norms of ``tensor`` cast to ``dtype``, along a dimension, each computed once per
+    version of its values (a weight's norms enter the cheap bound of every product with it, at
+    every call). The cache holds ``tensor`` weakly.
+
+    >>> w = torch.tensor([[3.0, 4.0]])
+    >>> norms = tensor_norms(w, torch.float64)
+    >>> norms(-1, False), norms(-1, False) is norms(-1, False)
+    (tensor([5.], dtype=torch.float64), True)
+    >>> _ = w.mul_(2); norms(-1, False)
+    tensor([10.], dtype=torch.float64)
+    """
+
+    def norms(dim: int, keepdim: bool) -> Tensor:
+        version = (tensor.data_ptr(), tensor._version)
+        held = _NORMS.get(tensor)
+        if held is None or held[0] != version:
+            held = _NORMS[tensor] = (version, {})
+        key = (dtype, dim, keepdim)
+        if key not in held[1]:
+            held[1][key] = torch.linalg.vector_norm(tensor.detach().to(dtype), dim=dim, keepdim=keepdim)
+        return held[1][key]
+
+    return norms
 
 
 Operand = tuple[Tensor, "Rounding | None"]
@@ -444,8 +492,7 @@ def _normal(bound: Tensor) -> Tensor:
     >>> _normal(torch.tensor([0.0, 1e-45, 1.0])).tolist() == [0.0, tiny, 1.0]
     True
     """
-    tiny = torch.finfo(bound.dtype).tiny
-    return torch.where((bound > 0) & (bound < tiny), tiny, bound)
+    return torch.where(bound > 0, bound.clamp_min(torch.finfo(bound.dtype).tiny), bound)
 
 
 def _operand(value: Tensor, rounding: Rounding | None) -> Callable[[], Tensor]:
@@ -475,26 +522,32 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
             total = total + fn(x().abs(), y().abs())
         return total
 
+    norms = [(len(y.shape), None if ry is None else ry.norms) for (_, _), (y, ry) in pairs]
+
     def cheap() -> Tensor:
         total: Tensor | None = None
-        for x, y in operands:
-            part = _cheap_magnitude(fn, x(), y())
+        for (x, y), (y_dim, y_norms) in zip(operands, norms):
+            part = _cheap_magnitude(fn, x(), y, y_dim, y_norms)
             part = fn(x().abs(), y().abs()) if part is None else part
             total = part if total is None else total + part
         assert total is not None
         return total
 
     def carried(dtype: torch.dtype, operand_rtol: float) -> Tensor:
-        total = torch.zeros((), dtype=dtype)
+        zero = torch.zeros((), dtype=dtype)
+        total: Tensor | None = None
         for (x, y), (x_shape, y_shape), (rx, ry) in zip(operands, shapes, roundings):
             bx = None if rx is None or rx.exact else _operand_bound(rx, dtype, operand_rtol)
             by = None if ry is None or ry.exact else _operand_bound(ry, dtype, operand_rtol)
-            if by is not None:
-                total = total + fn(x().abs(), by.expand(y_shape))
+            parts = [] if by is None else [fn(x().abs(), by.expand(y_shape))]
             if bx is not None:
                 y_size = y().abs() if by is None else y().abs() + by.expand(y_shape)
-                total = total + fn(bx.expand(x_shape), y_size)
-        return total
+                parts.append(fn(bx.expand(x_shape), y_size))
+            for part in parts:
+                # 0 + part, with its type promotion, without a pass over part
+                first = part if torch.result_type(zero, part) == part.dtype else zero + part
+                total = first if total is None else total + part
+        return zero if total is None else total
 
     def partials(at: Tensor) -> Tensor:
         rows = [_operand_rows(fn, x(), y(), out_shape, at) for x, y in operands]

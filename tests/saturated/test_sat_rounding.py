@@ -18,7 +18,15 @@ from torch import nn
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
-from saturated.rounding import Einsum, Rounding, exact_sign, gamma, product_rounding, smallest_subnormal
+from saturated.rounding import (
+    Einsum,
+    Rounding,
+    exact_sign,
+    gamma,
+    product_rounding,
+    smallest_subnormal,
+    tensor_norms,
+)
 from saturated.rules import Settings
 from saturated.saturate import saturate
 
@@ -856,3 +864,25 @@ def test_a_lookup_of_an_exact_table_is_bounded_from_the_rows_it_read() -> None:
     moved = narrowed.rounding(1.0)
     assert moved is not None and moved.partials is not None
     assert torch.equal(moved.partials(torch.arange(2)).flatten(), wide)
+
+
+@pytest.mark.parametrize("fn", [torch.matmul, torch.nn.functional.linear], ids=["matmul", "linear"])
+def test_a_weight_s_norms_are_kept_across_calls_and_give_the_same_cheap_bound(fn: Callable) -> None:
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 6, 8, generator=generator, dtype=F64)
+    weight = torch.randn(8, 8, generator=generator)
+    rx = Rounding(1.0, lambda: x.abs(), 8)
+
+    def cheap(norms: Callable[[int, bool], torch.Tensor] | None) -> torch.Tensor:
+        exact = Rounding.of_exact(weight.double(), 1.0, lambda: weight.double(), norms)
+        product = product_rounding(fn, [((x, rx), (weight.double(), exact))], 2.0, 8, torch.Size([5, 6, 8]))
+        assert product.cheap is not None
+        return product.cheap()
+
+    norms = tensor_norms(weight, F64)
+    assert torch.equal(cheap(norms), cheap(None))
+    kept = norms(-1, False)
+    assert norms(-1, False) is kept  # computed once
+    with torch.no_grad():
+        weight.mul_(3.0)  # a new version of the weight: its norms are computed again
+    assert torch.equal(cheap(norms), cheap(None)) and norms(-1, False) is not kept

@@ -450,7 +450,8 @@ _NORMS: WeakIdKeyDictionary = WeakIdKeyDictionary()
 def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Tensor]:
     """The vector norms of ``tensor`` cast to ``dtype``, along a dimension, each computed once per
     version of its values (a weight's norms enter the cheap bound of every product with it, at
-    every call). The cache holds ``tensor`` weakly.
+    every call). The cache holds ``tensor`` weakly; an inference tensor, which has no version
+    counter, is not cached.
 
     >>> w = torch.tensor([[3.0, 4.0]])
     >>> norms = tensor_norms(w, torch.float64)
@@ -461,6 +462,8 @@ def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Te
     """
 
     def norms(dim: int, keepdim: bool) -> Tensor:
+        if tensor.is_inference():  # no version counter: a change to its values would go unseen
+            return torch.linalg.vector_norm(tensor.detach().to(dtype), dim=dim, keepdim=keepdim)
         version = (tensor.data_ptr(), tensor._version)
         held = _NORMS.get(tensor)
         if held is None or held[0] != version:

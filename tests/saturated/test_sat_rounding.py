@@ -886,3 +886,14 @@ def test_a_weight_s_norms_are_kept_across_calls_and_give_the_same_cheap_bound(fn
     with torch.no_grad():
         weight.mul_(3.0)  # a new version of the weight: its norms are computed again
     assert torch.equal(cheap(norms), cheap(None)) and norms(-1, False) is not kept
+
+
+def test_an_inference_tensor_s_norms_are_computed_at_each_read() -> None:
+    with torch.inference_mode():
+        weight = torch.tensor([[3.0, 4.0]])
+    norms = tensor_norms(weight, F64)
+    first = norms(-1, False)
+    assert first.tolist() == [5.0] and norms(-1, False) is not first
+    with torch.inference_mode():
+        weight.mul_(2.0)
+    assert norms(-1, False).tolist() == [10.0]

@@ -80,8 +80,9 @@ def _key(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], dyn
     if to_json is None:
         return None
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
-    inputs = [(str(leaf.dtype), leaf.dim() if dynamic else tuple(leaf.shape), str(leaf.device))
-              if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
+    pattern: dict[int, str] = {}
+    inputs = [(str(leaf.dtype), _dynamic_sizes(leaf.shape, pattern) if dynamic else tuple(leaf.shape),
+               str(leaf.device)) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     record = {
         "class": f"{type(model).__module__}.{type(model).__qualname__}",
         "config": to_json(use_diff=False),
@@ -94,6 +95,20 @@ def _key(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], dyn
         "versions": _versions(),
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _dynamic_sizes(shape: torch.Size, pattern: dict[int, str]) -> tuple[int | str, ...]:
+    """An input's sizes as far as a dynamic graph depends on them: a size 1 stays (the exporter
+    fixes it, see :func:`homogeneity.tracing.positional`), and each other size is named after the
+    first input dimension of the call that had it (``pattern``, shared by the call's inputs), as
+    inputs of equal lengths share a symbol. A graph exported from one sentence (its batch fixed)
+    is then not read for a batch.
+
+    >>> pattern = {}
+    >>> _dynamic_sizes(torch.Size([8, 45]), pattern), _dynamic_sizes(torch.Size([8, 1]), pattern)
+    (('d0', 'd1'), ('d0', 1))
+    """
+    return tuple(1 if size == 1 else pattern.setdefault(int(size), f"d{len(pattern)}") for size in shape)
 
 
 def _without_weights(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

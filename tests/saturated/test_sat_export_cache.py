@@ -135,3 +135,13 @@ def _uncached_on(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NORMSAT_CACHE_DIR", "")
         return SaturatedModel(model, Settings(), {"last_hidden_state"})(input_ids=ids).value.last_hidden_state
+
+
+def test_a_graph_exported_from_one_sentence_is_not_read_for_a_batch(cache: tuple[Path, list[bool]]) -> None:
+    root, made = cache
+    export_cache.cached_export(_llama(0), (), {"input_ids": IDS[:1]}, dynamic=True)  # batch fixed at 1
+    batch = export_cache.cached_export(_llama(0), (), {"input_ids": IDS}, dynamic=True)
+    assert made == [True, True] and len(list(root.glob("*.pt2"))) == 2
+    assert all(isinstance(value.shape[0], torch.SymInt) for value in _user_inputs(batch))
+    export_cache.cached_export(_llama(1), (), {"input_ids": torch.ones(3, 5, dtype=torch.long)}, dynamic=True)
+    assert made == [True, True]  # another batch and length: the batch's graph is read

@@ -16,6 +16,13 @@ if set (an empty value turns the cache off), else ``$XDG_CACHE_HOME/normsat/expo
 ``~/.cache/normsat/exports``. A file that cannot be read (partly written, corrupt, from another
 version) is exported again and replaced; files are written to a temporary name and renamed, so
 a reader never sees half of one.
+
+Reading a graph costs what ``torch.export.load`` spends rebuilding every node's example value, which
+for a dynamic graph means parsing each size's symbolic expression (seconds for a six-layer model,
+as long as the export). Nothing here reads the example values of inner nodes (the limit reads
+those of the inputs and outputs, for their symbolic batch and lengths), so they are stored with
+their sizes in the example the graph was exported for (:func:`_concrete_inner_values`), and a
+load then parses only the inputs' and outputs' expressions.
 """
 
 from __future__ import annotations
@@ -26,12 +33,16 @@ import inspect
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+import threading
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch._export.serde import serialize
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 
 import homogeneity.tracing
@@ -69,8 +80,9 @@ def _key(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], dyn
     if to_json is None:
         return None
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
-    inputs = [(str(leaf.dtype), leaf.dim() if dynamic else tuple(leaf.shape), str(leaf.device))
-              if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
+    pattern: dict[int, str] = {}
+    inputs = [(str(leaf.dtype), _dynamic_sizes(leaf.shape, pattern) if dynamic else tuple(leaf.shape),
+               str(leaf.device)) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     record = {
         "class": f"{type(model).__module__}.{type(model).__qualname__}",
         "config": to_json(use_diff=False),
@@ -85,6 +97,20 @@ def _key(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], dyn
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _dynamic_sizes(shape: torch.Size, pattern: dict[int, str]) -> tuple[int | str, ...]:
+    """An input's sizes as far as a dynamic graph depends on them: a size 1 stays (the exporter
+    fixes it, see :func:`homogeneity.tracing.positional`), and each other size is named after the
+    first input dimension of the call that had it (``pattern``, shared by the call's inputs), as
+    inputs of equal lengths share a symbol. A graph exported from one sentence (its batch fixed)
+    is then not read for a batch.
+
+    >>> pattern = {}
+    >>> _dynamic_sizes(torch.Size([8, 45]), pattern), _dynamic_sizes(torch.Size([8, 1]), pattern)
+    (('d0', 'd1'), ('d0', 1))
+    """
+    return tuple(1 if size == 1 else pattern.setdefault(int(size), f"d{len(pattern)}") for size in shape)
+
+
 def _without_weights(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """``program`` with its parameters and buffers on the meta device (the model supplies them)."""
     def meta(value: torch.Tensor) -> torch.Tensor:
@@ -96,6 +122,86 @@ def _without_weights(program: torch.export.ExportedProgram) -> torch.export.Expo
     light.__dict__.update(program.__dict__)
     light._state_dict = {name: meta(value) for name, value in program.state_dict.items()}
     return light
+
+
+def _concrete(size: Any) -> int | None:
+    """A size as the example the graph was exported for had it (None: data-dependent, no example)."""
+    return size.node.hint if isinstance(size, torch.SymInt) else int(size)
+
+
+def _concrete_value(value: Any) -> Any:
+    """An inner node's example value with concrete sizes, as a tensor on the meta device (made
+    without the fake-tensor dispatch, a hundredth of the cost: only its sizes, strides and dtype
+    are stored); itself where its sizes are concrete already or one has no example."""
+    if not isinstance(value, FakeTensor):
+        return value
+    sizes = (*value.shape, *value.stride())
+    known = [_concrete(size) for size in sizes]
+    concrete = [size for size in known if size is not None]
+    if len(concrete) < len(known) or not any(isinstance(size, torch.SymInt) for size in sizes):
+        return value
+    return torch.empty_strided(concrete[:value.dim()], concrete[value.dim():], dtype=value.dtype,
+                               device="meta", requires_grad=value.requires_grad)
+
+
+@contextlib.contextmanager
+def _concrete_inner_values(program: torch.export.ExportedProgram) -> Iterator[None]:
+    """Within the block, the example values of ``program``'s inner nodes (neither inputs nor
+    outputs) have the sizes of the example it was exported for instead of symbolic ones (on the
+    meta device, see :func:`_concrete_value`): what a load reads of them is parsed in a fraction of
+    the time. The graph's own values are restored on exit (the program in memory keeps its
+    symbols)."""
+    output = next(node for node in program.graph.nodes if node.op == "output")
+    outputs = {arg for arg in pytree.tree_leaves(output.args) if isinstance(arg, torch.fx.Node)}
+    saved: dict[torch.fx.Node, Any] = {}
+    try:
+        for node in program.graph.nodes:
+            if node.op in ("placeholder", "output") or node in outputs or "val" not in node.meta:
+                continue
+            value = node.meta["val"]
+            if isinstance(value, torch.Tensor | list | tuple):
+                saved[node] = value
+                node.meta["val"] = pytree.tree_map(_concrete_value, value)
+        yield
+    finally:
+        for node, value in saved.items():
+            node.meta["val"] = value
+
+
+class _SchemaTyping:
+    """The ``typing`` module as torch's graph reader sees it during a load, except that
+    ``get_type_hints`` answers once per class: the reader asks it again for each of the thousands
+    of objects it builds (most of a static graph's load), and a class's hints do not change."""
+
+    def __init__(self) -> None:
+        self._hints: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(typing, name)
+
+    def get_type_hints(self, obj: Any, globalns: Any = None, localns: Any = None,
+                       include_extras: bool = False) -> dict[str, Any]:
+        key = (obj, id(globalns), id(localns), include_extras)
+        if key not in self._hints:
+            self._hints[key] = typing.get_type_hints(obj, globalns, localns, include_extras)
+        return self._hints[key]
+
+
+_READING = threading.Lock()
+
+
+def _load(path: Path) -> torch.export.ExportedProgram:
+    """``torch.export.load(path)``, with the reader's type hints looked up once per class
+    (:class:`_SchemaTyping`), where the reader is the one this was written for (it reads
+    ``typing`` from its module)."""
+    with _READING:
+        if getattr(serialize, "typing", None) is not typing:
+            return torch.export.load(path)
+        serialize.typing = _SchemaTyping()  # type: ignore[assignment]
+        try:
+            return torch.export.load(path)
+        finally:
+            serialize.typing = typing
 
 
 def _write(path: Path, save: Any) -> None:
@@ -134,7 +240,7 @@ def cached_export(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
         raise HomogeneityError(refused.read_text(encoding="utf-8"))
     if path.is_file():
         with contextlib.suppress(Exception):  # any unreadable file is made again
-            return torch.export.load(path)
+            return _load(path)
     try:
         program = export_model(model, args, kwargs, dynamic=dynamic)
     except HomogeneityError as err:
@@ -142,6 +248,6 @@ def cached_export(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
         with contextlib.suppress(OSError):  # an unwritable cache only costs the export next time
             _write(refused, lambda file: file.write(message))
         raise
-    with contextlib.suppress(Exception):  # a graph that cannot be saved is exported next time
+    with contextlib.suppress(Exception), _concrete_inner_values(program):  # else exported next time
         _write(path, lambda file: torch.export.save(_without_weights(program), file))
     return program

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+import saturated.export_cache as export_cache
+from empirical.cli import main
 from empirical.errors import EmpiricalError
 from empirical.measure.reference import one_at_a_time_similarity
 from empirical.measure.similarity import SimilarityResult, representation_similarity
@@ -281,3 +283,23 @@ def test_one_at_a_time_similarity_errors_say_what_is_expected(toy):
         assert str(err.value) == "the one-at-a-time reference handles single-stack models only"
     finally:
         del model.config
+
+
+def test_a_second_similarity_at_the_limit_reads_its_graph_instead_of_exporting(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMSAT_CACHE_DIR", str(tmp_path / "exports"))
+    made = []
+    export = export_cache.export_model
+
+    def counted(*args, dynamic=False):
+        made.append(dynamic)
+        return export(*args, dynamic=dynamic)
+
+    monkeypatch.setattr(export_cache, "export_model", counted)
+    runs = []
+    for run in range(2):  # each loads the model afresh, as a new process does
+        path = tmp_path / f"limit{run}.json"
+        assert main(["similarity", "--model", "minilm", "--num-layers", "2", "--sentences", "5",
+                     "--scale", "inf", "--quiet", "--json", str(path)]) == 0
+        runs.append(json.loads(path.read_text())["runs"][0]["layers"])
+        assert made == [True]  # exported by the first run only
+    assert runs[0] == runs[1]

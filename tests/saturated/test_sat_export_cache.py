@@ -14,7 +14,7 @@ import saturated.export_cache as export_cache
 from empirical.models.loading import family_config
 from homogeneity.errors import HomogeneityError
 from saturated.rules import Settings
-from saturated.saturate import SaturatedModel
+from saturated.saturate import SaturatedModel, _user_inputs
 
 IDS = torch.tensor([[3, 17, 42, 9], [5, 6, 25, 8]])
 
@@ -105,3 +105,43 @@ def test_a_refused_dynamic_export_is_remembered(cache: tuple[Path, list[bool]],
         with pytest.raises(HomogeneityError, match="no dynamic shapes here"):
             export_cache.cached_export(model, (), {"input_ids": IDS}, dynamic=True)
     assert made == [True] and len(list(root.glob("*.refused"))) == 1
+
+
+def _symbolic(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
+
+
+def test_a_dynamic_graph_is_stored_with_symbolic_inputs_and_outputs_only(
+        cache: tuple[Path, list[bool]]) -> None:
+    model = _llama(0)
+    made = export_cache.cached_export(model, (), {"input_ids": IDS}, dynamic=True)
+    # the graph in memory keeps its symbols after it was saved
+    assert any(node.op == "call_function" and _symbolic(node.meta.get("val")) for node in made.graph.nodes)
+    read = export_cache.cached_export(_llama(1), (), {"input_ids": IDS}, dynamic=True)
+    assert read is not made and cache[1] == [True]
+    output = list(read.graph.nodes)[-1]
+    outputs = {arg for arg in torch.utils._pytree.tree_leaves(output.args) if isinstance(arg, torch.fx.Node)}
+    assert all(_symbolic(value) for value in _user_inputs(read))
+    assert outputs and all(_symbolic(node.meta["val"]) for node in outputs)
+    assert not [node for node in read.graph.nodes  # inner nodes hold the example's sizes
+                if node not in outputs and node.op == "call_function" and _symbolic(node.meta.get("val"))]
+    longer = torch.tensor([[3, 17, 42, 9, 1, 2]] * 3)
+    found = SaturatedModel(_llama(1), Settings(), {"last_hidden_state"})(input_ids=longer)
+    assert cache[1] == [True]  # the graph read serves other batch sizes and lengths
+    assert torch.equal(found.value.last_hidden_state, _uncached_on(_llama(1), longer))
+
+
+def _uncached_on(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NORMSAT_CACHE_DIR", "")
+        return SaturatedModel(model, Settings(), {"last_hidden_state"})(input_ids=ids).value.last_hidden_state
+
+
+def test_a_graph_exported_from_one_sentence_is_not_read_for_a_batch(cache: tuple[Path, list[bool]]) -> None:
+    root, made = cache
+    export_cache.cached_export(_llama(0), (), {"input_ids": IDS[:1]}, dynamic=True)  # batch fixed at 1
+    batch = export_cache.cached_export(_llama(0), (), {"input_ids": IDS}, dynamic=True)
+    assert made == [True, True] and len(list(root.glob("*.pt2"))) == 2
+    assert all(isinstance(value.shape[0], torch.SymInt) for value in _user_inputs(batch))
+    export_cache.cached_export(_llama(1), (), {"input_ids": torch.ones(3, 5, dtype=torch.long)}, dynamic=True)
+    assert made == [True, True]  # another batch and length: the batch's graph is read

@@ -38,6 +38,7 @@ __all__ = [
     "relu",
     "signs",
     "terms_for",
+    "trimmed",
     "two_sum",
     "undetermined",
     "up",
@@ -50,6 +51,7 @@ UNIT = 2.0 ** -_MANTISSA
 TINY = float(np.finfo(np.float64).tiny)
 _SPLITTER = 2.0 ** 27 + 1  # Veltkamp's constant: a float cut into two halves of 26 bits
 _SAFE = 2.0 ** 900  # products of terms within 2^±900 neither overflow nor underflow their errors
+_NEGLIGIBLE = 2.0 ** -10  # a term below this share of the radius everywhere carries nothing
 
 
 def terms_for(bits: int) -> int:
@@ -133,9 +135,35 @@ def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, bits: int) -> n
     return _finished(terms, radius)
 
 
+def trimmed(terms: Sequence[np.ndarray], radius: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The terms without the trailing ones that lie below 2^−10 of the radius at every element
+    (an undetermined element, whose terms are 0, does not hold them back), and the radius with
+    those terms added, rounded up: the ball holds the one it came from. A value's radius grows
+    with depth while its precision does not, and every op's cost grows with the terms it
+    carries; the first term is always kept.
+
+    >>> terms, radius = trimmed([np.array([1.0]), np.array([2.0 ** -60])], np.array([2.0 ** -40]))
+    >>> len(terms), bool(radius[0] > 2.0 ** -40)
+    (1, True)
+    """
+    keep, tail = len(terms), None
+    limit = radius * _NEGLIGIBLE
+    while keep > 1:
+        candidate = np.abs(terms[keep - 1]) if tail is None else tail + np.abs(terms[keep - 1])
+        if not ((candidate <= limit) | np.isnan(radius)).all():
+            break
+        keep, tail = keep - 1, candidate
+    if tail is None:
+        return list(terms), radius
+    folded = len(terms) - keep
+    return list(terms[:keep]), up((radius + tail) * (1 + (folded + 2) * UNIT))
+
+
 def _finished(terms: Sequence[np.ndarray], radius: np.ndarray) -> np.ndarray:
-    """A split from its terms and radius: an element whose terms or radius are not finite is
-    undetermined (NaN radius, zero terms)."""
+    """A split from its terms and radius, trailing terms the radius swamps folded into it
+    (:func:`trimmed`): an element whose terms or radius are not finite is undetermined (NaN
+    radius, zero terms)."""
+    terms, radius = trimmed(terms, radius)
     out = np.stack([*terms, radius])
     bad = ~np.isfinite(out).all(axis=0)
     if bad.any():

@@ -32,7 +32,7 @@ import flint
 import numpy as np
 from scipy import sparse
 
-from saturated.precision.expansions import TINY, UNIT, gathered, terms_for, up
+from saturated.precision.expansions import TINY, UNIT, gathered, terms_for, trimmed, up
 
 __all__ = ["balls_of_split", "forget", "product", "product_of_splits", "split", "stacked"]
 
@@ -97,10 +97,8 @@ def split(values: np.ndarray, bits: int) -> np.ndarray:
     count = terms_for(bits)
     parts = [np.asarray(p, dtype=np.float64).reshape(values.shape)
              for p in np.frompyfunc(lambda b: _decomposed(b, count), 1, count + 1)(values)]
-    terms = parts[:-1]
-    while len(terms) > 1 and not terms[-1].any():
-        terms.pop()
-    stacked = np.stack([*terms, np.where(np.isnan(parts[-1]), math.nan, up(parts[-1]))])
+    terms, radius = trimmed(parts[:-1], np.where(np.isnan(parts[-1]), math.nan, up(parts[-1])))
+    stacked = np.stack([*terms, radius])
     while len(_SPLITS) >= _KEPT:
         _SPLITS.pop(next(iter(_SPLITS)))
     _SPLITS[id(values)] = (weakref.ref(values), bits, stacked)
@@ -384,7 +382,8 @@ def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     if left.open.any() or right.open.any():
         open_ = open_ | _reached(left.open, ~right.zero()) | _reached(~left.zero(), right.open)
     radius = np.where(open_, math.nan, radius)
-    return np.stack([*(terms or [np.zeros((m, n))]), radius])
+    terms, radius = trimmed(terms or [np.zeros((m, n))], radius)
+    return np.stack([*terms, radius])
 
 
 def stacked(splits: list[np.ndarray]) -> np.ndarray:

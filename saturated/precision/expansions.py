@@ -122,11 +122,21 @@ def gathered(parts: list[np.ndarray], count: int) -> tuple[list[np.ndarray], np.
     return terms, up(rest * (1 + (len(parts) + 2) * UNIT))
 
 
-def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, bits: int) -> np.ndarray:
-    """The split of ``sum(parts)`` ± ``radius`` at ``bits``."""
+def _kept(bits: int, *operands: np.ndarray) -> int:
+    """The terms an op on ``operands`` keeps: those ``bits`` ask for, or, where an operand has a
+    radius, one more than the most an operand holds (what lies further down is below that
+    radius: :func:`trimmed`; and the terms of an exact operand are all kept)."""
+    most = terms_for(bits)
+    if not any(a[-1].any() for a in operands):
+        return most
+    return min(most, max(a.shape[0] - 1 for a in operands) + 1)
+
+
+def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, count: int) -> np.ndarray:
+    """The split of ``sum(parts)`` ± ``radius`` in (at most) ``count`` terms."""
     shape = np.broadcast_shapes(radius.shape, *(p.shape for p in parts))
     live = [np.broadcast_to(p, shape) for p in parts if p.any()]
-    terms, rest = gathered(live, terms_for(bits))
+    terms, rest = gathered(live, count)
     if not terms:
         terms = [np.zeros(shape)]
     radius = np.broadcast_to(radius, shape)
@@ -225,7 +235,7 @@ def negated(a: np.ndarray) -> np.ndarray:
 
 def add(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     """a + b (broadcast)."""
-    return _gathered_split([*a[:-1], *b[:-1]], _radius_sum(a[-1], b[-1]), bits)
+    return _gathered_split([*a[:-1], *b[:-1]], _radius_sum(a[-1], b[-1]), _kept(bits, a, b))
 
 
 def _radius_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -237,9 +247,10 @@ def _radius_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def multiply(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
-    """a · b (broadcast): the products of terms whose order can matter at ``bits``, error-free,
-    the rest and the radii |ã|·r_b + |b̃|·r_a + r_a·r_b bounded."""
-    count = terms_for(bits)
+    """a · b (broadcast): the products of terms whose order can matter at ``bits`` (and above
+    the operands' radii), error-free, the rest and the radii |ã|·r_b + |b̃|·r_a + r_a·r_b
+    bounded."""
+    count = _kept(bits, a, b)
     parts: list[np.ndarray] = []
     radius: np.ndarray = np.zeros(())
     for i, x in enumerate(a[:-1]):
@@ -261,7 +272,7 @@ def multiply(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     if ra.any() or np.isnan(ra).any():
         radius = up((radius + bound(b) * ra) * (1 + 3 * UNIT))
     shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
-    return _gathered_split(parts or [np.zeros(shape)], np.broadcast_to(radius, shape), bits)
+    return _gathered_split(parts or [np.zeros(shape)], np.broadcast_to(radius, shape), count)
 
 
 def signs(a: np.ndarray) -> np.ndarray:

@@ -343,7 +343,7 @@ def _bounded_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     error (γ_k, with underflow) added."""
     k = a.shape[-1]
     gamma = 2 * (k + 2) * UNIT
-    rows, columns = a.any(axis=-1), b.any(axis=-2)
+    rows, columns = np.asarray(a.any(axis=-1)), np.asarray(b.any(axis=-2))
     underflow = np.where(rows[..., :, None] & columns[..., None, :], k * TINY, 0.0)
     return up((a @ b) * (1 + gamma) + underflow)
 

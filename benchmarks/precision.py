@@ -5,7 +5,9 @@ configuration), over sentences of the default corpus, one batch: the share of re
 limit is determined in each hidden state, with float64 alone (``Settings(max_precision=0)``) and
 with the refinement in ball arithmetic (:mod:`saturated.precision`, default cap 1024 bits); the
 share of batch entries the refinement ran, and the seconds each precision level took, against the
-float64 call (both include the fast path; the export is done before either is timed).
+float64 call (both include the fast path; the export is done before either is timed), in seconds
+and in CPU seconds of the process (run with ``OMP_NUM_THREADS=1`` for a ratio that other jobs on
+a shared machine disturb less).
 
 It also checks the determined values against the model scaled by c = 10² and 10⁴ in float64 (the
 smallest per-token cosine between each determined limit vector and the scaled hidden state). A
@@ -90,13 +92,13 @@ def main() -> None:
     mask = batch["attention_mask"].bool()
     float64 = SaturatedModel(model, Settings(max_precision=0), set(fields), "nan")
     float64.program(**batch)  # the export, not timed
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     before = float64(**batch)
-    fast = time.perf_counter() - start
+    fast, fast_cpu = time.perf_counter() - start, time.process_time() - cpu
     refined = SaturatedModel(model, Settings(max_precision=args.max_precision), set(fields), "nan")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     after = refined(**batch)
-    total = time.perf_counter() - start
+    total, total_cpu = time.perf_counter() - start, time.process_time() - cpu
     print(f"{args.model}, {args.num_layers} layers, {args.sentences} sentences, {int(mask.sum())} tokens")
     print("hidden state  determined (float64)  determined (with balls)")
     shares = zip(_determined(before.value, fields, mask), _determined(after.value, fields, mask))
@@ -107,6 +109,8 @@ def main() -> None:
     for bits, entries, seconds in after.precisions:
         print(f"  {bits:>5} bits: {len(entries)} entries, {seconds:.1f} s")
     print(f"time: float64 alone {fast:.1f} s, with the refinement {total:.1f} s ({total / fast:.1f}x)")
+    print(f"CPU time of this process (a measure that other jobs on the machine disturb less): "
+          f"{fast_cpu:.1f} s and {total_cpu:.1f} s")
     model.double()
     for scale in (1e2, 1e4):
         with torch.no_grad():

@@ -578,6 +578,7 @@ class SaturatedModel:
         left = list(entries)
         cap = self.settings.max_precision
         bits: int | None = FIRST_PRECISION if cap >= FIRST_PRECISION else None
+        early = True  # the level after one given up on its loss runs on: a wrong guess costs one level
         while bits is not None:
             these, those = (args, kwargs) if batch is None else _select((args, kwargs), left)
             program = self._program(these, those)
@@ -587,14 +588,15 @@ class SaturatedModel:
             try:
                 result = run_balls(program, tensors, leaves, mask_threshold=self.settings.mask_threshold,
                                    bits=bits, entries=len(left), keep=self._keep(program),
-                                   escalate=bits < self.settings.max_precision)
+                                   escalate=bits < self.settings.max_precision, early=early)
             except SaturationError as err:
                 reasons.update({entry: (f"not refined in ball arithmetic: {err}",) for entry in left})
                 break
             finally:
                 levels.append((bits, tuple(left), time.perf_counter() - start))
             if result.escalated:  # every entry goes on, at what the pass's loss says they need
-                bits = next_precision(bits, cap, result.reached)
+                bits = next_precision(bits, cap, result.reached, result.needed)
+                early = result.needed is None
                 continue
             found: list[Normalized] = [(None, None) if out is None else out for out in result.outputs]
             if not pairs:  # every entry is here: this level's outputs are the batch's

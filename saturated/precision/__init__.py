@@ -24,7 +24,7 @@ FIRST_PRECISION = 128
 """The first precision tried, in bits (float64 has 53)."""
 
 _SPARE = 32
-"""Bits beyond what a given-up pass's rate of loss says the whole graph needs."""
+"""Bits beyond what a given-up pass's loss says the whole graph needs."""
 
 
 def precisions(cap: int) -> list[int]:
@@ -42,20 +42,30 @@ def precisions(cap: int) -> list[int]:
     return levels
 
 
-def next_precision(bits: int, cap: int, reached: float | None = None) -> int | None:
-    """The precision after a pass at ``bits`` (None past the cap): double, or, for a pass given
-    up a share ``reached`` of the way through the graph, what its loss says reaches the end. A
-    ball's radius grows by about the same number of bits per layer at any precision (a linear
-    layer's |W|·r), so a pass that lost its ``bits`` over that share needs about ``bits /
-    reached``, and a few more for the last decisions' margins; at least half as many again
-    (a pass given up near the end may have lost only part of its bits), rounded up to 32 bits.
+def next_precision(bits: int, cap: int, reached: float | None = None, needed: float | None = None
+                   ) -> int | None:
+    """The precision after a pass at ``bits`` (None past the cap), rounded up to 32 bits:
+
+    * for a pass given up on its own loss (:mod:`~saturated.precision.loss`), the bits ``needed``
+      that loss says the whole graph needs, and a few more for the last decisions' margins;
+    * for a pass given up a share ``reached`` of the way through the graph by a decision it could
+      not make: a ball's radius grows by about the same number of bits per layer at any precision
+      (a linear layer's |W|·r), so a pass that lost its ``bits`` over that share needs about
+      ``bits / reached``, and a few more; at least half as many again (a pass given up near the
+      end may have lost only part of its bits);
+    * otherwise twice as many.
 
     >>> next_precision(128, 1024), next_precision(128, 1024, 0.8), next_precision(128, 1024, 0.4)
     (256, 192, 352)
-    >>> next_precision(1024, 1024), next_precision(512, 600, 0.1)
-    (None, 600)
+    >>> next_precision(1024, 1024), next_precision(512, 600, 0.1), next_precision(128, 1024, 0.3, 150.0)
+    (None, 600, 192)
     """
     if bits >= cap:
         return None
-    wanted = 2 * bits if reached is None else max(bits / max(reached, 1 / 64) + _SPARE, 1.5 * bits)
+    if needed is not None:
+        wanted = max(needed + _SPARE, bits + 1)
+    elif reached is not None:
+        wanted = max(bits / max(reached, 1 / 64) + _SPARE, 1.5 * bits)
+    else:
+        wanted = 2 * bits
     return min(cap, 32 * math.ceil(wanted / 32))

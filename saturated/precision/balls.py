@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from saturated.precision.products import balls_of_split, product_of_splits, split, stacked
+from saturated.precision.products import balls_of_split, product_of_splits, split
 
 __all__ = [
     "ONE",
@@ -69,11 +69,12 @@ def nan_like(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One matrix product of (·, m, k) and (·, k, n) splits, as a split (·, m, n)."""
-    m, k = a.shape[1:]
-    n = b.shape[2]
-    if not (m and n and k):
-        return np.zeros((2, m, n))
+    """The matrix products of (·, ..., m, k) and (·, ..., k, n) splits (batch axes of equal
+    sizes), as a split (·, ..., m, n)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if not (m and n and k) or 0 in a.shape[1:-2]:
+        return np.zeros((2, *a.shape[1:-2], m, n))
     return product_of_splits(a, b, flint.ctx.prec)
 
 
@@ -114,9 +115,7 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = _batched(a, batch), _batched(b, batch)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matrix shapes {shape_a} and {shape_b} do not multiply")
-    parts = [_product(a[(slice(None), *index)], b[(slice(None), *index)]) for index in np.ndindex(*batch)]
-    out = stacked(parts) if parts else np.zeros((2, 0, a.shape[-2], b.shape[-1]))
-    out = out.reshape(out.shape[0], *batch, a.shape[-2], b.shape[-1])
+    out = _product(a, b)
     if vector_right:
         out = out[..., 0]
     if vector_left:

@@ -38,6 +38,7 @@ __all__ = [
     "relu",
     "signs",
     "terms_for",
+    "trimmed",
     "two_sum",
     "undetermined",
     "up",
@@ -50,6 +51,7 @@ UNIT = 2.0 ** -_MANTISSA
 TINY = float(np.finfo(np.float64).tiny)
 _SPLITTER = 2.0 ** 27 + 1  # Veltkamp's constant: a float cut into two halves of 26 bits
 _SAFE = 2.0 ** 900  # products of terms within 2^±900 neither overflow nor underflow their errors
+_NEGLIGIBLE = 2.0 ** -10  # a term below this share of the radius everywhere carries nothing
 
 
 def terms_for(bits: int) -> int:
@@ -120,11 +122,21 @@ def gathered(parts: list[np.ndarray], count: int) -> tuple[list[np.ndarray], np.
     return terms, up(rest * (1 + (len(parts) + 2) * UNIT))
 
 
-def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, bits: int) -> np.ndarray:
-    """The split of ``sum(parts)`` ± ``radius`` at ``bits``."""
+def _kept(bits: int, *operands: np.ndarray) -> int:
+    """The terms an op on ``operands`` keeps: those ``bits`` ask for, or, where an operand has a
+    radius, one more than the most an operand holds (what lies further down is below that
+    radius: :func:`trimmed`; and the terms of an exact operand are all kept)."""
+    most = terms_for(bits)
+    if not any(a[-1].any() for a in operands):
+        return most
+    return min(most, max(a.shape[0] - 1 for a in operands) + 1)
+
+
+def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, count: int) -> np.ndarray:
+    """The split of ``sum(parts)`` ± ``radius`` in (at most) ``count`` terms."""
     shape = np.broadcast_shapes(radius.shape, *(p.shape for p in parts))
     live = [np.broadcast_to(p, shape) for p in parts if p.any()]
-    terms, rest = gathered(live, terms_for(bits))
+    terms, rest = gathered(live, count)
     if not terms:
         terms = [np.zeros(shape)]
     radius = np.broadcast_to(radius, shape)
@@ -133,9 +145,35 @@ def _gathered_split(parts: list[np.ndarray], radius: np.ndarray, bits: int) -> n
     return _finished(terms, radius)
 
 
+def trimmed(terms: Sequence[np.ndarray], radius: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The terms without the trailing ones that lie below 2^−10 of the radius at every element
+    (an undetermined element, whose terms are 0, does not hold them back), and the radius with
+    those terms added, rounded up: the ball holds the one it came from. A value's radius grows
+    with depth while its precision does not, and every op's cost grows with the terms it
+    carries; the first term is always kept.
+
+    >>> terms, radius = trimmed([np.array([1.0]), np.array([2.0 ** -60])], np.array([2.0 ** -40]))
+    >>> len(terms), bool(radius[0] > 2.0 ** -40)
+    (1, True)
+    """
+    keep, tail = len(terms), None
+    limit = radius * _NEGLIGIBLE
+    while keep > 1:
+        candidate = np.abs(terms[keep - 1]) if tail is None else tail + np.abs(terms[keep - 1])
+        if not ((candidate <= limit) | np.isnan(radius)).all():
+            break
+        keep, tail = keep - 1, candidate
+    if tail is None:
+        return list(terms), radius
+    folded = len(terms) - keep
+    return list(terms[:keep]), up((radius + tail) * (1 + (folded + 2) * UNIT))
+
+
 def _finished(terms: Sequence[np.ndarray], radius: np.ndarray) -> np.ndarray:
-    """A split from its terms and radius: an element whose terms or radius are not finite is
-    undetermined (NaN radius, zero terms)."""
+    """A split from its terms and radius, trailing terms the radius swamps folded into it
+    (:func:`trimmed`): an element whose terms or radius are not finite is undetermined (NaN
+    radius, zero terms)."""
+    terms, radius = trimmed(terms, radius)
     out = np.stack([*terms, radius])
     bad = ~np.isfinite(out).all(axis=0)
     if bad.any():
@@ -197,7 +235,7 @@ def negated(a: np.ndarray) -> np.ndarray:
 
 def add(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     """a + b (broadcast)."""
-    return _gathered_split([*a[:-1], *b[:-1]], _radius_sum(a[-1], b[-1]), bits)
+    return _gathered_split([*a[:-1], *b[:-1]], _radius_sum(a[-1], b[-1]), _kept(bits, a, b))
 
 
 def _radius_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -209,9 +247,10 @@ def _radius_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def multiply(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
-    """a · b (broadcast): the products of terms whose order can matter at ``bits``, error-free,
-    the rest and the radii |ã|·r_b + |b̃|·r_a + r_a·r_b bounded."""
-    count = terms_for(bits)
+    """a · b (broadcast): the products of terms whose order can matter at ``bits`` (and above
+    the operands' radii), error-free, the rest and the radii |ã|·r_b + |b̃|·r_a + r_a·r_b
+    bounded."""
+    count = _kept(bits, a, b)
     parts: list[np.ndarray] = []
     radius: np.ndarray = np.zeros(())
     for i, x in enumerate(a[:-1]):
@@ -233,7 +272,7 @@ def multiply(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     if ra.any() or np.isnan(ra).any():
         radius = up((radius + bound(b) * ra) * (1 + 3 * UNIT))
     shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
-    return _gathered_split(parts or [np.zeros(shape)], np.broadcast_to(radius, shape), bits)
+    return _gathered_split(parts or [np.zeros(shape)], np.broadcast_to(radius, shape), count)
 
 
 def signs(a: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ from saturated.interpreter import LimitInterpreter, describe_node, placeholder_v
 from saturated.precision import expansions, products
 from saturated.precision.balls import working_precision
 from saturated.precision.lead import Lead
-from saturated.precision.rules import BALL_RULES, Context, Escalate
+from saturated.precision.loss import Loss
+from saturated.precision.rules import BALL_RULES, PRODUCTS, Context, Escalate
 
 __all__ = ["BallPass", "run_balls"]
 
@@ -35,6 +36,7 @@ class _BallInterpreter(LimitInterpreter):
     def __init__(self, module: torch.fx.GraphModule, context: Context, keep: Sequence[bool] | None) -> None:
         super().__init__(module, context, keep=keep, rules=BALL_RULES, tie_aware=())
         self.context = context
+        self.depths = _product_depths(module.graph)
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         node = self.node
@@ -42,12 +44,23 @@ class _BallInterpreter(LimitInterpreter):
         self.context.target = target
         self.context.where = lambda: describe_node(node)
         self.context.ran += 1
+        self.context.depth = self.depths[node]
         if target not in BALL_RULES and any(isinstance(v, Lead) for v in _flat((args, kwargs))):
             raise SaturationError(f"no ball rule for op {target} at {describe_node(node)}")
         return super().call_function(target, args, kwargs)
 
     def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
         return list(args[0])
+
+
+def _product_depths(graph: torch.fx.Graph) -> dict[torch.fx.Node, float]:
+    """Per node, the most matrix products on a path from the inputs to it, over the most on any
+    path (0 for a graph without products)."""
+    depth: dict[torch.fx.Node, int] = {}
+    for node in graph.nodes:  # in topological order
+        depth[node] = max((depth[arg] for arg in node.all_input_nodes), default=0) + (node.target in PRODUCTS)
+    most = max(depth.values(), default=0)
+    return {node: d / most if most else 0.0 for node, d in depth.items()}
 
 
 def _flat(values: Any) -> list[Any]:
@@ -74,26 +87,34 @@ class BallPass:
             may still decide) of each undecided decision.
         escalated: the pass was given up (no outputs): every entry needs a higher precision.
         reached: the share of the graph's ops run before it was given up (1 for a whole pass).
+        needed: for a pass given up on its own loss before any decision failed
+            (:mod:`~saturated.precision.loss`), the bits that loss says the whole graph needs;
+            None otherwise.
     """
 
     outputs: list[tuple[Any, float | None] | None]
     reasons: list[tuple[frozenset[int] | None, str, frozenset[int] | None]]
     escalated: bool = False
     reached: float = 1.0
+    needed: float | None = None
 
 
 def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch.Tensor],
               user_inputs: Sequence[Any], *, mask_threshold: float, bits: int, entries: int,
-              keep: Sequence[bool] | None = None, escalate: bool = False) -> BallPass:
+              keep: Sequence[bool] | None = None, escalate: bool = False, early: bool = False) -> BallPass:
     """Interpret ``program`` with every parameter scaled by c → ∞, on leading coefficients held
     as balls at ``bits`` of precision, for a batch of ``entries`` entries. With ``escalate`` (a
     higher precision follows), the pass is given up as soon as every entry has a decision only a
-    higher precision may make: the rest of it would be wasted.
+    higher precision may make: the rest of it would be wasted; with ``early`` as well, as soon as
+    the precision it has lost, extrapolated to the end of the graph, leaves its last decisions
+    no bits (:mod:`~saturated.precision.loss`).
 
     Raises:
         SaturationError: an op without a ball rule (the message names the node).
     """
-    context = Context(mask_threshold, bits, entries, escalate=escalate)
+    ops = sum(1 for node in program.graph_module.graph.nodes if node.op == "call_function")
+    context = Context(mask_threshold, bits, entries, escalate=escalate, ops=max(ops, 1),
+                      loss=Loss(bits) if escalate and early else None)
     makers = placeholder_values(program, tensors, user_inputs, None,
                                 lambda value: Lead(1.0, exact=value.detach().to(torch.float64)))
     with working_precision(bits), torch.no_grad():
@@ -102,8 +123,8 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
             raw = interpreter.run(*makers, enable_io_processing=False)
             outputs = [_normalized(out, index, context) for index, out in enumerate(raw)]
         except Escalate:
-            ops = sum(1 for node in program.graph_module.graph.nodes if node.op == "call_function")
-            return BallPass([], context.reasons, escalated=True, reached=context.ran / max(ops, 1))
+            return BallPass([], context.reasons, escalated=True, reached=context.ran / context.ops,
+                            needed=context.needed)
         finally:
             products.forget()
     return BallPass(outputs, context.reasons)

@@ -32,9 +32,9 @@ import flint
 import numpy as np
 from scipy import sparse
 
-from saturated.precision.expansions import TINY, UNIT, gathered, terms_for, up
+from saturated.precision.expansions import TINY, UNIT, gathered, terms_for, trimmed, up
 
-__all__ = ["balls_of_split", "forget", "product", "product_of_splits", "split", "stacked"]
+__all__ = ["balls_of_split", "forget", "product", "product_of_splits", "split"]
 
 _MANTISSA = 53
 _SPARSE = 1 / 32  # a slice with fewer nonzero elements than this share is kept sparse
@@ -97,10 +97,8 @@ def split(values: np.ndarray, bits: int) -> np.ndarray:
     count = terms_for(bits)
     parts = [np.asarray(p, dtype=np.float64).reshape(values.shape)
              for p in np.frompyfunc(lambda b: _decomposed(b, count), 1, count + 1)(values)]
-    terms = parts[:-1]
-    while len(terms) > 1 and not terms[-1].any():
-        terms.pop()
-    stacked = np.stack([*terms, np.where(np.isnan(parts[-1]), math.nan, up(parts[-1]))])
+    terms, radius = trimmed(parts[:-1], np.where(np.isnan(parts[-1]), math.nan, up(parts[-1])))
+    stacked = np.stack([*terms, radius])
     while len(_SPLITS) >= _KEPT:
         _SPLITS.pop(next(iter(_SPLITS)))
     _SPLITS[id(values)] = (weakref.ref(values), bits, stacked)
@@ -123,7 +121,7 @@ class _Operand:
         self.radius = np.where(self.open, 0.0, stacked[-1])
 
     def slices(self, axis: int, beta: int, levels: int) -> tuple[np.ndarray, list[Slice | None]]:
-        """The exponents of the ladder (per row for axis=1, per column for axis=0) and the
+        """The exponents of the ladder (per row for axis=−1, per column for axis=−2) and the
         slices (:func:`_slices`, in units of their level); what the slices leave of the terms
         joins the radius."""
         exponent = _exponents(self.terms, axis)
@@ -169,7 +167,7 @@ class _Operand:
 
 
 def _exponents(terms: list[np.ndarray], axis: int) -> np.ndarray:
-    """Per row (axis=1) or column (axis=0): e with every |element| of every term below 2^e."""
+    """Per row (axis=−1) or column (axis=−2): e with every |element| of every term below 2^e."""
     top = np.max(np.abs(terms[0]), axis=axis, keepdims=True)
     for term in terms[1:]:
         top = np.maximum(top, np.max(np.abs(term), axis=axis, keepdims=True))
@@ -199,7 +197,7 @@ def _slices(terms: list[np.ndarray], exponent: np.ndarray, beta: int, levels: in
             total = whole if total is None else total + whole
         assert total is not None
         out.append(total if total.any() else None)
-        if len(rests) == 1:
+        if len(rests) == 1 and rests[0].ndim == 2:
             left = np.count_nonzero(rests[0])
             if not left:  # an exact float32 weight is cut in a few
                 break
@@ -253,28 +251,32 @@ def _levels_of(left: list[Slice | None], right: list[Slice | None]) -> list[tupl
     2^53: exact), in order from the largest, with their level. The slices of the side with more
     of them are stacked, so that each matrix of the other side is read once (a matrix product of a
     few rows by a weight matrix is bound by reading the weights); a sparse slice of that other
-    side is read as sparse."""
+    side is read as sparse. Slices may carry batch axes before their last two."""
     xs = [(j, _dense(x)) for j, x in enumerate(left, 1) if x is not None]
     ys: list[tuple[int, Slice]] = [(j, y) for j, y in enumerate(right, 1) if y is not None]
     if not xs or not ys:
         return []
-    m, n = xs[0][1].shape[0], ys[0][1].shape[1]
     levels: dict[int, np.ndarray] = {}
 
     def add(s: int, p: np.ndarray) -> None:
         levels[s] = p if s not in levels else levels[s] + p
 
     if len(ys) <= len(xs):
-        tall = np.concatenate([x for _, x in xs], axis=0)
+        tall = np.stack([x for _, x in xs], axis=-3)  # (..., slices, m, k)
+        shape = tall.shape
+        tall = tall.reshape(*shape[:-3], shape[-3] * shape[-2], shape[-1])
         for i, y in ys:
             product = tall @ y if isinstance(y, np.ndarray) else (y.T @ tall.T).T
-            for (j, _), p in zip(xs, product.reshape(len(xs), m, n)):
-                add(j + i, p)
+            for index, (j, _) in enumerate(xs):
+                add(j + i, product.reshape(*shape[:-1], -1)[..., index, :, :])
     else:
-        wide = np.concatenate([_dense(y) for _, y in ys], axis=1)
+        wide = np.stack([_dense(y) for _, y in ys], axis=-2)  # (..., k, slices, n)
+        shape = wide.shape
+        wide = wide.reshape(*shape[:-2], shape[-2] * shape[-1])
         for j, x in xs:
-            for (i, _), p in zip(ys, (x @ wide).reshape(m, len(ys), n).transpose(1, 0, 2)):
-                add(j + i, p)
+            product = (x @ wide).reshape(*x.shape[:-1], shape[-2], shape[-1])
+            for index, (i, _) in enumerate(ys):
+                add(j + i, product[..., index, :])
     return [(s, levels[s]) for s in sorted(levels)]
 
 
@@ -331,17 +333,18 @@ def _reached(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     operand reaches an element of the product unless every term it meets is exactly 0 (a hard-
     attention weight off its maximum times a padded position's undetermined value is 0)."""
     if not (a.any() and b.any()):
-        return np.zeros((a.shape[0], b.shape[1]), dtype=bool)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        return np.zeros((*batch, a.shape[-2], b.shape[-1]), dtype=bool)
     return (a.astype(np.float64) @ b.astype(np.float64)) > 0
 
 
 def _bounded_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """An upper bound of a @ b for nonnegative a, b: float64 BLAS's result with its rounding
     error (γ_k, with underflow) added."""
-    k = a.shape[1]
+    k = a.shape[-1]
     gamma = 2 * (k + 2) * UNIT
-    rows, columns = np.asarray(a.any(axis=1)), np.asarray(b.any(axis=0))
-    underflow = np.where(rows[:, None] & columns[None, :], k * TINY, 0.0)
+    rows, columns = np.asarray(a.any(axis=-1)), np.asarray(b.any(axis=-2))
+    underflow = np.where(rows[..., :, None] & columns[..., None, :], k * TINY, 0.0)
     return up((a @ b) * (1 + gamma) + underflow)
 
 
@@ -362,13 +365,16 @@ def product(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
 def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     """:func:`product` of two matrices given by their :func:`split`, (·, m, k) and (·, k, n), as
     the split of the result (·, m, n): the balls themselves are built only where an op needs
-    them (:func:`balls_of_split`), and a product that feeds another product needs none."""
-    m, k = a.shape[1:]
-    n = b.shape[2]
+    them (:func:`balls_of_split`), and a product that feeds another product needs none. Batch
+    axes of equal sizes may stand between the first axis and the matrices' (one product each, in
+    one pass: attention's heads)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    shape = (*a.shape[1:-2], m, n)
     left, right = _Operand(a), _Operand(b)
     beta, levels = _ladder(k, bits)
-    rows, left_slices = left.slices(1, beta, levels)  # (m, 1)
-    columns, right_slices = right.slices(0, beta, levels)  # (1, n)
+    rows, left_slices = left.slices(-1, beta, levels)  # (..., m, 1)
+    columns, right_slices = right.slices(-2, beta, levels)  # (..., 1, n)
     parts, dropped = _unscaled(_levels_of(left_slices, right_slices), rows + columns, beta)
     terms, radius = gathered(parts, terms_for(bits))
     if dropped.any():
@@ -377,23 +383,16 @@ def product_of_splits(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
         radius = radius + _bounded_product(left.radius, right.bound())
     if right.radius.any():
         radius = radius + _bounded_product(left.bound(), right.radius)
-    radius = up(radius * (1 + 8 * UNIT)) if radius.shape else np.zeros((m, n))
+    radius = up(radius * (1 + 8 * UNIT)) if radius.shape else np.zeros(shape)
     # Rows of tiny or huge elements (beyond 2^±800) would underflow or overflow in the slices:
     # left undetermined rather than bounded (leading coefficients are nowhere near).
     open_ = (np.abs(rows) > 800) | (np.abs(columns) > 800)
     if left.open.any() or right.open.any():
         open_ = open_ | _reached(left.open, ~right.zero()) | _reached(~left.zero(), right.open)
     radius = np.where(open_, math.nan, radius)
-    return np.stack([*(terms or [np.zeros((m, n))]), radius])
-
-
-def stacked(splits: list[np.ndarray]) -> np.ndarray:
-    """Splits of equal shape stacked on a new axis after the first (their terms padded with
-    zeros to the longest)."""
-    count = max(s.shape[0] for s in splits)
-    padded = [s if s.shape[0] == count else
-              np.concatenate([s[:-1], np.zeros((count - s.shape[0], *s.shape[1:])), s[-1:]]) for s in splits]
-    return np.stack(padded, axis=1)
+    radius = np.broadcast_to(radius, shape)
+    terms, radius = trimmed(terms or [np.zeros(shape)], radius)
+    return np.stack([*terms, radius])
 
 
 def balls_of_split(values: np.ndarray) -> np.ndarray:

@@ -31,9 +31,10 @@ from saturated.precision import expansions as ex
 from saturated.precision import identity
 from saturated.precision.balls import ONE, ZERO, nan_like, split_matmul, split_sum
 from saturated.precision.lead import Lead, lift_exact
+from saturated.precision.loss import Loss
 from saturated.precision.products import balls_of_split, split
 
-__all__ = ["BALL_RULES", "Context", "Escalate"]
+__all__ = ["BALL_RULES", "PRODUCTS", "Context", "Escalate"]
 
 aten = torch.ops.aten
 
@@ -54,6 +55,13 @@ class Context:
         rising: the entries some reason so far leaves to a higher precision (the union of the
             reasons' last fields, kept as they are recorded).
         ran: the ops run so far.
+        ops: the ops of the whole graph.
+        depth: how far into the graph the op being run lies, as a share: the most matrix products
+            on a path from the inputs to it, over the most on any path (a radius grows by about
+            the same bits per product, whatever else runs between).
+        loss: the pass's loss so far, where it is given up once that says the end is out of
+            reach (:mod:`~saturated.precision.loss`); None where it runs on regardless.
+        needed: once given up on its loss, the bits that loss says the whole graph needs.
     """
 
     mask_threshold: float
@@ -65,6 +73,24 @@ class Context:
     escalate: bool = False
     rising: set[int] = field(default_factory=set)
     ran: int = 0
+    ops: int = 1
+    depth: float = 0.0
+    loss: Loss | None = None
+    needed: float | None = None
+
+    def observe(self, values: np.ndarray) -> None:
+        """Note a matrix product's loss of precision (a split).
+
+        Raises:
+            Escalate: with ``loss`` kept, once it says the pass loses its bits before the end.
+        """
+        if self.loss is None:
+            return
+        self.loss.observe(values, self.depth)
+        if self.loss.hopeless():
+            self.needed = self.loss.projected()
+            raise Escalate(f"{self.loss.lost:.0f} of {self.bits} bits lost {self.depth:.0%} of the way in, "
+                           f"about {self.needed:.0f} by the end, at {self.where()}")
 
     def undecided(self, mask: np.ndarray, what: str, final: np.ndarray | bool = False) -> None:
         """Record that the decision ``what`` is not made where ``mask`` is True; ``final`` marks
@@ -97,6 +123,9 @@ class Escalate(Exception):
 
 Rule = Callable[..., Any]
 BALL_RULES: dict[Any, Rule] = {}
+PRODUCTS = frozenset({aten.matmul.default, aten.mm.default, aten.bmm.default, aten.linear.default,
+                      aten.addmm.default})
+"""The matrix products: where a radius grows (:attr:`Context.depth`)."""
 
 
 def _rule(*targets: Any) -> Callable[[Rule], Rule]:
@@ -525,6 +554,7 @@ def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
     until an op needs it as balls (a weight matrix is never made balls at all)."""
     first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
     product = split_matmul(first.operand(ctx.bits), second.operand(ctx.bits))
+    ctx.observe(product)
     if first.ties is not None:
         tied = _tied_product(ctx, first.ties, second, product)
         return Lead(first.degree + second.degree, split=tied, lead_ids=_representative_classes(first, second))

@@ -73,6 +73,32 @@ def test_signs_and_relu_are_sound(a: np.ndarray, bits: int) -> None:
             assert _contains(cut, i, max(x, Fraction(0)))
 
 
+@settings(max_examples=150, deadline=None)
+@given(_splits(), st.sampled_from([0.0, 2.0 ** -200, 2.0 ** -120, 2.0 ** -40, 1.0]))
+def test_terms_folded_into_the_radius_leave_a_ball_holding_the_old_one(a: np.ndarray, widen: float) -> None:
+    """Trailing terms below the radius's share go into it: the new ball holds both ends of the
+    old one, and what is kept is only what the radius does not swamp."""
+    radius = a[-1] + np.abs(a[0]) * widen
+    terms, folded = ex.trimmed(list(a[:-1]), radius)
+    out = np.stack([*terms, folded])
+    assert 1 <= len(terms) <= a.shape[0] - 1
+    for i in range(a.shape[1]):
+        mid = sum((Fraction(float(t)) for t in a[:-1, i]), Fraction(0))
+        for x in (mid - Fraction(float(radius[i])), mid + Fraction(float(radius[i]))):
+            assert _contains(out, i, x)
+    if len(terms) < a.shape[0] - 1:  # a term is kept where it is not below 2^-10 of the radius
+        assert not (np.abs(terms[-1]) <= radius * 2.0 ** -10).all() or len(terms) == 1
+
+
+def test_terms_fall_as_the_radius_grows() -> None:
+    """A value that is exact keeps the terms of its precision; once its radius has grown past
+    them, a sum or product keeps only the terms above the radius."""
+    exact = ex.multiply(np.array([[1.0 / 3], [0.0]]), np.array([[1.0 / 3], [0.0]]), 256)
+    assert exact.shape[0] - 1 == 2 and exact[-1, 0] == 0  # 1/9 of two floats: two terms, exact
+    wide = ex.add(exact, np.array([[0.0], [2.0 ** -40]]), 256)
+    assert wide.shape[0] - 1 == 1 and _contains(wide, 0, Fraction(1.0 / 3) ** 2)
+
+
 def test_exact_operands_give_exact_results_to_the_precision() -> None:
     a = np.array([[1.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
     b = np.array([[2.0 ** -70, 1.0 / 3, 5.0], [0.0, 0.0, 0.0]])

@@ -136,3 +136,30 @@ def test_a_weight_whose_few_small_elements_reach_further_down_is_multiplied_exac
     for i in range(2):
         for j in range(40):
             assert out[i, j].rad() == 0 and _fraction(out[i, j]) == exact[i][j]
+
+
+@settings(max_examples=15, deadline=None)
+@given(bits=st.sampled_from([128, 256]), seed=st.integers(0, 2**32 - 1), spread=st.integers(0, 40),
+       radius=st.sampled_from([0.0, 2.0**-140, 1e-3]))
+def test_batched_products_of_balls_enclose_each_exact_product(bits, seed, spread, radius):
+    """Attention's products, one per head, run as one batched product: each contains the exact
+    product of its own matrices' midpoints, as a product run alone does."""
+    rng = np.random.default_rng(seed)
+    left = rng.standard_normal((2, 3, 4, 6)) * 2.0 ** rng.integers(-spread, spread + 1, (2, 3, 4, 6))
+    right = rng.standard_normal((2, 3, 6, 5))
+    with working_precision(bits):
+        a = _balls(left, radius)
+        b = _balls(right, 0.0)
+        out = matmul(a, b)
+        alone = [[product(a[i, h], b[i, h], bits) for h in range(3)] for i in range(2)]
+    assert out.shape == (2, 3, 4, 5)
+    with working_precision(4096):
+        for i in range(2):
+            for h in range(3):
+                exact = _exact(a[i, h], b[i, h])
+                for r in range(4):
+                    for c in range(5):
+                        value = flint.arb(flint.fmpq(exact[r][c].numerator, exact[r][c].denominator))
+                        assert out[i, h, r, c].contains(value) and alone[i][h][r, c].contains(value)
+                        wide = float(out[i, h, r, c].rad())
+                        assert wide <= 2 * float(alone[i][h][r, c].rad()) + 2.0 ** -(bits - 8)

@@ -30,7 +30,9 @@ import numpy as np
 __all__ = ["MEANINGFUL_SHARE", "Loss", "bits_lost"]
 
 MEANINGFUL_SHARE = 0.25
-"""The share of the graph's ops a pass runs before its loss is extrapolated."""
+"""How far into the graph (by matrix products on its longest path) a pass runs before its loss
+is extrapolated."""
+
 
 def bits_lost(values: np.ndarray, bits: int) -> float:
     """The bits of relative precision lost in a split (float64 terms, then a radius) computed at

@@ -21,7 +21,7 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
-from saturated.rounding import Rounding, tensor_norms
+from saturated.rounding import Rounding, tensor_norms, tensor_spectral_norm
 from saturated.rules import RULES, TIE_AWARE, Settings
 from saturated.rules.routing import name_router_rows
 from saturated.terms import Term
@@ -77,11 +77,13 @@ def _as_term(value: torch.Tensor, source: torch.Tensor) -> Term:
     """A parameter's value in c: θ·c¹, known exactly. ``value`` is the model's tensor ``source``,
     or a copy of it cast to the dtype the graph runs in: its bound then casts ``source`` again
     where it reads the values, so that the copy is freed after the graph's last use of it. Its
-    norms are kept with ``source`` from one call to the next (:func:`tensor_norms`)."""
+    norms and spectral norm bound are kept with ``source`` from one call to the next
+    (:func:`tensor_norms`, :func:`tensor_spectral_norm`)."""
     dtype = value.dtype  # the closure must not hold the copy itself
     detached = source.detach()
     remade = None if dtype == source.dtype else lambda: detached.to(dtype)
-    bound = Rounding.of_exact(value, 1.0, remade, tensor_norms(source, dtype))
+    bound = Rounding.of_exact(value, 1.0, remade, tensor_norms(source, dtype),
+                              tensor_spectral_norm(source, dtype))
     return Term(((value, 1.0),), roundings=(bound,))
 
 

@@ -27,15 +27,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
+from saturated.radii import Brought, VectorBound, elementwise, l2_radius, moved, scaled, total
+from saturated.spectral import spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
-           "smallest_subnormal", "tensor_norms", "unit_roundoff"]
+           "smallest_subnormal", "tensor_norms", "tensor_spectral_norm", "unit_roundoff"]
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
@@ -73,7 +76,9 @@ def relative_bound(n: int, dtype: torch.dtype, operand_rtol: float) -> float:
 Partials = Callable[[Tensor], Tensor]
 
 
-Carried = Callable[[torch.dtype, float], Tensor]
+Carried = Callable[[torch.dtype, float], Brought]
+
+_Held = TypeVar("_Held")
 
 
 class _CarriedOnce:
@@ -87,9 +92,9 @@ class _CarriedOnce:
 
     def __init__(self, fn: Carried) -> None:
         self._fn: Carried | None = fn
-        self._cache: dict[tuple[torch.dtype, float], Tensor] = {}
+        self._cache: dict[tuple[torch.dtype, float], Brought] = {}
 
-    def __call__(self, dtype: torch.dtype, operand_rtol: float) -> Tensor:
+    def __call__(self, dtype: torch.dtype, operand_rtol: float) -> Brought:
         key = (dtype, operand_rtol)
         if key not in self._cache:
             if self._fn is None:
@@ -105,7 +110,7 @@ class _CarriedOnce:
             value = self(dtype, operand_rtol)
             self._cache, self._fn = {(dtype, operand_rtol): value}, None
 
-    def _settled(self, operand_rtol: float) -> Tensor:
+    def _settled(self, operand_rtol: float) -> Brought:
         """The settled bound, read from a part of another precision (a value cast up or down):
         each op's rounding stays bounded in the precision it ran in."""
         (_, settled_rtol), value = next(iter(self._cache.items()))
@@ -143,13 +148,16 @@ class Rounding:
             product), used where this bound only feeds another one.
         carried: the error the operands brought in from their own producing ops (for a product
             x·y: |x|·b_y + b_x·|y| + b_x·b_y, with their cheap bounds), as a function of the dtype
-            and the assumed operand error.
+            and the assumed operand error: elementwise, or as ℓ2 radii along the last dimension
+            (:class:`~saturated.radii.VectorBound`: after a linear layer, ‖W‖₂·ρ).
         exact: the part is known exactly (no error of its own to carry into a product).
         factor: the positive factor the partials' sums are of the exact values.
         values: for a value known exactly, its coefficients made again on demand from the tensor
             they were cast from (None: the coefficients as they are serve).
         norms: for a model's tensor known exactly, its vector norms (dimension, keepdim), as
             :func:`tensor_norms` keeps them across calls (None: computed where read).
+        spectral: for a model's 2-D tensor known exactly, an upper bound of its spectral norm
+            (:func:`tensor_spectral_norm`; None: none known).
     """
 
     degree: float
@@ -163,6 +171,7 @@ class Rounding:
     factor: float = 1.0
     values: Callable[[], Tensor] | None = None
     norms: Callable[[int, bool], Tensor] | None = None
+    spectral: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
         if self.carried is not None and not isinstance(self.carried, _CarriedOnce):
@@ -170,7 +179,8 @@ class Rounding:
 
     @classmethod
     def of_exact(cls, coef: Tensor, degree: float, remade: Callable[[], Tensor] | None = None,
-                 norms: Callable[[int, bool], Tensor] | None = None) -> Rounding:
+                 norms: Callable[[int, bool], Tensor] | None = None,
+                 spectral: Callable[[], float] | None = None) -> Rounding:
         """The bound of a value known exactly (a parameter, an input, a constant): no error, but
         its size counts once it is summed with or scaled into computed values. Its exact values
         are its own (every float converts to float64 exactly).
@@ -178,14 +188,15 @@ class Rounding:
         ``remade``, when given, makes ``coef`` again on demand (a float64 copy of a parameter,
         cast anew from the model's own tensor): the bound, and those of the products it enters
         (:attr:`values`), then hold no reference to ``coef``, which goes once the graph has used
-        it instead of living as long as the bounds do. ``norms``: see :attr:`norms`.
+        it instead of living as long as the bounds do. ``norms``, ``spectral``: see :attr:`norms`
+        and :attr:`spectral`.
         """
         values = _holding(coef) if remade is None else remade
         shape, device = coef.shape, coef.device
         return cls(degree, lambda: values().abs(), 0,
                    lambda: torch.arange(math.prod(shape), device=device).reshape(shape),
                    lambda at: values().flatten()[at].double().unsqueeze(-1), exact=True, values=remade,
-                   norms=norms)
+                   norms=norms, spectral=spectral)
 
     @property
     def of_exact_values(self) -> bool:
@@ -216,20 +227,31 @@ class Rounding:
             own = _plus_subnormal(own, self.length * smallest_subnormal(dtype))
         if not carried or self.carried is None:
             return own
-        brought = self.carried(dtype, operand_rtol)
+        brought = elementwise(self.carried(dtype, operand_rtol))
         # ``own`` is a fresh tensor: add in place where the shapes allow it
         fits = brought.shape == own.shape and brought.dtype == own.dtype
         return own.add_(brought) if fits else own + brought
 
+    def radius(self, dtype: torch.dtype, operand_rtol: float, shape: torch.Size,
+               cheap: bool = False) -> Tensor:
+        """ρ ≥ ‖ŝ − s‖₂ along the last dimension of a part of ``shape`` (keepdim): the producing
+        op's rounding, as an ℓ2 radius, and what the operands carried in."""
+        own = self.bound(dtype, operand_rtol, cheap=cheap)
+        brought = None if self.carried is None else self.carried(dtype, operand_rtol)
+        if isinstance(brought, VectorBound):
+            return l2_radius(own, shape) + brought.radius
+        return l2_radius(own if brought is None else own + brought, shape)
+
     def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:
         """The same bound after a shape, indexing or cast op (it moves elements, not values).
         Positions move with a shape or indexing op; a cast moves none, so they stay integers
-        (a cast applied to them would make them values, floats or a bool mask)."""
+        (a cast applied to them would make them values, floats or a bool mask). Radii move with
+        the vectors (:func:`saturated.radii.moved`)."""
         magnitude, index, cheap, carried = self.magnitude, self.index, self.cheap, self.carried
         return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
                         None if index is None else lambda: _moved(fn, index()), self.partials,
                         None if cheap is None else _memo(lambda: fn(cheap())),
-                        None if carried is None else lambda t, e: fn(carried(t, e)), self.exact,
+                        None if carried is None else lambda t, e: moved(fn, carried(t, e)), self.exact,
                         self.factor)
 
     def inexact(self) -> Rounding:
@@ -244,7 +266,7 @@ class Rounding:
         magnitude, cheap, carried = self.magnitude, self.cheap or self.magnitude, self.carried
         return Rounding(self.degree, _memo(lambda: reduce(magnitude())),
                         self.length + max(count - 1, 0), cheap=_memo(lambda: reduce(cheap())),
-                        carried=None if carried is None else lambda t, e: reduce(carried(t, e)))
+                        carried=None if carried is None else lambda t, e: reduce(elementwise(carried(t, e))))
 
     def scaled(self, factor: float) -> Rounding:
         """After multiplying by a constant: the magnitude scales, and the product's own rounding
@@ -257,7 +279,7 @@ class Rounding:
         return Rounding(self.degree, lambda: size * magnitude(), self.length + 1, self.index,
                         flipped if factor != 0 else None,
                         None if cheap is None else lambda: size * cheap(),
-                        None if carried is None else lambda t, e: size * carried(t, e),
+                        None if carried is None else lambda t, e: scaled(carried(t, e), size),
                         factor=self.factor / size if size else 1.0)
 
     def plus(self, other: Rounding, shape: torch.Size) -> Rounding:
@@ -272,7 +294,7 @@ class Rounding:
         index, partials = _summed_exact_values(self, other, shape)
         return Rounding(self.degree, lambda: first() + second(), max(self.length, other.length) + 1,
                         index, partials, cheap=lambda: cheap_first() + cheap_second(),
-                        carried=(lambda t, e: sum((c(t, e) for c in carried[1:]), carried[0](t, e)))
+                        carried=(lambda t, e: total([c(t, e) for c in carried], shape))
                         if carried else None, factor=self.factor)
 
 
@@ -443,15 +465,28 @@ def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Calla
     return None
 
 
-# Per model tensor, its last version's norms: {(dtype, dimension, keepdim): norms}.
+# Per model tensor, its last version's norms: {(dtype, dimension, keepdim) or (dtype,): norms}.
 _NORMS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _per_version(tensor: Tensor, key: tuple[object, ...], compute: Callable[[], _Held]) -> _Held:
+    """``compute()`` for ``tensor``, kept under ``key`` until its values change. The cache holds
+    ``tensor`` weakly; an inference tensor, which has no version counter, is not cached."""
+    if tensor.is_inference():  # no version counter: a change to its values would go unseen
+        return compute()
+    version = (tensor.data_ptr(), tensor._version)
+    held = _NORMS.get(tensor)
+    if held is None or held[0] != version:
+        held = _NORMS[tensor] = (version, {})
+    if key not in held[1]:
+        held[1][key] = compute()
+    return held[1][key]
 
 
 def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Tensor]:
     """The vector norms of ``tensor`` cast to ``dtype``, along a dimension, each computed once per
     version of its values (a weight's norms enter the cheap bound of every product with it, at
-    every call). The cache holds ``tensor`` weakly; an inference tensor, which has no version
-    counter, is not cached.
+    every call).
 
     >>> w = torch.tensor([[3.0, 4.0]])
     >>> norms = tensor_norms(w, torch.float64)
@@ -462,18 +497,27 @@ def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Te
     """
 
     def norms(dim: int, keepdim: bool) -> Tensor:
-        if tensor.is_inference():  # no version counter: a change to its values would go unseen
-            return torch.linalg.vector_norm(tensor.detach().to(dtype), dim=dim, keepdim=keepdim)
-        version = (tensor.data_ptr(), tensor._version)
-        held = _NORMS.get(tensor)
-        if held is None or held[0] != version:
-            held = _NORMS[tensor] = (version, {})
-        key = (dtype, dim, keepdim)
-        if key not in held[1]:
-            held[1][key] = torch.linalg.vector_norm(tensor.detach().to(dtype), dim=dim, keepdim=keepdim)
-        return held[1][key]
+        return _per_version(tensor, (dtype, dim, keepdim), lambda: torch.linalg.vector_norm(
+            tensor.detach().to(dtype), dim=dim, keepdim=keepdim))
 
     return norms
+
+
+def tensor_spectral_norm(tensor: Tensor, dtype: torch.dtype) -> Callable[[], float]:
+    """An upper bound of the spectral norm of a 2-D ``tensor`` cast to ``dtype``
+    (:func:`~saturated.spectral.spectral_norm_bound`), computed once per version of its values;
+    ∞ for a tensor of another rank (no bound known).
+
+    >>> tensor_spectral_norm(torch.eye(3), torch.float64)() >= 1.0
+    True
+    """
+
+    def spectral() -> float:
+        if tensor.dim() != 2:
+            return math.inf
+        return _per_version(tensor, (dtype,), lambda: spectral_norm_bound(tensor.detach().to(dtype)))
+
+    return spectral
 
 
 Operand = tuple[Tensor, "Rounding | None"]
@@ -508,6 +552,69 @@ def _operand(value: Tensor, rounding: Rounding | None) -> Callable[[], Tensor]:
     return lambda: values().expand(shape)
 
 
+_Side = tuple[Callable[[], Tensor], torch.Size, "Rounding | None"]
+
+
+def _inexact(rounding: Rounding | None) -> bool:
+    return rounding is not None and not rounding.exact
+
+
+def _product_radius(fn: Callable[[Tensor, Tensor], Tensor], left: _Side, right: _Side, dtype: torch.dtype,
+                    operand_rtol: float, out_shape: torch.Size) -> VectorBound | None:
+    """The error a product carries in as ℓ2 radii along its output's last dimension, where its
+    structure gives one (None: elementwise, see :func:`product_rounding`):
+
+    * x·Wᵀ or x·W with W an exact weight of known spectral norm and x carrying error:
+      ‖W‖₂·ρ_x, ρ_x bounding x's error along its last dimension (the contracted one);
+    * x·y, a matrix product whose right operand carries radii along its rows (the output's last
+      dimension: attention's weights times values): Σⱼ |xᵢⱼ|·ρ_yⱼ, plus x's error times
+      |y| + b_y elementwise if x carries any;
+    * x∘y, an elementwise product where an operand carries radii: with x̂ŷ − xy =
+      x̂·e_y + e_x·ŷ − e_x·e_y, max|x̂|·ρ_y + max|ŷ|·ρ_x + ρ_x·ρ_y per vector (max along the last
+      dimension; RMSNorm's scale, its weight, a gated unit's product).
+    """
+    (x, x_shape, rx), (y, y_shape, ry) = left, right
+    if fn in (torch.nn.functional.linear, torch.matmul) and len(y_shape) == 2 and len(x_shape) >= 1 \
+            and _inexact(rx) and not _inexact(ry) and ry is not None and ry.spectral is not None:
+        assert rx is not None
+        norm = ry.spectral()
+        if not math.isfinite(norm):
+            return None
+        return VectorBound(_normal(rx.radius(dtype, operand_rtol, x_shape, cheap=True)) * norm, out_shape)
+    rtol = operand_rtol
+    if fn is torch.matmul and len(x_shape) >= 2 and len(y_shape) >= 2 and _carries_radii(ry, dtype, rtol):
+        assert ry is not None
+        along = VectorBound(fn(x().abs(), _normal(ry.radius(dtype, rtol, y_shape, cheap=True))), out_shape)
+        if not _inexact(rx):
+            return along
+        assert rx is not None
+        by = _operand_bound(ry, dtype, operand_rtol).expand(y_shape)
+        bx = _operand_bound(rx, dtype, operand_rtol).expand(x_shape)
+        return VectorBound(along.radius + l2_radius(fn(bx, y().abs() + by), out_shape), out_shape)
+    if fn is torch.mul and (_carries_radii(rx, dtype, rtol) or _carries_radii(ry, dtype, rtol)):
+        radii = [r.radius(dtype, rtol, out_shape, cheap=True) if r is not None and _inexact(r) else None
+                 for r in (rx, ry)]
+        rho_x, rho_y = radii
+        terms = [] if rho_y is None else [_row_max(x()) * rho_y]
+        if rho_x is not None:
+            terms.append(_row_max(y()) * rho_x)
+            if rho_y is not None:
+                terms.append(rho_x * rho_y)
+        return VectorBound(sum(terms[1:], terms[0]), out_shape)
+    return None
+
+
+def _carries_radii(rounding: Rounding | None, dtype: torch.dtype, operand_rtol: float) -> bool:
+    """Whether an operand carries error in as ℓ2 radii."""
+    return rounding is not None and not rounding.exact and rounding.carried is not None \
+        and isinstance(rounding.carried(dtype, operand_rtol), VectorBound)
+
+
+def _row_max(values: Tensor) -> Tensor:
+    """max |values| along the last dimension (keepdim; broadcasting as ``values`` does)."""
+    return values.abs().amax(-1, keepdim=True) if values.dim() else values.abs()
+
+
 def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
                      pairs: list[tuple[Operand, Operand]], degree: float, length: int,
                      out_shape: torch.Size) -> Rounding:
@@ -536,21 +643,24 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
         assert total is not None
         return total
 
-    def carried(dtype: torch.dtype, operand_rtol: float) -> Tensor:
+    def carried(dtype: torch.dtype, operand_rtol: float) -> Brought:
         zero = torch.zeros((), dtype=dtype)
-        total: Tensor | None = None
+        bounds: list[Brought] = []
         for (x, y), (x_shape, y_shape), (rx, ry) in zip(operands, shapes, roundings):
+            radius = _product_radius(fn, (x, x_shape, rx), (y, y_shape, ry), dtype, operand_rtol, out_shape)
+            if radius is not None:
+                bounds.append(radius)
+                continue
             bx = None if rx is None or rx.exact else _operand_bound(rx, dtype, operand_rtol)
             by = None if ry is None or ry.exact else _operand_bound(ry, dtype, operand_rtol)
             parts = [] if by is None else [fn(x().abs(), by.expand(y_shape))]
             if bx is not None:
                 y_size = y().abs() if by is None else y().abs() + by.expand(y_shape)
                 parts.append(fn(bx.expand(x_shape), y_size))
-            for part in parts:
-                # 0 + part, with its type promotion, without a pass over part
-                first = part if torch.result_type(zero, part) == part.dtype else zero + part
-                total = first if total is None else total + part
-        return zero if total is None else total
+            # 0 + part, with its type promotion, without a pass over part
+            bounds.extend(part if torch.result_type(zero, part) == part.dtype else zero + part
+                          for part in parts)
+        return total(bounds, out_shape) if bounds else zero
 
     def partials(at: Tensor) -> Tensor:
         rows = [_operand_rows(fn, x(), y(), out_shape, at) for x, y in operands]

@@ -28,6 +28,7 @@ from saturated.errors import SaturationError
 from saturated.export_cache import cached_export
 from saturated.interpreter import run_terms
 from saturated.precision import FIRST_PRECISION, next_precision, precisions, run_balls
+from saturated.radii import norm_below
 from saturated.rounding import Rounding, exact_sign
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
@@ -122,7 +123,9 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
         # NaN in some elements leaves the others' zero test to do: their bound is still read.
         bound = None if rounding is None or not math.isfinite(size) else \
             rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
-        if rounding is not None and bound is not None and bool((coef.abs() <= bound).all()):
+        within = None if rounding is None or bound is None else _within(coef, bound, rounding, settings)
+        if within is not None and bool(within.all()):
+            assert rounding is not None and bound is not None
             if (size == 0 and not bool(bound.any())) or _exactly_zero(coef, rounding, settings):
                 continue  # zero with no error, or exactly zero
             raise _WithinRounding(f"output {index} is within rounding of zero at its leading degree "
@@ -134,8 +137,8 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
         if math.isinf(size):
             raise SaturationError(f"output {index} has non-finite leading coefficients (overflow or 0·∞)")
         final = zero = None
-        if vectors and rounding is not None and bound is not None and coef.dim() > 0:
-            hidden = (coef.abs() <= bound).all(-1, keepdim=True)
+        if vectors and rounding is not None and bound is not None and within is not None and coef.dim() > 0:
+            hidden = within.all(-1, keepdim=True)
             if bool(hidden.any()):
                 final = _final(coef, bound, rounding, settings)
                 final = None if final is None else final & hidden
@@ -146,6 +149,18 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     if term.floor == -math.inf:
         return term.lead, -math.inf, False, None, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+def _within(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, settings: Settings) -> torch.Tensor:
+    """Where ``coef`` may be exactly zero: each element within its ``bound`` of zero, save the
+    vectors along the last dimension whose norm exceeds their error's ℓ2 radius, which are
+    nonzero whatever their elements' bounds say (:meth:`Rounding.radius`; a carried error that
+    grew along a chain of linear layers is far tighter as a radius than element by element)."""
+    within = coef.abs() <= bound
+    if coef.dim() == 0 or not bool(within.all(-1).any()):
+        return within
+    radius = rounding.radius(coef.dtype, settings.operand_rtol, coef.shape)
+    return within & ~(norm_below(coef) > radius)
 
 
 def _zero_vectors(term: Term, shape: torch.Size, degree: float, hidden: torch.Tensor, rounding: Rounding,

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from saturated.errors import SaturationError
+from saturated.radii import elementwise
 from saturated.rounding import Rounding
 from saturated.rules.common import _term
 from saturated.rules.registry import Settings, _rule
@@ -92,7 +93,8 @@ def _joined(own: list[tuple[Term, Rounding | None]], join: Callable[[list[Tensor
                      if piece is None else piece.expand(t.shape) for (t, _), piece in zip(own, pieces)])
 
     def carried(dtype: torch.dtype, rtol: float) -> Tensor:
-        return joined(lambda bound: None if bound.carried is None else bound.carried(dtype, rtol))
+        return joined(lambda bound: None if bound.carried is None
+                      else elementwise(bound.carried(dtype, rtol)))
 
     length = max(bound.length for _, bound in own if bound is not None)
     index, partials = _joined_exact_values(own, join)

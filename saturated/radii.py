@@ -1,0 +1,143 @@
+"""Carried rounding bounds as ℓ2 radii per vector along the last dimension.
+
+An elementwise bound b (|ŝᵢ − sᵢ| ≤ bᵢ) passed through a linear map W becomes |W|·b, which grows
+by about √n per layer of width n more than the values do: random signs cancel in W·x, not in
+|W|·b. A :class:`VectorBound` ρ instead bounds ‖ŝ − s‖₂ over the last dimension, for every index
+of the leading ones, and passes W as ‖W‖₂·ρ (:mod:`saturated.spectral`), about as the values grow.
+
+Either form converts to the other soundly: |eᵢ| ≤ ‖e‖₂ (:func:`elementwise`: ρ itself, which
+broadcasts along the last dimension), and ‖e‖₂ ≤ ‖b‖₂ (:func:`l2_radius`, rounded up). A carried
+bound (:attr:`saturated.rounding.Rounding.carried`) is one or the other (:data:`Brought`); every
+op that has no rule of its own for radii reads it elementwise.
+
+>>> bound = VectorBound(torch.tensor([[5.0]]), torch.Size([1, 3]))
+>>> elementwise(bound).expand(1, 3)
+tensor([[5., 5., 5.]])
+>>> float(l2_radius(torch.tensor([[3.0, 4.0]]), torch.Size([1, 2]))) >= 5.0
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["Brought", "VectorBound", "elementwise", "l2_radius", "moved", "norm_below", "total"]
+
+
+@dataclass(frozen=True)
+class VectorBound:
+    """‖ŝ − s‖₂ ≤ ``radius`` along the last dimension of a part of ``shape``, per index of its
+    leading dimensions: ``radius`` has that shape with a last dimension of 1 (or broadcasts to it)."""
+
+    radius: Tensor
+    shape: torch.Size
+
+
+Brought = Tensor | VectorBound
+
+
+def elementwise(brought: Brought) -> Tensor:
+    """An elementwise bound (broadcasting to the part) from either form: |eᵢ| ≤ ‖e‖₂."""
+    return brought.radius if isinstance(brought, VectorBound) else brought
+
+
+def _inflation(n: int, dtype: torch.dtype) -> float:
+    """1 + 2·(n + 2)·u: a computed sqrt(Σᵢ xᵢ²) of n terms is within (1 + γₙ)^(1/2)·(1 + u) of the
+    exact one (one rounding per square, n − 1 per sum, one for the root), and multiplying by this
+    factor (itself rounded, and its product rounded) still leaves it above: (1 + γₙ/2 + 2u) ≤
+    (1 + 2(n + 2)u)(1 − u)² while n·u ≤ 1/4."""
+    return 1 + 2 * (n + 2) * torch.finfo(dtype).eps / 2
+
+
+def _underflow(n: int, dtype: torch.dtype) -> float:
+    """√(n·η): what n squares that underflow (each by at most η, the smallest subnormal) can take
+    from a computed norm."""
+    info = torch.finfo(dtype)
+    return math.sqrt(n * info.tiny * info.eps)
+
+
+def l2_radius(bound: Tensor, shape: torch.Size) -> Tensor:
+    """ρ ≥ ‖b‖₂ along the last dimension of an elementwise bound ``bound`` broadcast to ``shape``
+    (shape[:-1] + (1,) or less), rounded up (see :func:`_inflation`), plus √(n·η) for squares that
+    underflow (η: the dtype's smallest subnormal). A bound constant along the last dimension is
+    that constant times √n."""
+    if not len(shape):
+        return bound
+    n = int(shape[-1])
+    tiny = _underflow(n, bound.dtype)
+    if bound.dim() == 0 or bound.shape[-1] == 1:
+        return bound * (math.sqrt(n) * _inflation(1, bound.dtype)) + tiny
+    radius = torch.linalg.vector_norm(bound.expand(*shape[:-1], n) if bound.dim() < len(shape) else bound,
+                                      dim=-1, keepdim=True)
+    return radius * _inflation(n, bound.dtype) + tiny
+
+
+def norm_below(values: Tensor) -> Tensor:
+    """A lower bound of the exact ‖values‖₂ along the last dimension (keepdim): the computed norm
+    shrunk by the factor :func:`l2_radius` inflates it by (squares that underflow only make it
+    lower)."""
+    n = int(values.shape[-1])
+    return torch.linalg.vector_norm(values, dim=-1, keepdim=True) / _inflation(n, values.dtype) ** 2
+
+
+def total(bounds: Sequence[Brought], shape: torch.Size) -> Brought:
+    """The bound of a sum of errors with the given bounds, of a part of ``shape``: elementwise
+    bounds add, radii add, and with both the elementwise sum joins the radii as its ℓ2 radius."""
+    tensors = [b for b in bounds if not isinstance(b, VectorBound)]
+    radii = [b.radius for b in bounds if isinstance(b, VectorBound)]
+    summed = None if not tensors else sum(tensors[1:], tensors[0])
+    if not radii:
+        assert summed is not None, "a total of no bounds"
+        return summed
+    radius = sum(radii[1:], radii[0])
+    return VectorBound(radius if summed is None else radius + l2_radius(summed, shape), shape)
+
+
+def scaled(brought: Brought, size: float) -> Brought:
+    """The bound times ``size`` ≥ 0 (a constant factor's magnitude)."""
+    if isinstance(brought, VectorBound):
+        return VectorBound(size * brought.radius, brought.shape)
+    return size * brought
+
+
+def moved(fn: Callable[[Tensor], Tensor], brought: Brought) -> Brought:
+    """The bound after a shape, indexing or cast op ``fn``.
+
+    For a radius: ``fn`` is applied to each element's flat position, which tells where each output
+    vector (along its last dimension) takes its elements from. A vector made of elements of one
+    input vector keeps that vector's radius; one that merges several (heads put back side by
+    side), each element at most once, gets sqrt(Σ ρ²) over those vectors. Elementwise otherwise:
+    where an element appears twice in a vector, or the last dimension moved (a vector made mostly
+    of single elements of others, as after a transpose), and for a cast (nothing moves)."""
+    if not isinstance(brought, VectorBound):
+        return fn(brought)
+    radius, shape = brought.radius, brought.shape
+    if not len(shape):
+        return fn(radius)
+    n = int(shape[-1])
+    rows = radius.expand(*shape[:-1], 1).reshape(-1)
+    ids = torch.arange(rows.numel() * n, device=radius.device).reshape(shape)
+    out = fn(ids)
+    if out.dtype != ids.dtype:  # a cast moves nothing (its positions would turn into values)
+        return VectorBound(fn(radius), shape)
+    if out.dim() == 0 or out.shape[-1] == 0 or out.numel() == 0:
+        return fn(radius.expand(shape))
+    flat = out.reshape(-1, out.shape[-1])
+    source = flat // n
+    leading = (*out.shape[:-1], 1)
+    if bool((source == source[:, :1]).all()):
+        return VectorBound(rows[source[:, 0]].reshape(leading), out.shape)
+    ordered = flat.sort(-1).values
+    distinct = torch.ones_like(ordered, dtype=torch.bool)
+    distinct[:, 1:] = (ordered[:, 1:] // n) != (ordered[:, :-1] // n)
+    if bool((ordered[:, 1:] == ordered[:, :-1]).any()) or 2 * int(distinct.sum(-1).max()) > flat.shape[-1]:
+        return fn(radius.expand(shape))
+    count = int(distinct.sum(-1).max())
+    squares = torch.where(distinct, rows[ordered // n] ** 2, 0).sum(-1, keepdim=True)
+    merged = squares.sqrt() * _inflation(count, radius.dtype) + _underflow(count, radius.dtype)
+    return VectorBound(merged.reshape(leading), out.shape)

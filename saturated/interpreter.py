@@ -186,24 +186,16 @@ _DROPS_BOUNDS = frozenset({
     aten.argmin.default, aten.argsort.default, aten.argsort.stable,
 })
 
-# ReLU-like activations keep their input's bound only when it is one part (see
-# :mod:`saturated.rules.activations`).
-_KEEPS_ONE_PART_BOUNDS = frozenset({aten.relu.default, aten.gelu.default, aten.silu.default})
-
 
 def _keeps_bounds(node: torch.fx.Node, orders: int) -> bool:
-    """Whether ``node``'s limit may carry its inputs' rounding bounds on (True where unsure, save
-    ReLU-like activations of several orders: the answer only decides what :func:`_carried_read`
-    settles early, and a bound read that was not settled is computed where it is read)."""
+    """Whether ``node``'s limit may carry its inputs' rounding bounds on (True where unsure: the
+    answer only decides what :func:`_carried_read` settles early, and a bound read that was not
+    settled is computed where it is read)."""
     if node.target in _DROPS_BOUNDS:
         return False
     if node.target == aten.pow.Tensor_Scalar:  # a non-negative integer power is a product
         exponent = node.args[1]
         return isinstance(exponent, (int, float)) and exponent >= 0 and exponent == int(exponent)
-    if node.target in _KEEPS_ONE_PART_BOUNDS:
-        # With more orders their input almost always has several parts, and its bound stops
-        # there: settling it would cost a second product per MLP input (T5's two-order level)
-        return orders == 1
     # LayerNorm's leading order normalizes one growing part directly, with no bound
     return node.target != aten.layer_norm.default or orders > 1
 

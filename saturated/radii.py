@@ -127,17 +127,18 @@ def moved(fn: Callable[[Tensor], Tensor], brought: Brought) -> Brought:
         return VectorBound(fn(radius), shape)
     if out.dim() == 0 or out.shape[-1] == 0 or out.numel() == 0:
         return fn(radius.expand(shape))
-    flat = out.reshape(-1, out.shape[-1])
-    source = flat // n
+    ordered = out.reshape(-1, out.shape[-1]).sort(-1).values
+    if bool((ordered[:, 1:] == ordered[:, :-1]).any()):  # an element twice in a vector
+        return fn(radius.expand(shape))
+    source = ordered // n
     leading = (*out.shape[:-1], 1)
     if bool((source == source[:, :1]).all()):
         return VectorBound(rows[source[:, 0]].reshape(leading), out.shape)
-    ordered = flat.sort(-1).values
     distinct = torch.ones_like(ordered, dtype=torch.bool)
-    distinct[:, 1:] = (ordered[:, 1:] // n) != (ordered[:, :-1] // n)
-    if bool((ordered[:, 1:] == ordered[:, :-1]).any()) or 2 * int(distinct.sum(-1).max()) > flat.shape[-1]:
+    distinct[:, 1:] = source[:, 1:] != source[:, :-1]
+    if 2 * int(distinct.sum(-1).max()) > ordered.shape[-1]:
         return fn(radius.expand(shape))
     count = int(distinct.sum(-1).max())
-    squares = torch.where(distinct, rows[ordered // n] ** 2, 0).sum(-1, keepdim=True)
+    squares = torch.where(distinct, rows[source] ** 2, 0).sum(-1, keepdim=True)
     merged = squares.sqrt() * _inflation(count, radius.dtype) + _underflow(count, radius.dtype)
     return VectorBound(merged.reshape(leading), out.shape)

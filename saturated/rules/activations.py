@@ -70,8 +70,7 @@ def _leading_sign(x: Term, s: Settings) -> Tensor:
 def _relu(s: Settings, x: Term) -> Term:
     """ReLU is positively 1-homogeneous: relu(v) = v where v's leading part is positive, else 0."""
     sign = _leading_sign(x, s)
-    out = Term(tuple((torch.where(sign > 0, a, 0), d) for a, d in x.parts), x.floor,
-               _continuous_rounding(x) if len(x.parts) == 1 else ())
+    out = Term(tuple((torch.where(sign > 0, a, 0), d) for a, d in x.parts), x.floor, _kept_roundings(x))
     unknown = _undetermined_signs(sign, s, "relu")
     return out if unknown is None else with_nan(out, unknown)
 
@@ -84,11 +83,14 @@ def _abs(s: Settings, x: Term) -> Term:
     return Term(tuple((a * sign, d) for a, d in x.parts), x.floor)
 
 
-def _continuous_rounding(x: Term) -> tuple[Rounding, ...]:
-    """The lead's rounding bound, kept by a 1-Lipschitz op such as ReLU (|relu(ŝ) − relu(s)| ≤
-    |ŝ − s|); exact values are not."""
-    rounding = x.rounding(x.degree)
-    return () if rounding is None else (rounding.inexact(),)
+def _kept_roundings(x: Term, replaced: float | None = None) -> tuple[Rounding, ...]:
+    """The parts' rounding bounds (with what they carried in), kept by an op that keeps or zeroes
+    each element: with one part, ReLU is 1-Lipschitz (|relu(ŝ) − relu(s)| ≤ |ŝ − s|); with more,
+    each element is kept or zeroed on its certified sign, so a kept part's error is its input's,
+    and a zeroed one's is none. Exact values are not kept. ``replaced``: the degree of a part the
+    op replaces at some elements by another function's value (GELU's for fixed inputs), whose
+    bound does not hold there."""
+    return tuple(r.inexact() for r in x.roundings if r.degree != replaced)
 
 
 def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) -> Term:
@@ -98,12 +100,13 @@ def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) 
         # One growing part: relu of it. Where its coefficient is 0 the element is O(c^floor), and
         # so is its image, since |GELU(y)| and |SiLU(y)| are at most |y|. Continuous in the
         # coefficient, so a sign that rounding hides changes the result by no more than rounding.
-        return Term(((torch.relu(x.lead), x.degree),), x.floor, _continuous_rounding(x))
+        return Term(((torch.relu(x.lead), x.degree),), x.floor, _kept_roundings(x))
     sign, growing, value, error = _regimes(x, s)
     keep = growing & (sign > 0)
     parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
     parts.append((torch.where(growing, 0, at(value)), 0.0))
     out = make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), s.orders)
+    out = out.with_roundings(_kept_roundings(x, None if bool(growing.all()) else 0.0))
     unknown = _undetermined_signs(sign, s, what)
     return out if unknown is None else with_nan(out, unknown)
 

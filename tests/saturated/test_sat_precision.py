@@ -112,15 +112,16 @@ def _deep_relu(depth: int, width: int, seed: int) -> nn.Module:
 
 
 def test_a_deep_network_whose_float64_bounds_outgrow_its_values_is_decided():
-    """A 24-layer ReLU network without biases is exactly 24-homogeneous: its limit direction is
-    f(x; θ) itself. The worst-case float64 bound grows by about √width per layer and swamps the
-    outputs; the refinement decides every one, equal to the direct computation."""
-    model = _deep_relu(24, 128, seed=0)
+    """A 40-layer ReLU network without biases is exactly 40-homogeneous: its limit direction is
+    f(x; θ) itself. The worst-case float64 bound, carried as ℓ2 radii, grows by ‖W‖₂ over the
+    values' gain per layer (about 2√2 for a random ReLU layer: ReLU halves the energy) and
+    swamps the outputs; the refinement decides every one, equal to the direct computation."""
+    model = _deep_relu(40, 128, seed=0)
     x = torch.randn(3, 4, dtype=torch.float64)
     off = SaturatedModel(model, Settings(max_precision=0), undetermined="nan")(x)
     assert torch.isnan(off.value).all()  # float64 alone cannot tell these outputs from zero
     out = SaturatedModel(model, Settings(), undetermined="nan")(x)
-    assert out.degrees == 24.0 and out.reasons == {}
+    assert out.degrees == 40.0 and out.reasons == {}
     direct = model(x)
     assert torch.allclose(out.value, direct, rtol=1e-12, atol=0)
 

@@ -260,6 +260,21 @@ class Rounding:
         return Rounding(self.degree, self.magnitude, self.length, cheap=self.cheap, carried=self.carried,
                         exact=self.exact)
 
+    def kept(self, keep: Tensor) -> Rounding:
+        """The bound of where(keep, part, 0) for elements kept or zeroed on their exact sign (a
+        ReLU of several parts): a kept element keeps its error and its exact value, and a zeroed
+        one is exactly 0 (position −1, whose partials are 0)."""
+        index, partials = self.index, self.partials
+        if index is None or partials is None:
+            return self.inexact()
+
+        def zeroed(at: Tensor) -> Tensor:
+            rows = partials(at.clamp_min(0))
+            return torch.where((at >= 0).unsqueeze(-1), rows, 0.0)
+
+        return Rounding(self.degree, self.magnitude, self.length, lambda: torch.where(keep, index(), -1),
+                        zeroed, self.cheap, self.carried, self.exact, self.factor)
+
     def summed(self, reduce: Callable[[Tensor], Tensor], count: int) -> Rounding:
         """After summing ``count`` elements (``reduce`` sums magnitudes the same way): the errors
         add, and the k − 1 additions make n larger by k − 1 (γₐ + γ_b + γₐγ_b ≤ γ_{a+b})."""

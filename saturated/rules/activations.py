@@ -70,7 +70,9 @@ def _leading_sign(x: Term, s: Settings) -> Tensor:
 def _relu(s: Settings, x: Term) -> Term:
     """ReLU is positively 1-homogeneous: relu(v) = v where v's leading part is positive, else 0."""
     sign = _leading_sign(x, s)
-    out = Term(tuple((torch.where(sign > 0, a, 0), d) for a, d in x.parts), x.floor, _kept_roundings(x))
+    keep = sign > 0
+    out = Term(tuple((torch.where(keep, a, 0), d) for a, d in x.parts), x.floor,
+               _kept_roundings(x, None if len(x.parts) == 1 else keep))
     unknown = _undetermined_signs(sign, s, "relu")
     return out if unknown is None else with_nan(out, unknown)
 
@@ -83,14 +85,16 @@ def _abs(s: Settings, x: Term) -> Term:
     return Term(tuple((a * sign, d) for a, d in x.parts), x.floor)
 
 
-def _kept_roundings(x: Term, replaced: float | None = None) -> tuple[Rounding, ...]:
+def _kept_roundings(x: Term, keep: Tensor | None = None, replaced: float | None = None
+                    ) -> tuple[Rounding, ...]:
     """The parts' rounding bounds (with what they carried in), kept by an op that keeps or zeroes
-    each element: with one part, ReLU is 1-Lipschitz (|relu(ŝ) − relu(s)| ≤ |ŝ − s|); with more,
-    each element is kept or zeroed on its certified sign, so a kept part's error is its input's,
-    and a zeroed one's is none. Exact values are not kept. ``replaced``: the degree of a part the
-    op replaces at some elements by another function's value (GELU's for fixed inputs), whose
-    bound does not hold there."""
-    return tuple(r.inexact() for r in x.roundings if r.degree != replaced)
+    each element. With one part (``keep`` None), ReLU is 1-Lipschitz (|relu(ŝ) − relu(s)| ≤
+    |ŝ − s|), and exact values are not kept. With more, each element is kept (``keep``) or zeroed
+    on its certified sign, so a kept element's error and exact value are its input's, and a zeroed
+    one has neither (:meth:`Rounding.kept`). ``replaced``: the degree of a part the op replaces at
+    some elements by another function's value (GELU's for fixed inputs), whose bound does not hold
+    there."""
+    return tuple(r.inexact() if keep is None else r.kept(keep) for r in x.roundings if r.degree != replaced)
 
 
 def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) -> Term:
@@ -106,7 +110,7 @@ def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) 
     parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
     parts.append((torch.where(growing, 0, at(value)), 0.0))
     out = make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), s.orders)
-    out = out.with_roundings(_kept_roundings(x, None if bool(growing.all()) else 0.0))
+    out = out.with_roundings(_kept_roundings(x, keep, None if bool(growing.all()) else 0.0))
     unknown = _undetermined_signs(sign, s, what)
     return out if unknown is None else with_nan(out, unknown)
 

@@ -88,7 +88,7 @@ def test_a_pass_too_narrow_for_the_depth_stops_a_quarter_of_the_way_and_names_wh
 def test_a_wrong_early_stop_costs_one_level_and_the_next_runs_to_its_end(monkeypatch):
     """Were the extrapolation always to say "hopeless", the first level would be given up, and the
     one after it, which no longer stops early, would decide: one level more, not a chain."""
-    model = _deep_relu(24, 128, seed=0)  # float64 cannot decide it, 128 bits do
+    model = _deep_relu(40, 128, seed=0)  # float64 cannot decide it, 128 bits do
     x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     honest = SaturatedModel(model, Settings(), undetermined="nan")(x)
     # the class the passes use (a doctest run may have imported the loss module once more)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Brought", "VectorBound", "elementwise", "l2_radius", "moved", "norm_below", "total"]
+__all__ = ["Brought", "VectorBound", "along", "elementwise", "l2_radius", "moved", "norm_below", "scaled",
+           "total"]
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,27 @@ def norm_below(values: Tensor) -> Tensor:
     return torch.linalg.vector_norm(values, dim=-1, keepdim=True) / _inflation(n, values.dtype) ** 2
 
 
+def along(bound: VectorBound, shape: torch.Size) -> Tensor:
+    """The radius of ``bound`` for its part broadcast to ``shape``: the same, save where the part's
+    last dimension is 1 and broadcasts to n (each vector is one element repeated n times: √n·ρ).
+
+    >>> float(along(VectorBound(torch.tensor([[1.0]]), torch.Size([1, 1])), torch.Size([1, 4]))) >= 2.0
+    True
+    """
+    own, wanted = (int(bound.shape[-1]) if len(bound.shape) else 1), (int(shape[-1]) if len(shape) else 1)
+    if own == wanted:
+        return bound.radius
+    if own != 1:
+        raise ValueError(f"a radius along a last dimension of {own} read for one of {wanted}; "
+                         "expected the same size or a broadcast from 1")
+    return bound.radius * (math.sqrt(wanted) * _inflation(1, bound.radius.dtype))
+
+
 def total(bounds: Sequence[Brought], shape: torch.Size) -> Brought:
     """The bound of a sum of errors with the given bounds, of a part of ``shape``: elementwise
     bounds add, radii add, and with both the elementwise sum joins the radii as its ℓ2 radius."""
     tensors = [b for b in bounds if not isinstance(b, VectorBound)]
-    radii = [b.radius for b in bounds if isinstance(b, VectorBound)]
+    radii = [along(b, shape) for b in bounds if isinstance(b, VectorBound)]
     summed = None if not tensors else sum(tensors[1:], tensors[0])
     if not radii:
         assert summed is not None, "a total of no bounds"

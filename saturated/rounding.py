@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
-from saturated.radii import Brought, VectorBound, elementwise, l2_radius, moved, scaled, total
+from saturated.radii import Brought, VectorBound, along, elementwise, l2_radius, moved, scaled, total
 from saturated.spectral import spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
@@ -239,7 +239,7 @@ class Rounding:
         own = self.bound(dtype, operand_rtol, cheap=cheap)
         brought = None if self.carried is None else self.carried(dtype, operand_rtol)
         if isinstance(brought, VectorBound):
-            return l2_radius(own, shape) + brought.radius
+            return l2_radius(own, shape) + along(brought, shape)
         return l2_radius(own if brought is None else own + brought, shape)
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:

@@ -213,3 +213,15 @@ def test_carried_errors_are_read_after_a_relu_of_two_parts() -> None:
     assert bool(torch.isnan(out.lead).all())  # undetermined in float64
     (plain,) = run_terms(program, state, [x], Settings(orders=2, ties="nan"))
     assert not bool(torch.isnan(plain.lead).any())  # the default decides for operands as computed
+
+
+def test_a_radius_read_for_a_broadcast_last_dimension_grows_by_its_root() -> None:
+    """A part of one element per vector, broadcast to n elements by a product or a sum (a norm's
+    scale), repeats its error n times: the radius read for it is √n·ρ, in a sum as in a product."""
+    from saturated.radii import total
+    from saturated.rounding import Rounding
+    narrow = VectorBound(torch.full((2, 1), 0.5, dtype=F64), torch.Size([2, 1]))
+    wide = total([narrow, VectorBound(torch.zeros(2, 1, dtype=F64), torch.Size([2, 9]))], torch.Size([2, 9]))
+    assert isinstance(wide, VectorBound) and bool((wide.radius >= 1.5).all())
+    rounding = Rounding(1.0, lambda: torch.zeros(2, 1, dtype=F64), 0, carried=lambda t, e: narrow)
+    assert bool((rounding.radius(F64, 0.0, torch.Size([2, 9])) >= 1.5).all())

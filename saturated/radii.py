@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Brought", "VectorBound", "along", "elementwise", "l2_radius", "moved", "norm_below", "scaled",
-           "total"]
+           "summed", "total"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,35 @@ def scaled(brought: Brought, size: float) -> Brought:
     if isinstance(brought, VectorBound):
         return VectorBound(size * brought.radius, brought.shape)
     return size * brought
+
+
+def summed(brought: Brought, dims: Sequence[int], keepdim: bool,
+           reduce: Callable[[Tensor], Tensor]) -> Brought:
+    """The bound after a sum over ``dims`` (all of them if empty, as torch sums), ``reduce``
+    summing an elementwise bound the same way. For radii: a sum over other dimensions adds the
+    radii of the vectors it adds (still radii); one along the last dimension is elementwise, each
+    vector's |Σᵢ eᵢ| ≤ √n·‖e‖₂ ≤ √n·ρ (Cauchy–Schwarz), summed over the other dimensions.
+
+    >>> bound = VectorBound(torch.tensor([[1.0], [2.0]]), torch.Size([2, 4]))
+    >>> summed(bound, [0], False, lambda m: m.sum(0)).radius
+    tensor([3.])
+    >>> float(summed(bound, [1], False, lambda m: m.sum(1))[1]) >= 4.0
+    True
+    """
+    if not isinstance(brought, VectorBound):
+        return reduce(brought)
+    shape = brought.shape
+    rank = len(shape)
+    if rank == 0:
+        return reduce(brought.radius)
+    summed_dims = sorted({int(d) % rank for d in dims}) if dims else list(range(rank))
+    radius = brought.radius.expand(*shape[:-1], 1)
+    if rank - 1 in summed_dims:
+        root = math.sqrt(int(shape[-1])) * _inflation(1, radius.dtype)
+        return (radius * root).sum(dim=summed_dims, keepdim=keepdim)
+    out_shape = torch.Size([1 if d in summed_dims else size for d, size in enumerate(shape)
+                            if keepdim or d not in summed_dims])
+    return VectorBound(radius.sum(dim=summed_dims, keepdim=keepdim), out_shape)
 
 
 def moved(fn: Callable[[Tensor], Tensor], brought: Brought) -> Brought:

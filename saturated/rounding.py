@@ -25,7 +25,7 @@ asserts one (see ``docs/saturated.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
-from saturated.radii import Brought, VectorBound, along, elementwise, l2_radius, moved, scaled, total
+from saturated.radii import Brought, VectorBound, along, elementwise, l2_radius, moved, scaled, summed, total
 from saturated.spectral import spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
@@ -275,13 +275,16 @@ class Rounding:
         return Rounding(self.degree, self.magnitude, self.length, lambda: torch.where(keep, index(), -1),
                         zeroed, self.cheap, self.carried, self.exact, self.factor)
 
-    def summed(self, reduce: Callable[[Tensor], Tensor], count: int) -> Rounding:
-        """After summing ``count`` elements (``reduce`` sums magnitudes the same way): the errors
-        add, and the k − 1 additions make n larger by k − 1 (γₐ + γ_b + γₐγ_b ≤ γ_{a+b})."""
+    def summed(self, reduce: Callable[[Tensor], Tensor], count: int, dims: Sequence[int] = (),
+               keepdim: bool = False) -> Rounding:
+        """After summing ``count`` elements over ``dims`` (``reduce`` sums magnitudes the same
+        way): the errors add, and the k − 1 additions make n larger by k − 1
+        (γₐ + γ_b + γₐγ_b ≤ γ_{a+b}); radii follow :func:`saturated.radii.summed`."""
         magnitude, cheap, carried = self.magnitude, self.cheap or self.magnitude, self.carried
         return Rounding(self.degree, _memo(lambda: reduce(magnitude())),
                         self.length + max(count - 1, 0), cheap=_memo(lambda: reduce(cheap())),
-                        carried=None if carried is None else lambda t, e: reduce(elementwise(carried(t, e))))
+                        carried=None if carried is None
+                        else lambda t, e: summed(carried(t, e), dims, keepdim, reduce))
 
     def scaled(self, factor: float) -> Rounding:
         """After multiplying by a constant: the magnitude scales, and the product's own rounding

@@ -465,7 +465,7 @@ def reduce(x: Term, dims: list[int], keepdim: bool, mean: bool) -> Term:
     def summed(m: Tensor) -> Tensor:
         return m.expand(shape).sum(dim=dims, keepdim=keepdim)
 
-    roundings = tuple(r.summed(summed, count) for r in x.roundings)
+    roundings = tuple(r.summed(summed, count, dims, keepdim) for r in x.roundings)
     if mean:
         roundings = tuple(r.scaled(1 / count) for r in roundings)
     return Term(tuple(parts), x.floor, roundings)

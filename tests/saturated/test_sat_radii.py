@@ -225,3 +225,27 @@ def test_a_radius_read_for_a_broadcast_last_dimension_grows_by_its_root() -> Non
     assert isinstance(wide, VectorBound) and bool((wide.radius >= 1.5).all())
     rounding = Rounding(1.0, lambda: torch.zeros(2, 1, dtype=F64), 0, carried=lambda t, e: narrow)
     assert bool((rounding.radius(F64, 0.0, torch.Size([2, 9])) >= 1.5).all())
+
+
+@pytest.mark.parametrize(("dims", "keepdim"), [([0], False), ([1], True), ([-1], True), ([-1], False),
+                                               ([0, 2], False), ([], False)])
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_sums_of_parts_with_radii_lie_within_their_bound(dims: list[int], keepdim: bool, seed: int) -> None:
+    from saturated.radii import summed
+    generator = torch.Generator().manual_seed(seed)
+    shape = torch.Size([2, 3, 8])
+    radius = torch.rand(2, 3, 1, generator=generator, dtype=F64)
+    direction = torch.randn(shape, generator=generator, dtype=F64)
+    error = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True) * radius * (1 - 2.0**-40)
+
+    def reduce(m: torch.Tensor) -> torch.Tensor:
+        return m.expand(shape).sum(dim=dims, keepdim=keepdim)
+
+    out = summed(VectorBound(radius, shape), dims, keepdim, reduce)
+    total_error = error.sum(dim=dims, keepdim=keepdim)
+    if isinstance(out, VectorBound):
+        assert out.shape == total_error.shape
+        assert bool((torch.linalg.vector_norm(total_error, dim=-1, keepdim=True) <= out.radius).all())
+    else:
+        assert bool((total_error.abs() <= out).all())

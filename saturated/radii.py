@@ -107,12 +107,12 @@ def total(bounds: Sequence[Brought], shape: torch.Size) -> Brought:
     bounds add, radii add, and with both the elementwise sum joins the radii as its ℓ2 radius."""
     tensors = [b for b in bounds if not isinstance(b, VectorBound)]
     radii = [along(b, shape) for b in bounds if isinstance(b, VectorBound)]
-    summed = None if not tensors else sum(tensors[1:], tensors[0])
+    added = None if not tensors else sum(tensors[1:], tensors[0])
     if not radii:
-        assert summed is not None, "a total of no bounds"
-        return summed
+        assert added is not None, "a total of no bounds"
+        return added
     radius = sum(radii[1:], radii[0])
-    return VectorBound(radius if summed is None else radius + l2_radius(summed, shape), shape)
+    return VectorBound(radius if added is None else radius + l2_radius(added, shape), shape)
 
 
 def scaled(brought: Brought, size: float) -> Brought:

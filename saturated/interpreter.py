@@ -23,6 +23,7 @@ from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
 from saturated.rounding import Rounding, tensor_norms, tensor_spectral_norm
 from saturated.rules import RULES, TIE_AWARE, Settings
+from saturated.rules.products import GatheredRows
 from saturated.rules.routing import name_router_rows
 from saturated.terms import Term
 from saturated.ties import TiedWeights, untie
@@ -200,6 +201,24 @@ def _keeps_bounds(node: torch.fx.Node, orders: int) -> bool:
     return node.target != aten.layer_norm.default or orders > 1
 
 
+def _gathered_for_products(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The ``index`` nodes that take whole matrices of one tensor by a single index tensor along
+    dimension 0 and are read only as the left operand of ``bmm``: a mixture of experts' batched
+    expert products. Their rule leaves the gathering to the product (:class:`GatheredRows`)."""
+    found = set()
+    for node in graph.nodes:
+        if node.target != aten.index.Tensor or len(node.args) != 2:
+            continue
+        indices = node.args[1]
+        if not (isinstance(indices, (list, tuple)) and len(indices) == 1
+                and isinstance(indices[0], torch.fx.Node)):
+            continue
+        if node.users and all(user.target == aten.bmm.default and user.args[0] is node
+                              and user.args[1] is not node for user in node.users):
+            found.add(node)
+    return found
+
+
 def _carried_read(graph: torch.fx.Graph, needed: set[torch.fx.Node], keep: Sequence[bool] | None,
                   settings: Any) -> set[torch.fx.Node]:
     """The nodes whose carried rounding error (:attr:`~saturated.rounding.Rounding.carried`) may
@@ -287,6 +306,7 @@ class LimitInterpreter(torch.fx.Interpreter):
         # Carried errors are computed as each node runs, where they will be read: a bound left
         # to the outputs' zero test would keep every operand it reads alive to the end.
         self.settled = _carried_read(self.graph, self.needed, keep, settings)
+        self.gathered = _gathered_for_products(self.graph)
         self.node: torch.fx.Node | None = None
         """The node being run (named in error messages)."""
         self._listener = _NODE_LISTENER.get()
@@ -335,7 +355,10 @@ class LimitInterpreter(torch.fx.Interpreter):
         """Run the op as it is if no argument depends on c, else its limit rule."""
         node = self.node
         assert node is not None
-        leaves = _values_of((args, kwargs), self.value_type)
+        if node in self.gathered and isinstance(args[0], Term) and args[0].lead.dim() == 3 \
+                and isinstance(args[1][0], torch.Tensor) and args[1][0].dim() == 1:
+            return GatheredRows(args[0], args[1][0])
+        leaves = _values_of((args, kwargs), (self.value_type, GatheredRows))
         if not leaves:
             return target(*args, **kwargs)
         rule = self.rules.get(target)
@@ -424,7 +447,7 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _values_of(values: Any, kind: type) -> list[Any]:
+def _values_of(values: Any, kind: type | tuple[type, ...]) -> list[Any]:
     """The c-dependent values (of type ``kind``) among a node's arguments (graph arguments nest
     only in lists, tuples and dicts); a plain loop, since this runs at every node."""
     found: list[Any] = []

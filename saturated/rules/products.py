@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from saturated.errors import SaturationError
 from saturated.rounding import Einsum
@@ -16,15 +18,46 @@ from saturated.rules.registry import Settings, _rule
 from saturated.terms import Term, add, bilinear
 from saturated.ties import TiedWeights, contract, einsum_contracts_rows, untie
 
-__all__: list[str] = []  # the rules register themselves in RULES
+__all__ = ["GatheredRows"]  # the rules register themselves in RULES
 
 aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class GatheredRows:
+    """``weight[index]`` (whole matrices chosen along dimension 0) not taken yet, for a batched
+    product that reads it: a mixture of experts' batched products gather each token's expert
+    matrices, one copy per token, and their limit is the same per-expert product without the
+    copies (:class:`~saturated.interpreter.LimitInterpreter` leaves such an index to its ``bmm``)."""
+
+    weight: Term
+    index: Tensor
+
+
+def _per_expert(index: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
+    """(y, w) ↦ w[index] @ y for y of shape (..., S, K, M) and w of (E, N, K), as one matrix
+    product per distinct index: bilinear in (y, w), so magnitudes and bounds take the same
+    path, and the gathered (S, N, K) copy of ``w`` is never made."""
+    rows = [(int(e), torch.nonzero(index == e).flatten()) for e in torch.unique(index).tolist()]
+
+    def product(y: Tensor, w: Tensor) -> Tensor:
+        out = y.new_zeros((*y.shape[:-3], len(index), w.shape[-2], y.shape[-1]),
+                          dtype=torch.result_type(y, w))
+        for expert, at in rows:
+            out[..., at, :, :] = torch.matmul(w[expert], y[..., at, :, :])
+        return out
+    return product
 
 
 @_rule(aten.matmul.default, aten.mm.default, aten.bmm.default, accepts_ties=True)
 def _matmul(s: Settings, x: Any, y: Any) -> Term:
     """Matrix product: bilinear, degrees add (paper Table 1, Linear). Tied attention weights on the
-    left, contracted over their softmax dimension, are checked by :func:`saturated.ties.contract`."""
+    left, contracted over their softmax dimension, are checked by :func:`saturated.ties.contract`;
+    gathered rows on the left (:class:`GatheredRows`) are multiplied per expert."""
+    if isinstance(x, GatheredRows):
+        weight = x.weight
+        return bilinear(_per_expert(x.index), _term(y, s), weight, s.orders, stack_left=True,
+                        length=int(weight.shape[-1]))
     mark = s.ties == "nan"
     if isinstance(x, TiedWeights) and x.dim == x.lead.dim() - 1 and not isinstance(y, TiedWeights):
         return contract(torch.matmul, x, _term(y, s), s.orders, s.rtol, mark, stack_left=True)

@@ -49,3 +49,43 @@ def test_moe_limit_agrees_with_float64_scaling(family: str) -> None:
         limit = out.value.hidden_states[-1]
         errors.append(float((ordinary.hidden_states[-1] / c - limit).abs().max() / limit.abs().max()))
     assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-5, errors
+
+
+def test_expert_products_are_not_gathered_per_token_and_equal_the_gathered_ones() -> None:
+    """The batched expert products take each token's expert matrices by index, one copy per token;
+    the limit multiplies per expert instead (the index is left to its bmm), with the same values
+    and the same rounding bounds as the gathered product."""
+    from saturated.interpreter import _gathered_for_products
+    from saturated.rounding import Rounding
+    from saturated.rules import RULES, Settings
+    from saturated.rules.products import GatheredRows
+    from saturated.terms import Term
+
+    model = moe_model("mixtral")
+    limit = saturate(model, input_ids=IDS)
+    graph = limit.program(input_ids=IDS).graph
+    gathered = _gathered_for_products(graph)
+    experts = [node for node in graph.nodes if node.target == torch.ops.aten.index.Tensor
+               and "experts" in str(node.args[0])]
+    assert experts and set(experts) <= gathered
+
+    generator = torch.Generator().manual_seed(1)
+
+    def exact(shape: tuple[int, ...], degrees: tuple[float, ...]) -> Term:
+        parts = [(torch.randn(shape, generator=generator, dtype=torch.float64), d) for d in degrees]
+        return Term(tuple(parts), roundings=tuple(Rounding.of_exact(a, d) for a, d in parts))
+
+    weight = exact((4, 5, 3), (1.0,))
+    index = torch.tensor([2, 0, 2, 3, 2])  # expert 1 unused, expert 2 thrice
+    y = exact((5, 3, 1), (2.0, 1.0))
+    bmm = RULES[torch.ops.aten.bmm.default]
+    settings = Settings(orders=2)
+    per_expert = bmm(settings, GatheredRows(weight, index), y)
+    copied = bmm(settings, weight.map(lambda w: w[index]), y)
+    assert [d for _, d in per_expert.parts] == [d for _, d in copied.parts] == [3.0, 2.0]
+    for (a, _), (b, _) in zip(per_expert.parts, copied.parts):
+        torch.testing.assert_close(a, b, rtol=1e-15, atol=0)
+    for degree in (3.0, 2.0):
+        ours, theirs = per_expert.rounding(degree), copied.rounding(degree)
+        assert ours.length == theirs.length
+        torch.testing.assert_close(ours.magnitude(), theirs.magnitude(), rtol=1e-15, atol=0)

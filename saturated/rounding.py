@@ -35,7 +35,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
 from saturated.radii import Brought, VectorBound, along, elementwise, l2_radius, moved, scaled, summed, total
-from saturated.spectral import spectral_norm_bound
+from saturated.stored_norms import stored_spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
            "smallest_subnormal", "tensor_norms", "tensor_spectral_norm", "unit_roundoff"]
@@ -523,8 +523,9 @@ def tensor_norms(tensor: Tensor, dtype: torch.dtype) -> Callable[[int, bool], Te
 
 def tensor_spectral_norm(tensor: Tensor, dtype: torch.dtype) -> Callable[[], float]:
     """An upper bound of the spectral norm of a 2-D ``tensor`` cast to ``dtype``
-    (:func:`~saturated.spectral.spectral_norm_bound`), computed once per version of its values;
-    ∞ for a tensor of another rank (no bound known).
+    (:func:`~saturated.spectral.spectral_norm_bound`), read once per version of its values from
+    the bounds kept on disk (:mod:`saturated.stored_norms`); ∞ for a tensor of another rank (no
+    bound known).
 
     >>> tensor_spectral_norm(torch.eye(3), torch.float64)() >= 1.0
     True
@@ -533,7 +534,7 @@ def tensor_spectral_norm(tensor: Tensor, dtype: torch.dtype) -> Callable[[], flo
     def spectral() -> float:
         if tensor.dim() != 2:
             return math.inf
-        return _per_version(tensor, (dtype,), lambda: spectral_norm_bound(tensor.detach().to(dtype)))
+        return _per_version(tensor, (dtype,), lambda: stored_spectral_norm_bound(tensor.detach().to(dtype)))
 
     return spectral
 

@@ -1,0 +1,77 @@
+"""Spectral norm bounds of weights kept on disk, so that each weight's is computed once, not once
+per process.
+
+A bound (:func:`~saturated.spectral.spectral_norm_bound`) costs a few Gram products of the
+weight: 0.16 CPU seconds for a 768 × 3072 weight of T5 base, 4.5 s for a 2048 × 8192 one, against
+about a millisecond to hash the weight's bytes. It is kept in the export cache's directory
+(:func:`saturated.export_cache.cache_dir`, subdirectory ``spectral``) under a hash of everything it
+depends on: the values' bytes, their dtype and shape, the depth, and the source of
+:mod:`saturated.spectral` (a change there computes every bound again). A file that cannot be read
+is computed again and replaced; files are written under a temporary name and renamed into place.
+
+The directory is trusted as the exported graphs are: a bound written there by hand is read as a
+bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import math
+from functools import cache
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+import saturated.spectral
+from saturated.export_cache import _write, cache_dir
+from saturated.spectral import spectral_norm_bound
+
+__all__ = ["stored_spectral_norm_bound"]
+
+
+@cache
+def _source_digest() -> bytes:
+    return hashlib.sha256(inspect.getsource(saturated.spectral).encode()).digest()
+
+
+def _key(matrix: Tensor, depth: int) -> str:
+    """A hash of the bound's inputs: the matrix's bytes, dtype and shape, the depth and the code."""
+    values = matrix.detach().contiguous().cpu()
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(_source_digest())
+    digest.update(repr((str(values.dtype), tuple(values.shape), depth)).encode())
+    digest.update(values.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> float | None:
+    with contextlib.suppress(OSError, ValueError):
+        bound = float.fromhex(path.read_text(encoding="ascii").strip())
+        if bound >= 0 and not math.isnan(bound):
+            return bound
+    return None
+
+
+def stored_spectral_norm_bound(matrix: Tensor, depth: int = 4) -> float:
+    """:func:`~saturated.spectral.spectral_norm_bound` of ``matrix``, read from the cache directory
+    when it was computed before (in any process) and stored there otherwise (computed every time
+    with no cache directory).
+
+    >>> stored_spectral_norm_bound(torch.eye(3)) == stored_spectral_norm_bound(torch.eye(3)) >= 1.0
+    True
+    """
+    root = cache_dir()
+    if root is None or matrix.dim() != 2:
+        return spectral_norm_bound(matrix, depth)
+    path = root / "spectral" / f"{_key(matrix, depth)}.txt"
+    if path.is_file():
+        stored = _read(path)
+        if stored is not None:
+            return stored
+    bound = spectral_norm_bound(matrix, depth)
+    with contextlib.suppress(OSError):  # an unwritable cache only costs the bound next time
+        _write(path, lambda file: file.write(bound.hex().encode("ascii")))
+    return bound

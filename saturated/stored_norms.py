@@ -43,7 +43,7 @@ def _key(matrix: Tensor, depth: int) -> str:
     digest = hashlib.blake2b(digest_size=20)
     digest.update(_source_digest())
     digest.update(repr((str(values.dtype), tuple(values.shape), depth)).encode())
-    digest.update(values.reshape(-1).view(torch.uint8).numpy())
+    digest.update(values.reshape(-1).view(torch.uint8).numpy().data)
     return digest.hexdigest()
 
 

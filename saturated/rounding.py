@@ -534,7 +534,8 @@ def tensor_spectral_norm(tensor: Tensor, dtype: torch.dtype) -> Callable[[], flo
     def spectral() -> float:
         if tensor.dim() != 2:
             return math.inf
-        return _per_version(tensor, (dtype,), lambda: stored_spectral_norm_bound(tensor.detach().to(dtype)))
+        return _per_version(tensor, (dtype,),
+                            lambda: stored_spectral_norm_bound(tensor.detach(), dtype=dtype))
 
     return spectral
 

@@ -5,7 +5,8 @@ A bound (:func:`~saturated.spectral.spectral_norm_bound`) costs a few Gram produ
 weight: 0.16 CPU seconds for a 768 × 3072 weight of T5 base, 4.5 s for a 2048 × 8192 one, against
 about a millisecond to hash the weight's bytes. It is kept in the export cache's directory
 (:func:`saturated.export_cache.cache_dir`, subdirectory ``spectral``) under a hash of everything it
-depends on: the values' bytes, their dtype and shape, the depth, and the source of
+depends on: the model's own values' bytes, their dtype and shape, the dtype the bound is computed
+in (the values are cast to it only when the bound is not stored), the depth, and the source of
 :mod:`saturated.spectral` (a change there computes every bound again). A file that cannot be read
 is computed again and replaced; files are written under a temporary name and renamed into place.
 
@@ -37,12 +38,13 @@ def _source_digest() -> bytes:
     return hashlib.sha256(inspect.getsource(saturated.spectral).encode()).digest()
 
 
-def _key(matrix: Tensor, depth: int) -> str:
-    """A hash of the bound's inputs: the matrix's bytes, dtype and shape, the depth and the code."""
+def _key(matrix: Tensor, dtype: torch.dtype, depth: int) -> str:
+    """A hash of the bound's inputs: the matrix's bytes, dtype and shape, the dtype the bound is
+    computed in, the depth and the code."""
     values = matrix.detach().contiguous().cpu()
     digest = hashlib.blake2b(digest_size=20)
     digest.update(_source_digest())
-    digest.update(repr((str(values.dtype), tuple(values.shape), depth)).encode())
+    digest.update(repr((str(values.dtype), tuple(values.shape), str(dtype), depth)).encode())
     digest.update(values.reshape(-1).view(torch.uint8).numpy().data)
     return digest.hexdigest()
 
@@ -55,23 +57,25 @@ def _read(path: Path) -> float | None:
     return None
 
 
-def stored_spectral_norm_bound(matrix: Tensor, depth: int = 4) -> float:
-    """:func:`~saturated.spectral.spectral_norm_bound` of ``matrix``, read from the cache directory
-    when it was computed before (in any process) and stored there otherwise (computed every time
-    with no cache directory).
+def stored_spectral_norm_bound(matrix: Tensor, depth: int = 4, dtype: torch.dtype | None = None) -> float:
+    """:func:`~saturated.spectral.spectral_norm_bound` of ``matrix`` cast to ``dtype`` (default:
+    its own), read from the cache directory when it was computed before (in any process) and
+    stored there otherwise (computed every time with no cache directory). The key hashes
+    ``matrix`` itself: a read makes no cast copy.
 
     >>> stored_spectral_norm_bound(torch.eye(3)) == stored_spectral_norm_bound(torch.eye(3)) >= 1.0
     True
     """
+    dtype = matrix.dtype if dtype is None else dtype
     root = cache_dir()
     if root is None or matrix.dim() != 2:
-        return spectral_norm_bound(matrix, depth)
-    path = root / "spectral" / f"{_key(matrix, depth)}.txt"
+        return spectral_norm_bound(matrix.to(dtype), depth)
+    path = root / "spectral" / f"{_key(matrix, dtype, depth)}.txt"
     if path.is_file():
         stored = _read(path)
         if stored is not None:
             return stored
-    bound = spectral_norm_bound(matrix, depth)
+    bound = spectral_norm_bound(matrix.to(dtype), depth)
     with contextlib.suppress(OSError):  # an unwritable cache only costs the bound next time
         _write(path, lambda file: file.write(bound.hex().encode("ascii")))
     return bound

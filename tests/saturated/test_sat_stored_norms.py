@@ -59,3 +59,16 @@ def test_no_cache_directory_computes_every_time(computed: tuple[Path, list[torch
     weight = torch.eye(3)
     assert stored.stored_spectral_norm_bound(weight) == stored.stored_spectral_norm_bound(weight) >= 1.0
     assert len(made) == 2 and not list(root.iterdir())
+
+
+def test_a_bound_in_another_dtype_is_keyed_by_the_models_own_tensor(
+        computed: tuple[Path, list[torch.Size]]) -> None:
+    root, made = computed
+    weight = torch.randn(5, 3, generator=torch.Generator().manual_seed(2))
+    wide = stored.stored_spectral_norm_bound(weight, dtype=torch.float64)
+    assert wide == spectral_norm_bound(weight.double()) and len(made) == 1
+    assert stored.stored_spectral_norm_bound(weight, dtype=torch.float64) == wide and len(made) == 1  # read
+    # the same values in their own dtype, and a float64 copy of them, are other entries
+    stored.stored_spectral_norm_bound(weight)
+    stored.stored_spectral_norm_bound(weight.double())
+    assert len(made) == 3 and len(list((root / "spectral").iterdir())) == 3

@@ -20,14 +20,14 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["Brought", "VectorBound", "along", "elementwise", "l2_radius", "moved", "norm_below", "scaled",
-           "summed", "total"]
+__all__ = ["Brought", "VectorBound", "along", "elementwise", "l2_radius", "moved", "norm_above", "norm_below",
+           "rounded_up", "scaled", "summed", "total"]
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,36 @@ def l2_radius(bound: Tensor, shape: torch.Size) -> Tensor:
     if not len(shape):
         return bound
     n = int(shape[-1])
-    tiny = _underflow(n, bound.dtype)
     if bound.dim() == 0 or bound.shape[-1] == 1:
-        return bound * (math.sqrt(n) * _inflation(1, bound.dtype)) + tiny
-    radius = torch.linalg.vector_norm(bound.expand(*shape[:-1], n) if bound.dim() < len(shape) else bound,
-                                      dim=-1, keepdim=True)
-    return radius * _inflation(n, bound.dtype) + tiny
+        return bound * (math.sqrt(n) * _inflation(1, bound.dtype)) + _underflow(n, bound.dtype)
+    return norm_above(torch.linalg.vector_norm(
+        bound.expand(*shape[:-1], n) if bound.dim() < len(shape) else bound, dim=-1, keepdim=True), n)
+
+
+def norm_above(norms: Tensor, n: int) -> Tensor:
+    """An upper bound of the exact ℓ2 norms of vectors of n elements from their computed norms
+    ``norms`` (as ``torch.linalg.vector_norm`` computes them, in their dtype): inflated as
+    :func:`_inflation` says, plus √(n·η) for squares that underflow.
+
+    >>> float(norm_above(torch.tensor([5.0]), 2)) > 5.0
+    True
+    """
+    return norms * _inflation(n, norms.dtype) + _underflow(n, norms.dtype)
+
+
+def rounded_up(values: Tensor) -> Tensor:
+    """``values`` ≥ 0, the result of one rounded op (a sum or product of upper bounds, one of whose
+    operands may be a Python float rounded to the dtype first), made an upper bound of the op's
+    exact result: times 1 + 8u, plus the smallest normal number τ, in place. Each of the four
+    roundings gives at least r·(1 − u), and (1 − u)⁴·(1 + 8u) ≥ 1 while u ≤ 1/16; one that
+    underflows loses at most half the smallest subnormal, far below τ·(1 − u).
+
+    >>> third = torch.tensor([1.0]) / 3
+    >>> float(rounded_up(third)) * 3 >= 1.0
+    True
+    """
+    info = torch.finfo(values.dtype)
+    return values.mul_(1 + 4 * info.eps).add_(info.tiny)
 
 
 def norm_below(values: Tensor) -> Tensor:
@@ -151,7 +175,7 @@ def summed(brought: Brought, dims: Sequence[int], keepdim: bool,
     return VectorBound(radius.sum(dim=summed_dims, keepdim=keepdim), out_shape)
 
 
-def moved(fn: Callable[[Tensor], Tensor], brought: Brought) -> Brought:
+def moved(fn: Callable[[Tensor], Tensor], brought: Brought, key: Hashable | None = None) -> Brought:
     """The bound after a shape, indexing or cast op ``fn``.
 
     For a radius: ``fn`` is applied to each element's flat position, which tells where each output
@@ -159,37 +183,96 @@ def moved(fn: Callable[[Tensor], Tensor], brought: Brought) -> Brought:
     input vector keeps that vector's radius; one that merges several (heads put back side by
     side), each element at most once, gets sqrt(Σ ρ²) over those vectors. Elementwise otherwise:
     where an element appears twice in a vector, or the last dimension moved (a vector made mostly
-    of single elements of others, as after a transpose), and for a cast (nothing moves)."""
+    of single elements of others, as after a transpose). A cast moves nothing; one to a narrower
+    dtype rounds the bound up. ``key``, when given, names the op and its arguments (hashable, the
+    same key for the same op): what the positions tell is derived once per key and shape, since
+    the same views recur at every call."""
     if not isinstance(brought, VectorBound):
-        return fn(brought)
+        return _cast_up(fn(brought), brought)
     radius, shape = brought.radius, brought.shape
     if not len(shape):
-        return fn(radius)
-    n = int(shape[-1])
+        return _cast_up(fn(radius), radius)
+    plan = _plan(fn, shape, radius.device, key)
+    if plan.kind == "cast":
+        return VectorBound(_cast_up(fn(radius), radius), shape)
+    if plan.kind == "elementwise":
+        return fn(radius.expand(shape))
+    assert plan.source is not None and plan.shape is not None
     rows = radius.expand(*shape[:-1], 1).reshape(-1)
-    ids = torch.arange(rows.numel() * n, device=radius.device).reshape(shape)
+    leading = (*plan.shape[:-1], 1)
+    if plan.kind == "rows":
+        return VectorBound(rows[plan.source].reshape(leading), plan.shape)
+    assert plan.distinct is not None
+    squares = torch.where(plan.distinct, rows[plan.source] ** 2, 0).sum(-1, keepdim=True)
+    merged = squares.sqrt() * _inflation(plan.count, radius.dtype) + _underflow(plan.count, radius.dtype)
+    return VectorBound(merged.reshape(leading), plan.shape)
+
+
+def _cast_up(cast: Tensor, bound: Tensor) -> Tensor:
+    """``cast``, ``bound`` after an op that may have cast it, rounded up where a narrowing cast
+    rounded it down (to the next float of the narrower dtype): still a bound."""
+    if cast.dtype == bound.dtype or not cast.is_floating_point() or not bound.is_floating_point():
+        return cast
+    below = cast.to(bound.dtype) < bound
+    return torch.where(below, torch.nextafter(cast, cast.new_full((), math.inf)), cast)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a shape op does to vectors along the last dimension (see :func:`moved`): ``kind``
+    "cast" (nothing moves), "elementwise" (no radius survives), "rows" (output vector i is input
+    vector ``source[i]``'s elements) or "merged" (output vector i gathers the distinct input
+    vectors ``source[i][distinct[i]]``, at most ``count`` of them); ``shape``: the output's."""
+
+    kind: str
+    source: Tensor | None = None
+    distinct: Tensor | None = None
+    count: int = 0
+    shape: torch.Size | None = None
+
+
+# Plans by (op key, input shape, device), oldest dropped first past _PLANS_KEPT.
+_PLANS: dict[Hashable, _Plan] = {}
+_PLANS_KEPT = 512
+
+
+def _plan(fn: Callable[[Tensor], Tensor], shape: torch.Size, device: torch.device,
+          key: Hashable | None) -> _Plan:
+    """The plan of ``fn`` on a part of ``shape``: kept under ``key`` (see :func:`moved`)."""
+    if key is None:
+        return _derived_plan(fn, shape, device)
+    full = (key, tuple(shape), str(device))
+    plan = _PLANS.get(full)
+    if plan is None:
+        plan = _PLANS[full] = _derived_plan(fn, shape, device)
+        if len(_PLANS) > _PLANS_KEPT:
+            del _PLANS[next(iter(_PLANS))]
+    return plan
+
+
+def _derived_plan(fn: Callable[[Tensor], Tensor], shape: torch.Size, device: torch.device) -> _Plan:
+    """The plan of ``fn``, from where it moves each element's flat position."""
+    n = int(shape[-1])
+    ids = torch.arange(math.prod(shape), device=device).reshape(shape)
     out = fn(ids)
     if out.dtype != ids.dtype:  # a cast moves nothing (its positions would turn into values)
-        return VectorBound(fn(radius), shape)
+        return _Plan("cast")
     if out.dim() == 0 or out.shape[-1] == 0 or out.numel() == 0:
-        return fn(radius.expand(shape))
+        return _Plan("elementwise")
     flat = out.reshape(-1, out.shape[-1])
-    leading = (*out.shape[:-1], 1)
     if bool((flat[:, 1:] > flat[:, :-1]).all()) and bool((flat[:, -1] // n == flat[:, 0] // n).all()):
         # the common case (a view or slice that keeps vectors whole): increasing positions, within
         # one vector, so no element twice; no sort needed
-        return VectorBound(rows[flat[:, 0] // n].reshape(leading), out.shape)
+        return _Plan("rows", flat[:, 0] // n, shape=out.shape)
     ordered = flat.sort(-1).values
     if bool((ordered[:, 1:] == ordered[:, :-1]).any()):  # an element twice in a vector
-        return fn(radius.expand(shape))
+        return _Plan("elementwise")
     source = ordered // n
     if bool((source == source[:, :1]).all()):
-        return VectorBound(rows[source[:, 0]].reshape(leading), out.shape)
+        return _Plan("rows", source[:, 0], shape=out.shape)
     distinct = torch.ones_like(ordered, dtype=torch.bool)
     distinct[:, 1:] = source[:, 1:] != source[:, :-1]
-    if 2 * int(distinct.sum(-1).max()) > ordered.shape[-1]:
-        return fn(radius.expand(shape))
     count = int(distinct.sum(-1).max())
-    squares = torch.where(distinct, rows[source] ** 2, 0).sum(-1, keepdim=True)
-    merged = squares.sqrt() * _inflation(count, radius.dtype) + _underflow(count, radius.dtype)
-    return VectorBound(merged.reshape(leading), out.shape)
+    if 2 * count > ordered.shape[-1]:
+        return _Plan("elementwise")
+    return _Plan("merged", source, distinct, count, out.shape)

@@ -25,7 +25,7 @@ asserts one (see ``docs/saturated.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,7 +34,19 @@ from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
 from saturated.errors import SaturationError
-from saturated.radii import Brought, VectorBound, along, elementwise, l2_radius, moved, scaled, summed, total
+from saturated.radii import (
+    Brought,
+    VectorBound,
+    along,
+    elementwise,
+    l2_radius,
+    moved,
+    norm_above,
+    rounded_up,
+    scaled,
+    summed,
+    total,
+)
 from saturated.stored_norms import stored_spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
@@ -158,6 +170,10 @@ class Rounding:
             :func:`tensor_norms` keeps them across calls (None: computed where read).
         spectral: for a model's 2-D tensor known exactly, an upper bound of its spectral norm
             (:func:`tensor_spectral_norm`; None: none known).
+        cheap_norm: for a part whose last dimension is n, an upper bound of the ℓ2 norms along it
+            (keepdim) of the exact magnitude, from the operands' norms alone (for a matrix product,
+            ‖xᵢ‖·‖W‖_F by Cauchy–Schwarz, with no [rows, n] tensor made); None where it has none
+            for that n.
     """
 
     degree: float
@@ -172,6 +188,7 @@ class Rounding:
     values: Callable[[], Tensor] | None = None
     norms: Callable[[int, bool], Tensor] | None = None
     spectral: Callable[[], float] | None = None
+    cheap_norm: Callable[[int], Tensor | None] | None = None
 
     def __post_init__(self) -> None:
         if self.carried is not None and not isinstance(self.carried, _CarriedOnce):
@@ -235,30 +252,45 @@ class Rounding:
     def radius(self, dtype: torch.dtype, operand_rtol: float, shape: torch.Size,
                cheap: bool = False) -> Tensor:
         """ρ ≥ ‖ŝ − s‖₂ along the last dimension of a part of ``shape`` (keepdim): the producing
-        op's rounding, as an ℓ2 radius, and what the operands carried in."""
-        own = self.bound(dtype, operand_rtol, cheap=cheap)
+        op's rounding, as an ℓ2 radius, and what the operands carried in. The rounding's radius is
+        ‖γ·m + t‖₂ ≤ γ·‖m‖₂ + t·√n (m the magnitude, t the underflow term): one norm of m, or
+        none where the cheap bound knows its norms (:attr:`cheap_norm`)."""
         brought = None if self.carried is None else self.carried(dtype, operand_rtol)
-        if isinstance(brought, VectorBound):
-            return l2_radius(own, shape) + along(brought, shape)
-        return l2_radius(own if brought is None else own + brought, shape)
+        if not len(shape) or (brought is not None and not isinstance(brought, VectorBound)):
+            own = self.bound(dtype, operand_rtol, cheap=cheap)
+            return l2_radius(own if brought is None else own + elementwise(brought), shape)
+        own = self._own_radius(dtype, operand_rtol, shape, cheap)
+        return own + along(brought, shape) if isinstance(brought, VectorBound) else own
 
-    def map(self, fn: Callable[[Tensor], Tensor]) -> Rounding:
+    def _own_radius(self, dtype: torch.dtype, operand_rtol: float, shape: torch.Size, cheap: bool) -> Tensor:
+        """γ·‖m‖₂ + t·√n rounded up (see :meth:`radius`): ``factor`` is γ, computed in float64 and
+        rounded to ``dtype`` with a few roundings, each within u of it, and the sum with the
+        underflow term rounds once more; 1 + 16u covers them all."""
+        n = int(shape[-1])
+        norm = self.cheap_norm(n) if cheap and self.cheap_norm is not None else None
+        if norm is None:
+            magnitude = self.cheap if cheap and self.cheap is not None else self.magnitude
+            norm = l2_radius(magnitude(), shape)
+        factor = relative_bound(self.length, dtype, operand_rtol) * (1 + 16 * unit_roundoff(dtype))
+        return (norm * factor).add_(_underflow_radius(self.length, n, dtype))
+
+    def map(self, fn: Callable[[Tensor], Tensor], key: Hashable | None = None) -> Rounding:
         """The same bound after a shape, indexing or cast op (it moves elements, not values).
         Positions move with a shape or indexing op; a cast moves none, so they stay integers
         (a cast applied to them would make them values, floats or a bool mask). Radii move with
-        the vectors (:func:`saturated.radii.moved`)."""
+        the vectors (:func:`saturated.radii.moved`, ``key`` naming the op for it)."""
         magnitude, index, cheap, carried = self.magnitude, self.index, self.cheap, self.carried
         return Rounding(self.degree, _memo(lambda: fn(magnitude())), self.length,
                         None if index is None else lambda: _moved(fn, index()), self.partials,
                         None if cheap is None else _memo(lambda: fn(cheap())),
-                        None if carried is None else lambda t, e: moved(fn, carried(t, e)), self.exact,
+                        None if carried is None else lambda t, e: moved(fn, carried(t, e), key), self.exact,
                         self.factor)
 
     def inexact(self) -> Rounding:
         """The same bound without exact values (after an op that is continuous but not linear,
         such as ReLU: |relu(ŝ) − relu(s)| ≤ |ŝ − s|)."""
         return Rounding(self.degree, self.magnitude, self.length, cheap=self.cheap, carried=self.carried,
-                        exact=self.exact)
+                        exact=self.exact, cheap_norm=self.cheap_norm)
 
     def kept(self, keep: Tensor) -> Rounding:
         """The bound of where(keep, part, 0) for elements kept or zeroed on their exact sign (a
@@ -273,7 +305,7 @@ class Rounding:
             return torch.where((at >= 0).unsqueeze(-1), rows, 0.0)
 
         return Rounding(self.degree, self.magnitude, self.length, lambda: torch.where(keep, index(), -1),
-                        zeroed, self.cheap, self.carried, self.exact, self.factor)
+                        zeroed, self.cheap, self.carried, self.exact, self.factor, cheap_norm=self.cheap_norm)
 
     def summed(self, reduce: Callable[[Tensor], Tensor], count: int, dims: Sequence[int] = (),
                keepdim: bool = False) -> Rounding:
@@ -291,6 +323,7 @@ class Rounding:
         (at most u·|ŝ·factor| ≤ u·|factor|·m) makes n one larger. A negative factor flips the
         exact values' sign; an exact zero factor leaves nothing to round."""
         magnitude, partials, cheap, carried = self.magnitude, self.partials, self.cheap, self.carried
+        cheap_norm = self.cheap_norm
         size = abs(float(factor))
         flipped = None if partials is None else (
             partials if factor > 0 else lambda at: -partials(at))
@@ -298,7 +331,9 @@ class Rounding:
                         flipped if factor != 0 else None,
                         None if cheap is None else lambda: size * cheap(),
                         None if carried is None else lambda t, e: scaled(carried(t, e), size),
-                        factor=self.factor / size if size else 1.0)
+                        factor=self.factor / size if size else 1.0,
+                        cheap_norm=None if cheap_norm is None else lambda n: _combined_norm(
+                            lambda a: a * size, cheap_norm(n)))
 
     def plus(self, other: Rounding, shape: torch.Size) -> Rounding:
         """The bound of the sum of two parts of the same degree (of ``shape``): magnitudes add, and
@@ -310,10 +345,47 @@ class Rounding:
         cheap_second = other.cheap or second
         carried = [c for c in (self.carried, other.carried) if c is not None]
         index, partials = _summed_exact_values(self, other, shape)
+        norms = (self.cheap_norm, other.cheap_norm)
         return Rounding(self.degree, lambda: first() + second(), max(self.length, other.length) + 1,
                         index, partials, cheap=lambda: cheap_first() + cheap_second(),
                         carried=(lambda t, e: total([c(t, e) for c in carried], shape))
-                        if carried else None, factor=self.factor)
+                        if carried else None, factor=self.factor,
+                        cheap_norm=_summed_norms(norms) if None not in norms else None)
+
+
+def _combined_norm(combine: Callable[..., Tensor], *norms: Tensor | None) -> Tensor | None:
+    """``combine`` (one rounded sum or product) of upper bounds of norms, rounded up; None if one
+    is unknown."""
+    if any(norm is None for norm in norms):
+        return None
+    return rounded_up(combine(*norms))
+
+
+def _summed_norms(norms: Sequence[Callable[[int], Tensor | None] | None]) -> Callable[[int], Tensor | None]:
+    """The :attr:`Rounding.cheap_norm` of a sum of magnitudes: ‖Σ mᵢ‖₂ ≤ Σ ‖mᵢ‖₂."""
+
+    def norm(n: int) -> Tensor | None:
+        total: Tensor | None = None
+        for each in norms:
+            assert each is not None
+            total = each(n) if total is None else _combined_norm(torch.add, total, each(n))
+            if total is None:
+                return None
+        return total
+    return norm
+
+
+def _underflow_radius(length: int, n: int, dtype: torch.dtype) -> float:
+    """A normal number at least t·√n, t = ``length``·η the underflow term of :meth:`Rounding.bound`
+    (η the smallest subnormal): twice the larger of t·√n as computed and the smallest normal
+    number. Computed, t·√n is within an η or so of it, far below half of it once it exceeds the
+    smallest normal; a normal addend keeps the sum on the processor's fast path.
+
+    >>> _underflow_radius(512, 256, torch.float64) >= 512 * 5e-324 * 16
+    True
+    """
+    info = torch.finfo(dtype)
+    return 2 * max(info.tiny, length * smallest_subnormal(dtype) * math.sqrt(n))
 
 
 def _plus_subnormal(values: Tensor, tiny: float) -> Tensor:
@@ -471,16 +543,43 @@ def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Calla
     """An upper bound of fn(|x|, |y|) from Cauchy–Schwarz (Σ|xᵢ||yᵢ| ≤ ‖x‖·‖y‖), for the matrix
     products: an outer product of norms instead of a second product. ``y`` is made only when its
     norms are not known already (``y_norms``, a weight's: see :func:`tensor_norms`)."""
+    y_vectors = _y_vectors(fn, x, y_dim)
+    if y_vectors is None:
+        return None
+    return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * _norms(y, y_norms, *y_vectors)
 
-    def norm(dim: int, keepdim: bool) -> Tensor:
-        return y_norms(dim, keepdim) if y_norms is not None else \
-            torch.linalg.vector_norm(y(), dim=dim, keepdim=keepdim)
 
+def _cheap_norm(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Callable[[], Tensor], y_dim: int,
+                y_norms: Callable[[int, bool], Tensor] | None) -> Tensor | None:
+    """An upper bound of the ℓ2 norms along the output's last dimension (keepdim) of the exact
+    fn(|x|, |y|), for the matrix products of :func:`_cheap_magnitude`: its entries are at most
+    ‖xᵢ‖·‖yⱼ‖, whose norm over j is ‖xᵢ‖·‖y‖_F (per matrix of y). Every computed norm is rounded
+    up (:func:`~saturated.radii.norm_above`), and so is their product."""
+    y_vectors = _y_vectors(fn, x, y_dim)
+    if y_vectors is None:
+        return None
+    k = int(x.shape[-1])
+    vectors = norm_above(_norms(y, y_norms, *y_vectors), k)
+    frobenius = l2_radius(vectors, vectors.shape)
+    return rounded_up(norm_above(torch.linalg.vector_norm(x, dim=-1, keepdim=True), k) * frobenius)
+
+
+def _y_vectors(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y_dim: int) -> tuple[int, bool] | None:
+    """(dimension, keepdim) of the norms of y's vectors that the outputs of the matrix product
+    fn(x, y) are dot products with (None for other ops): y's columns for a matmul, the weight's
+    rows for a linear layer, each laid out along the output's last dimension."""
     if fn is torch.matmul and x.dim() >= 2 and y_dim >= 2:
-        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * norm(-2, True)
+        return -2, True
     if fn is torch.nn.functional.linear and y_dim == 2:
-        return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * norm(-1, False)
+        return -1, False
     return None
+
+
+def _norms(y: Callable[[], Tensor], y_norms: Callable[[int, bool], Tensor] | None, dim: int,
+           keepdim: bool) -> Tensor:
+    """y's vector norms, the kept ones where known (a weight's), computed otherwise."""
+    return y_norms(dim, keepdim) if y_norms is not None else \
+        torch.linalg.vector_norm(y(), dim=dim, keepdim=keepdim)
 
 
 # Per model tensor, its last version's norms: {(dtype, dimension, keepdim) or (dtype,): norms}.
@@ -608,9 +707,9 @@ def _product_radius(fn: Callable[[Tensor, Tensor], Tensor], left: _Side, right: 
         if not _inexact(rx):
             return along
         assert rx is not None
-        by = _operand_bound(ry, dtype, operand_rtol).expand(y_shape)
-        bx = _operand_bound(rx, dtype, operand_rtol).expand(x_shape)
-        return VectorBound(along.radius + l2_radius(fn(bx, y().abs() + by), out_shape), out_shape)
+        by = _operand_bound(ry, dtype, operand_rtol)
+        from_x = _left_error(fn, x_shape, rx, y, y_shape, by, dtype, operand_rtol)
+        return VectorBound(along.radius + l2_radius(from_x, out_shape), out_shape)
     if fn is torch.mul and (_carries_radii(rx, dtype, rtol) or _carries_radii(ry, dtype, rtol)):
         radii = [r.radius(dtype, rtol, out_shape, cheap=True) if r is not None and _inexact(r) else None
                  for r in (rx, ry)]
@@ -622,6 +721,15 @@ def _product_radius(fn: Callable[[Tensor, Tensor], Tensor], left: _Side, right: 
                 terms.append(rho_x * rho_y)
         return VectorBound(sum(terms[1:], terms[0]), out_shape)
     return None
+
+
+def _left_error(fn: Callable[[Tensor, Tensor], Tensor], x_shape: torch.Size, rx: Rounding,
+                y: Callable[[], Tensor], y_shape: torch.Size, by: Tensor | None, dtype: torch.dtype,
+                operand_rtol: float) -> Tensor:
+    """fn(b_x, |y| + b_y): the error x brings into the product x·y, through y as computed and
+    y's own error ``by`` (None: y carries none)."""
+    bx = _operand_bound(rx, dtype, operand_rtol).expand(x_shape)
+    return fn(bx, y().abs() if by is None else y().abs() + by.expand(y_shape))
 
 
 def _carries_radii(rounding: Rounding | None, dtype: torch.dtype, operand_rtol: float) -> bool:
@@ -663,6 +771,12 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
         assert total is not None
         return total
 
+    def pair_norm(x: Callable[[], Tensor], y: Callable[[], Tensor], y_dim: int,
+                  y_norms: Callable[[int, bool], Tensor] | None) -> Callable[[int], Tensor | None]:
+        # along the output's own last dimension only (not one it broadcasts to)
+        return lambda n: _cheap_norm(fn, x(), y, y_dim, y_norms) if len(out_shape) and out_shape[-1] == n \
+            else None
+
     def carried(dtype: torch.dtype, operand_rtol: float) -> Brought:
         zero = torch.zeros((), dtype=dtype)
         bounds: list[Brought] = []
@@ -671,12 +785,10 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
             if radius is not None:
                 bounds.append(radius)
                 continue
-            bx = None if rx is None or rx.exact else _operand_bound(rx, dtype, operand_rtol)
             by = None if ry is None or ry.exact else _operand_bound(ry, dtype, operand_rtol)
             parts = [] if by is None else [fn(x().abs(), by.expand(y_shape))]
-            if bx is not None:
-                y_size = y().abs() if by is None else y().abs() + by.expand(y_shape)
-                parts.append(fn(bx.expand(x_shape), y_size))
+            if rx is not None and not rx.exact:
+                parts.append(_left_error(fn, x_shape, rx, y, y_shape, by, dtype, operand_rtol))
             # 0 + part, with its type promotion, without a pass over part
             bounds.extend(part if torch.result_type(zero, part) == part.dtype else zero + part
                           for part in parts)
@@ -694,7 +806,9 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
                     (lambda: torch.arange(numel, device=device).reshape(out_shape)) if usable else None,
                     partials if usable else None, _memo(cheap),
-                    carried if inherits else None)
+                    carried if inherits else None,
+                    cheap_norm=_summed_norms([pair_norm(x, y, y_dim, y_norms)
+                                              for (x, y), (y_dim, y_norms) in zip(operands, norms)]))
 
 
 def exact_sign(rows: Tensor) -> list[int]:

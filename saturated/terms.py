@@ -12,7 +12,7 @@ the masking constants models add to attention scores: ±∞ in the limit, whatev
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -67,8 +67,9 @@ class Term:
     def shape(self) -> torch.Size:
         return self.lead.shape
 
-    def map(self, fn: Callable[[Tensor], Tensor]) -> Term:
-        """Apply a shape, indexing or cast op to every part's coefficients (and rounding bounds).
+    def map(self, fn: Callable[[Tensor], Tensor], key: Hashable | None = None) -> Term:
+        """Apply a shape, indexing or cast op to every part's coefficients (and rounding bounds;
+        ``key``, when given, names the op and its arguments, see :func:`saturated.radii.moved`).
 
         A part known exactly (a parameter, an input, a constant) stays known exactly: its bound
         is made again from the moved coefficients, not moved along with them, so that an
@@ -84,7 +85,7 @@ class Term:
                 values, shape = r.values, before[r.degree].shape  # a part may be broadcast
                 return Rounding.of_exact(after[r.degree], r.degree,
                                          None if values is None else lambda: fn(values().expand(shape)))
-            return r.map(fn)
+            return r.map(fn, key)
 
         return Term(parts, self.floor, tuple(moved(r) for r in self.roundings))
 

@@ -15,7 +15,7 @@ for a bilinear op that contracts the tied dimension and keeps rows apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
 import torch
@@ -49,8 +49,9 @@ class TiedWeights(Term):
     dim: int = 0
     reason: str = ""
 
-    def map(self, fn: Callable[[Tensor], Tensor]) -> TiedWeights:
-        """Apply an elementwise op (a cast) to the weights; positions must not move."""
+    def map(self, fn: Callable[[Tensor], Tensor], key: Hashable | None = None) -> TiedWeights:
+        """Apply an elementwise op (a cast) to the weights; positions must not move (so ``key``,
+        which names a move, is not read)."""
         return replace(self, parts=tuple((fn(a), d) for a, d in self.parts))
 
     def undetermined(self) -> Term:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -26,8 +26,9 @@ def _structural(target: Any) -> Rule:
     def rule(s: Settings, x: Any, *args: Any, **kwargs: Any) -> Any:
         """Shape and indexing ops move elements without changing their values or degrees."""
         t = _term(x, s)
+        key = _op_key(target, args, kwargs)
         if target not in _SPLITS:
-            return t.map(lambda v: target(v, *args, **kwargs))
+            return t.map(lambda v: target(v, *args, **kwargs), key)
         pieces = [target(a, *args, **kwargs) for a, _ in t.parts]
         shape = t.shape
 
@@ -35,9 +36,27 @@ def _structural(target: Any) -> Rule:
             return lambda v: target(v.expand(shape), *args, **kwargs)[i]
 
         return [Term(tuple((piece[i], d) for piece, (_, d) in zip(pieces, t.parts)), t.floor,
-                     tuple(r.map(piece_of(i)) for r in t.roundings))
+                     tuple(r.map(piece_of(i), None if key is None else (key, i)) for r in t.roundings))
                 for i in range(len(pieces[0]))]
     return rule
+
+
+def _op_key(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Hashable | None:
+    """A hashable name of ``target`` applied to ``args`` and ``kwargs`` (lists as tuples), or None
+    where an argument is a tensor or not hashable: the key under which what the op does to
+    vectors is kept (:func:`saturated.radii.moved`)."""
+
+    def frozen(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return tuple(frozen(v) for v in value)
+        if isinstance(value, torch.Tensor) or not isinstance(value, Hashable):
+            raise TypeError
+        return value
+
+    try:
+        return target, frozen(args), frozen(sorted(kwargs.items()))
+    except TypeError:
+        return None
 
 
 for _op in (aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
@@ -53,7 +72,7 @@ for _op in (aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
 @_rule(aten.view.default)
 def _view(s: Settings, x: Term, shape: Sequence[int]) -> Term:
     """View as reshape: coefficients may be non-contiguous where the model's tensors were not."""
-    return x.map(lambda t: t.reshape(shape))
+    return x.map(lambda t: t.reshape(shape), _op_key(aten.reshape.default, (shape,), {}))
 
 
 @_rule(aten.embedding.default)

@@ -251,6 +251,18 @@ def _settle(value: Any, operand_rtol: float) -> None:
                 rounding.settle(dtypes[rounding.degree], operand_rtol)
 
 
+def _names_dtype(value: Any) -> bool:
+    """Whether a node's arguments hold a dtype (nested in lists, tuples and dicts, as
+    :func:`_dtype_swap` reads them)."""
+    if isinstance(value, torch.dtype):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_names_dtype(v) for v in value)
+    if isinstance(value, dict):
+        return any(_names_dtype(v) for v in value.values())
+    return False
+
+
 def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any:
     """A node argument with the model's dtype replaced by the dtype the graph runs in."""
     if swap is None:
@@ -307,6 +319,8 @@ class LimitInterpreter(torch.fx.Interpreter):
         # to the outputs' zero test would keep every operand it reads alive to the end.
         self.settled = _carried_read(self.graph, self.needed, keep, settings)
         self.gathered = _gathered_for_products(self.graph)
+        # dtype arguments are constants of the graph: find the nodes that name one once
+        self.names_dtype = {node for node in self.needed if _names_dtype((node.args, node.kwargs))}
         self.node: torch.fx.Node | None = None
         """The node being run (named in error messages)."""
         self._listener = _NODE_LISTENER.get()
@@ -331,7 +345,7 @@ class LimitInterpreter(torch.fx.Interpreter):
             if n.op != "call_function":
                 raise SaturationError(f"unexpected graph node kind '{n.op}' at {describe_node(n)}")
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            if self.swap is not None:
+            if self.swap is not None and n in self.names_dtype:
                 args, kwargs = _dtype_swap(args, self.swap), _dtype_swap(kwargs, self.swap)
             value = self.call_function(n.target, args, kwargs)
             if self.swap is not None and n.target == aten.embedding.default:

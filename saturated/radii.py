@@ -202,8 +202,7 @@ def moved(fn: Callable[[Tensor], Tensor], brought: Brought, key: Hashable | None
     leading = (*plan.shape[:-1], 1)
     if plan.kind == "rows":
         return VectorBound(rows[plan.source].reshape(leading), plan.shape)
-    assert plan.distinct is not None
-    squares = torch.where(plan.distinct, rows[plan.source] ** 2, 0).sum(-1, keepdim=True)
+    squares = (torch.cat([rows, rows.new_zeros(1)])[plan.source] ** 2).sum(-1, keepdim=True)
     merged = squares.sqrt() * _inflation(plan.count, radius.dtype) + _underflow(plan.count, radius.dtype)
     return VectorBound(merged.reshape(leading), plan.shape)
 
@@ -222,11 +221,11 @@ class _Plan:
     """What a shape op does to vectors along the last dimension (see :func:`moved`): ``kind``
     "cast" (nothing moves), "elementwise" (no radius survives), "rows" (output vector i is input
     vector ``source[i]``'s elements) or "merged" (output vector i gathers the distinct input
-    vectors ``source[i][distinct[i]]``, at most ``count`` of them); ``shape``: the output's."""
+    vectors ``source[i]``, at most ``count`` of them, padded with the index one past the last
+    vector, whose radius reads as 0); ``shape``: the output's."""
 
     kind: str
     source: Tensor | None = None
-    distinct: Tensor | None = None
     count: int = 0
     shape: torch.Size | None = None
 
@@ -272,7 +271,11 @@ def _derived_plan(fn: Callable[[Tensor], Tensor], shape: torch.Size, device: tor
         return _Plan("rows", source[:, 0], shape=out.shape)
     distinct = torch.ones_like(ordered, dtype=torch.bool)
     distinct[:, 1:] = source[:, 1:] != source[:, :-1]
-    count = int(distinct.sum(-1).max())
+    per_row = distinct.sum(-1)
+    count = int(per_row.max())
     if 2 * count > ordered.shape[-1]:
         return _Plan("elementwise")
-    return _Plan("merged", source, distinct, count, out.shape)
+    padded = torch.full((len(source), count), math.prod(shape[:-1]), dtype=source.dtype, device=device)
+    row, _ = torch.nonzero(distinct, as_tuple=True)
+    padded[row, distinct.cumsum(-1)[distinct] - 1] = source[distinct]
+    return _Plan("merged", padded, count, out.shape)

@@ -551,10 +551,15 @@ def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Calla
 
 def _cheap_norm(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Callable[[], Tensor], y_dim: int,
                 y_norms: Callable[[int, bool], Tensor] | None) -> Tensor | None:
-    """An upper bound of the ℓ2 norms along the output's last dimension (keepdim) of the exact
-    fn(|x|, |y|), for the matrix products of :func:`_cheap_magnitude`: its entries are at most
-    ‖xᵢ‖·‖yⱼ‖, whose norm over j is ‖xᵢ‖·‖y‖_F (per matrix of y). Every computed norm is rounded
-    up (:func:`~saturated.radii.norm_above`), and so is their product."""
+    """An upper bound of the ℓ2 norms along the output's last dimension (keepdim) of fn(|x|, |y|):
+    for the matrix products of :func:`_cheap_magnitude`, of the exact one, whose entries are at
+    most ‖xᵢ‖·‖yⱼ‖ and whose norm over j is then at most ‖xᵢ‖·‖y‖_F (per matrix of y); for an
+    elementwise product, of |x·y| as computed (the magnitude itself: γ₁·|x̂ŷ| bounds its
+    rounding), whose squares are those of x·y. Every computed norm is rounded up
+    (:func:`~saturated.radii.norm_above`), and so is their product."""
+    if fn is torch.mul:
+        product = fn(x, y())
+        return norm_above(torch.linalg.vector_norm(product, dim=-1, keepdim=True), int(product.shape[-1]))
     y_vectors = _y_vectors(fn, x, y_dim)
     if y_vectors is None:
         return None

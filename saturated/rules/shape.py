@@ -90,6 +90,8 @@ def _getitem(s: Settings, items: Sequence[Any], index: int) -> Any:
 
 
 def _checked_cast(x: Term, cast: Callable[[Tensor], Tensor]) -> Term:
+    if all(cast(a) is a for a, _ in x.parts):  # a cast to the dtype and device it has: the identity
+        return x
     out = x.map(cast)
     if not out.lead.is_floating_point():
         raise SaturationError(f"cast of a c-dependent value to {out.lead.dtype} (its limit is not a value)")

@@ -36,7 +36,8 @@ def _structural(target: Any) -> Rule:
             return lambda v: target(v.expand(shape), *args, **kwargs)[i]
 
         return [Term(tuple((piece[i], d) for piece, (_, d) in zip(pieces, t.parts)), t.floor,
-                     tuple(r.map(piece_of(i), None if key is None else (key, i)) for r in t.roundings))
+                     tuple(r.map(piece_of(i), None if key is None else (key, i, tuple(shape)))
+                           for r in t.roundings))
                 for i in range(len(pieces[0]))]
     return rule
 

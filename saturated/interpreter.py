@@ -21,11 +21,12 @@ from torch.utils import _pytree as pytree
 
 from homogeneity.tracing import node_module_path
 from saturated.errors import SaturationError
+from saturated.exact_zeros import resolved
 from saturated.rounding import Rounding, tensor_norms, tensor_spectral_norm
-from saturated.rules import RULES, TIE_AWARE, Settings
+from saturated.rules import RULES, TIE_AWARE, UNKNOWN_DEGREE_AWARE, Settings
 from saturated.rules.products import GatheredRows
 from saturated.rules.routing import name_router_rows
-from saturated.terms import Term
+from saturated.terms import Term, UnknownDegree
 from saturated.ties import TiedWeights, untie
 
 __all__ = ["LimitInterpreter", "describe_node", "node_progress", "placeholder_values", "run_terms"]
@@ -383,10 +384,8 @@ class LimitInterpreter(torch.fx.Interpreter):
             )
         settings = self.settings
         try:
-            if target not in self.tie_aware and any(isinstance(leaf, TiedWeights) for leaf in leaves):
-                args, kwargs = pytree.tree_map(
-                    lambda v: untie(v, settings.ties == "nan", f"op {target}"), (args, kwargs),
-                    is_leaf=_is_term)
+            if any(isinstance(leaf, (TiedWeights, UnknownDegree)) for leaf in leaves):
+                args, kwargs = self._resolved(target, args, kwargs)
             result = rule(settings, *args, **kwargs)
         except SaturationError as err:
             raise type(err)(f"{err} [at {describe_node(node)}]") from err
@@ -397,9 +396,23 @@ class LimitInterpreter(torch.fx.Interpreter):
             return replace(result, reason=f"{result.reason} [at {describe_node(node)}]")
         return result
 
+    def _resolved(self, target: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+        """The arguments, with tied weights and values of unknown degree made plain (or refused)
+        for an op whose rule does not take them."""
+        mark, use = self.settings.ties == "nan", f"op {target}"
+        ties, unknown = target not in self.tie_aware, target not in UNKNOWN_DEGREE_AWARE
+
+        def plain(value: Any) -> Any:
+            value = untie(value, mark, use) if ties else value
+            return resolved(value, False, use) if unknown else value
+
+        return pytree.tree_map(plain, (args, kwargs), is_leaf=_is_term)
+
     def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
-        """The flattened outputs, with tied attention weights resolved (or refused)."""
-        return [untie(out, self.settings.ties == "nan", "the model's output") for out in args[0]]
+        """The flattened outputs, with tied attention weights and values of unknown degree
+        resolved (or refused)."""
+        mark, use = self.settings.ties == "nan", "the model's output"
+        return [resolved(untie(out, mark, use), mark, use) for out in args[0]]
 
 
 class _Pending:

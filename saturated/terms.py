@@ -22,8 +22,8 @@ from saturated.errors import SaturationError
 from saturated.rounding import Rounding, product_rounding
 
 __all__ = [
-    "NeedsOrders", "Term", "add", "bilinear", "computed_degrees", "exp_series", "lift", "make",
-    "may_hold_nan", "mul", "nonzero", "power", "reduce", "scale",
+    "NeedsOrders", "Term", "UnknownDegree", "add", "bilinear", "computed_degrees", "exp_series", "lift",
+    "make", "may_hold_nan", "mul", "nonzero", "power", "reduce", "scale",
 ]
 
 Part = tuple[Tensor, float]
@@ -100,6 +100,20 @@ class Term:
         return self if not kept else Term(self.parts, self.floor, kept)
 
 
+@dataclass(frozen=True)
+class UnknownDegree(Term):
+    """A negative or fractional power whose base vanishes at every tracked order at some elements
+    (above a floor, so a lower part may lead there): NaN at those elements, whose degree is not
+    known either. A NaN of a known degree is dropped, soundly, by a sum with a higher part; this
+    one may outgrow every part (x^(−1/2) of a base of degree d has degree −d/2), so no op may drop
+    it. Only an elementwise product reads it (:func:`saturated.exact_zeros.product`: a factor
+    exactly zero for every c makes it 0 there); every other op raises :class:`NeedsOrders` with
+    ``reason``, and a model's output holds it as NaN where undetermined values may be marked.
+    """
+
+    reason: str = ""
+
+
 def may_hold_nan(a: Tensor) -> bool:
     """False only if ``a`` holds no NaN: one reduction, where ``isnan`` would need three passes.
 
@@ -164,10 +178,11 @@ def make(parts: Iterable[Part], floor: float, orders: int,
             merged[deg] = merged[deg] + coef if deg in merged else coef
     kept: list[Part] = []
     finite = 0
-    for deg in sorted(merged, reverse=True):
+    degrees = sorted(merged, reverse=True)
+    for deg in degrees:
         coef = merged[deg]
         # Leading parts known to be zero are dropped (only the lead's zeros change any rule).
-        if not kept and _known_zero(coef, deg, orders, computed):
+        if not kept and _known_zero(coef, deg, orders, computed, deg == degrees[-1]):
             continue
         if math.isfinite(deg):
             if finite == orders:
@@ -205,11 +220,13 @@ class _Deferred(Collection[float]):
         return len(self._degrees())
 
 
-def _known_zero(coef: Tensor, deg: float, orders: int, computed: Collection[float]) -> bool:
+def _known_zero(coef: Tensor, deg: float, orders: int, computed: Collection[float], last: bool) -> bool:
     """Whether a leading part is a known zero that :func:`make` drops: all zero, and either a
-    masking part or (with more than one order) of a degree not in ``computed``. The cheaper test
-    runs first (a :class:`_Deferred` set costs more than the zero test)."""
-    if math.isfinite(deg) and orders == 1:
+    masking part or of a degree not in ``computed``; with one order, only if a lower part is there
+    to lead instead (``last`` false: Gemma's 1 + γ with γ initialized to 0 is 1, not 0·c), so
+    that a single part is never tested. The cheaper test runs first (a :class:`_Deferred` set
+    costs more than the zero test)."""
+    if math.isfinite(deg) and orders == 1 and last:
         return False
     if isinstance(computed, _Deferred):
         return not nonzero(coef) and (not math.isfinite(deg) or deg not in computed)
@@ -374,11 +391,14 @@ def mul(x: Term, y: Term, orders: int) -> Term:
     return bilinear(torch.mul, x, y, orders, stack_left=True)
 
 
-def power(x: Term, exponent: float, orders: int) -> Term:
+def power(x: Term, exponent: float, orders: int, unknown_degree: bool = False) -> Term:
     """xᵖ = a₀ᵖ·c^(d₀p)·(1 + u)ᵖ with u = Σᵢ (aᵢ/a₀)·c^(dᵢ−d₀), expanded as a binomial series.
 
     Needs a nonzero leading coefficient (and a positive one for a fractional power); a
-    non-negative integer power is a repeated product instead.
+    non-negative integer power is a repeated product instead. Elements led by lower parts are
+    expanded from their own lead; those zero at every tracked order raise :class:`NeedsOrders`,
+    or with ``unknown_degree`` (for a caller that hands the power on as it is) make an
+    :class:`UnknownDegree` if a floor above −∞ leaves room for a lower part.
 
     >>> power(Term(((torch.tensor([4.0]), 2.0), (torch.tensor([1.0]), 0.0))), -0.5, 2).parts
     ((tensor([0.5000]), -1.0), (tensor([-0.0625]), -3.0))
@@ -390,7 +410,7 @@ def power(x: Term, exponent: float, orders: int) -> Term:
         return result
     a0, d0 = x.parts[0]
     if bool((a0 == 0).any()):
-        return _power_by_lead(x, exponent, orders)
+        return _power_by_lead(x, exponent, orders, unknown_degree)
     if not math.isfinite(d0):
         raise SaturationError("a power of a masking constant (±∞)")
     if exponent != int(exponent) and bool((a0 < 0).any()):
@@ -401,18 +421,20 @@ def power(x: Term, exponent: float, orders: int) -> Term:
     return mul(Term(((a0 ** exponent, d0 * exponent),)), series, orders)
 
 
-def _power_by_lead(x: Term, exponent: float, orders: int) -> Term:
-    """xᵖ where elements lead with different parts: each group is expanded from its own lead."""
+def _power_by_lead(x: Term, exponent: float, orders: int, unknown_degree: bool) -> Term:
+    """xᵖ where elements lead with different parts: each group is expanded from its own lead, and
+    elements zero at every tracked order are NaN in an :class:`UnknownDegree` (see :func:`power`)."""
     first = torch.full(x.shape, len(x.parts), dtype=torch.long, device=x.lead.device)
     for k in reversed(range(len(x.parts))):
         first = torch.where(x.parts[k][0] != 0, k, first)
-    if bool((first == len(x.parts)).any()):
-        raise NeedsOrders(
-            f"power {exponent:g} of a value that is zero at every tracked order at "
-            f"{int((first == len(x.parts)).sum())} elements (lower orders decide)"
-        )
+    vanishing = first == len(x.parts)
+    count = int(vanishing.sum())
+    reason = f"power {exponent:g} of a value that is zero at every tracked order at {count} elements " \
+             "(lower orders decide)"
+    if count and (x.floor == -math.inf or not unknown_degree):
+        raise NeedsOrders(reason)
     result: Term | None = None
-    for k in torch.unique(first).tolist():
+    for k in torch.unique(first[~vanishing]).tolist():
         members = first == k
         # Other elements get lead 1 and no lower parts, so the expansion stays finite; dropped below.
         shifted = Term(tuple((torch.where(members, a, 1.0 if i == 0 else 0.0), d)
@@ -420,8 +442,12 @@ def _power_by_lead(x: Term, exponent: float, orders: int) -> Term:
         piece = power(shifted, exponent, orders)
         piece = Term(tuple((torch.where(members, a, 0.0), d) for a, d in piece.parts), piece.floor)
         result = piece if result is None else add(result, piece, orders)
-    assert result is not None
-    return result
+    if not count:
+        assert result is not None
+        return result
+    known = result if result is not None else Term(((torch.zeros_like(x.lead), x.degree * exponent),))
+    return UnknownDegree(tuple((torch.where(vanishing, math.nan, a), d) for a, d in known.parts), known.floor,
+                         known.roundings, reason=reason)
 
 
 def _series(x: Term, coefficient: Callable[[int], float], orders: int) -> Term:

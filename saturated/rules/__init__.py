@@ -19,9 +19,9 @@ from saturated.rules import (
     shape,
     softmax,
 )
-from saturated.rules.registry import RULES, TIE_AWARE, Rule, Settings, register_rule
+from saturated.rules.registry import RULES, TIE_AWARE, UNKNOWN_DEGREE_AWARE, Rule, Settings, register_rule
 
-__all__ = ["FAMILIES", "RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
+__all__ = ["FAMILIES", "RULES", "TIE_AWARE", "UNKNOWN_DEGREE_AWARE", "Rule", "Settings", "register_rule"]
 
 FAMILIES = (shape, elementwise, products, selection, activations, softmax, routing, normalization)
 """The rule modules, one family of ops each; importing them is what fills :data:`RULES`."""

@@ -7,9 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from saturated.exact_zeros import product
 from saturated.rules.common import _scaled, _term
 from saturated.rules.registry import Settings, _rule
-from saturated.terms import Term, add, mul, power, scale
+from saturated.terms import Term, UnknownDegree, add, mul, power, scale
 
 __all__: list[str] = []  # the rules register themselves in RULES
 
@@ -40,14 +41,16 @@ def _neg(s: Settings, x: Term) -> Term:
     return scale(x, -1.0)
 
 
-@_rule(aten.mul.Tensor, aten.mul.Scalar, aten.mul_.Tensor)
+@_rule(aten.mul.Tensor, aten.mul.Scalar, aten.mul_.Tensor, accepts_unknown_degree=True)
 def _mul(s: Settings, x: Any, y: Any) -> Term:
-    """x·y: degrees add (paper Table 1, Product). A constant factor keeps rounding bounds."""
-    if isinstance(x, Term) and _is_constant(y):
+    """x·y: degrees add (paper Table 1, Product). A constant factor keeps rounding bounds; a
+    factor exactly zero for every c makes the product 0 whatever the other holds
+    (:func:`~saturated.exact_zeros.product`)."""
+    if isinstance(x, Term) and _is_constant(y) and not isinstance(x, UnknownDegree):
         return scale(x, float(y))
-    if isinstance(y, Term) and _is_constant(x):
+    if isinstance(y, Term) and _is_constant(x) and not isinstance(y, UnknownDegree):
         return scale(y, float(x))
-    return mul(_term(x, s), _term(y, s), s.orders)
+    return product(_term(x, s), _term(y, s), s.orders, s.carried)
 
 
 def _is_constant(value: Any) -> bool:
@@ -68,22 +71,22 @@ def _div(s: Settings, x: Any, y: Any) -> Term:
 @_rule(aten.pow.Tensor_Scalar)
 def _pow(s: Settings, x: Term, exponent: float) -> Term:
     """xᵖ: the degree multiplies by p (binomial series below the leading part)."""
-    return power(x, float(exponent), s.orders)
+    return power(x, float(exponent), s.orders, unknown_degree=True)
 
 
 @_rule(aten.rsqrt.default)
 def _rsqrt(s: Settings, x: Term) -> Term:
     """x^(−1/2), as in RMSNorm."""
-    return power(x, -0.5, s.orders)
+    return power(x, -0.5, s.orders, unknown_degree=True)
 
 
 @_rule(aten.sqrt.default)
 def _sqrt(s: Settings, x: Term) -> Term:
     """x^(1/2)."""
-    return power(x, 0.5, s.orders)
+    return power(x, 0.5, s.orders, unknown_degree=True)
 
 
 @_rule(aten.reciprocal.default)
 def _reciprocal(s: Settings, x: Term) -> Term:
     """1 / x."""
-    return power(x, -1.0, s.orders)
+    return power(x, -1.0, s.orders, unknown_degree=True)

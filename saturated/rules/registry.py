@@ -16,7 +16,7 @@ from homogeneity.validation import check_integer, check_number, describe
 from saturated.errors import SaturationError
 from saturated.validation import check_rtol
 
-__all__ = ["RULES", "TIE_AWARE", "Rule", "Settings", "register_rule"]
+__all__ = ["RULES", "TIE_AWARE", "UNKNOWN_DEGREE_AWARE", "Rule", "Settings", "register_rule"]
 
 
 @dataclass(frozen=True)
@@ -92,28 +92,36 @@ TIE_AWARE: set[Any] = set()
 """Ops whose rules accept :class:`~saturated.ties.TiedWeights` (the interpreter keeps them from
 every other rule)."""
 
+UNKNOWN_DEGREE_AWARE: set[Any] = set()
+"""Ops whose rules accept :class:`~saturated.terms.UnknownDegree` (every other rule would read its
+NaN as of a known degree, and could drop it under a higher part)."""
 
-def register_rule(target: Any, rule: Rule, accepts_ties: bool = False) -> None:
+
+def register_rule(target: Any, rule: Rule, accepts_ties: bool = False,
+                  accepts_unknown_degree: bool = False) -> None:
     """Add (or replace) the limit rule of ``target``.
 
     A rule is called as ``rule(settings, *args, **kwargs)`` with the node's arguments, c-dependent
     tensors given as :class:`~saturated.terms.Term`; it returns a Term, an exact value, or a list
-    of them. With ``accepts_ties`` it may also receive :class:`~saturated.ties.TiedWeights`.
+    of them. With ``accepts_ties`` it may also receive :class:`~saturated.ties.TiedWeights`, and
+    with ``accepts_unknown_degree`` a :class:`~saturated.terms.UnknownDegree`.
 
     >>> import torch
     >>> register_rule(torch.ops.aten.abs.default, RULES[torch.ops.aten.abs.default])
     """
     RULES[target] = rule
-    if accepts_ties:
-        TIE_AWARE.add(target)
-    else:
-        TIE_AWARE.discard(target)
+    for accepts, aware in ((accepts_ties, TIE_AWARE), (accepts_unknown_degree, UNKNOWN_DEGREE_AWARE)):
+        if accepts:
+            aware.add(target)
+        else:
+            aware.discard(target)
 
 
-def _rule(*targets: Any, accepts_ties: bool = False) -> Callable[[Rule], Rule]:
+def _rule(*targets: Any, accepts_ties: bool = False, accepts_unknown_degree: bool = False
+          ) -> Callable[[Rule], Rule]:
     """Decorator registering one function as the limit rule of each of ``targets``."""
     def decorate(fn: Rule) -> Rule:
         for target in targets:
-            register_rule(target, fn, accepts_ties)
+            register_rule(target, fn, accepts_ties, accepts_unknown_degree)
         return fn
     return decorate

@@ -143,8 +143,9 @@ ZERO, ONE = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float
 @pytest.mark.parametrize(("orders", "computed", "degrees"), [
     (2, (), [1.0]),        # more orders: a zero lead is a known zero, the next part leads
     (2, (2.0,), [2.0, 1.0]),  # unless it is a computed zero, kept for the rules to judge
-    (1, (), [2.0]),        # the leading order keeps its zeros either way
-    (1, (math.inf,), [2.0]),  # a mask part that is all zero masks nothing: never kept
+    (1, (), [1.0]),        # the leading order too, where a lower part can lead instead
+    (1, (2.0,), [2.0]),    # and keeps a computed zero as well
+    (1, (math.inf,), [1.0]),  # a mask part that is all zero masks nothing: never kept
 ])
 def test_make_drops_a_zero_lead_only_where_it_is_known(orders: int, computed: tuple[float, ...],
                                                         degrees: list[float]) -> None:

@@ -21,37 +21,57 @@ __all__: list[str] = []  # the rules register themselves in RULES
 aten = torch.ops.aten
 
 
-def _regimes(x: Term, s: Settings) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Per element: the sign of its leading nonzero part (NaN where rounding hides it), whether
-    that part grows (degree > 0), and its limit if it does not grow; plus the order of the error
-    of that limit.
+def _regimes(x: Term, s: Settings) -> tuple[Tensor, Tensor | None, Tensor | None, bool, float]:
+    """Per element: the sign of its leading nonzero part (NaN where rounding hides it), and whether
+    that part grows (degree > 0; None: nowhere); the part of degree 0 (None: none), the limit of
+    an element that does not grow; whether every element grows; and the order of the error of
+    that limit.
+
+    Each part after the first is read only while some element has no nonzero part yet, and the
+    elementwise work is kept to what the answer needs: these rules run on an MLP's widest
+    activations, where every pass over them counts.
 
     Raises NeedsOrders where an element that does not grow (or has no known nonzero part) still
     carries an unknown part that does not vanish.
     """
-    sign = torch.zeros_like(x.lead)
-    growing = torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device)
-    value = torch.zeros_like(x.lead)
-    undecided = True
+    sign: Tensor | None = None
+    growing: Tensor | None = None
+    value: Tensor | None = None
+    decided = False
     for index, (a, d) in enumerate(x.parts):
         if d == 0:
             value = a
-        if undecided:
-            # A computed 0 is a decision too (rounding or underflow may have produced it): only
-            # the certified sign says whether the element has this part.
-            found = part_sign(x, index, s)  # 0 where the coefficient is rounding of an exact 0
-            new = (sign == 0) & (found != 0)  # NaN (undetermined) counts as found
+        if decided:
+            continue
+        # A computed 0 is a decision too (rounding or underflow may have produced it): only the
+        # certified sign says whether the element has this part.
+        found = part_sign(x, index, s)  # 0 where the coefficient is rounding of an exact 0
+        if sign is None:  # the first part: its sign wherever it is not 0 (NaN, undetermined, counts)
+            sign, new = found, (found != 0 if d > 0 else None)
+        else:
+            new = (sign == 0) & (found != 0)
             sign = torch.where(new, found, sign)
-            if d > 0:
-                growing |= new & (found != 0)
-            undecided = bool((sign == 0).any())
+        if d > 0 and new is not None:
+            growing = new if growing is None else growing | new
+        decided = index == len(x.parts) - 1 or not bool((sign == 0).any())
+    assert sign is not None, "a term without parts"
+    everywhere = growing is not None and bool(growing.all())
     error = max([d for _, d in x.parts if d < 0] + [x.floor])
-    if x.floor >= 0 and not bool(growing.all()):
+    if x.floor >= 0 and not everywhere:
+        still = math.prod(x.shape) if growing is None else int((~torch.broadcast_to(growing, x.shape)).sum())
         raise NeedsOrders(
-            f"{int((~growing).sum())} elements have no known growing part and an unknown part of "
-            f"order c^{x.floor:g}"
+            f"{still} elements have no known growing part and an unknown part of order c^{x.floor:g}"
         )
-    return sign, growing, value, (-math.inf if bool(growing.all()) else error)
+    return sign, growing, value, everywhere, (-math.inf if everywhere else error)
+
+
+def _fixed_limits(x: Term, growing: Tensor | None, value: Tensor | None, grown: Tensor | float,
+                  at: Callable[[Tensor], Tensor]) -> Tensor:
+    """``grown`` where an element grows, ``at`` of its part of degree 0 (or of 0) elsewhere, of
+    ``x``'s shape."""
+    fixed = at(torch.zeros_like(x.lead) if value is None else value)
+    return torch.where(growing, grown, fixed) if growing is not None else \
+        torch.broadcast_to(fixed, x.shape).clone()
 
 
 def _leading_sign(x: Term, s: Settings) -> Tensor:
@@ -105,12 +125,14 @@ def _relu_like(x: Term, at: Callable[[Tensor], Tensor], s: Settings, what: str) 
         # so is its image, since |GELU(y)| and |SiLU(y)| are at most |y|. Continuous in the
         # coefficient, so a sign that rounding hides changes the result by no more than rounding.
         return Term(((torch.relu(x.lead), x.degree),), x.floor, _kept_roundings(x))
-    sign, growing, value, error = _regimes(x, s)
-    keep = growing & (sign > 0)
+    sign, growing, value, everywhere, error = _regimes(x, s)
+    keep = torch.zeros(x.shape, dtype=torch.bool, device=x.lead.device) if growing is None \
+        else growing & (sign > 0)
     parts = [(torch.where(keep, a, 0), d) for a, d in x.parts]
-    parts.append((torch.where(growing, 0, at(value)), 0.0))
+    parts.append((torch.zeros(x.shape, dtype=x.lead.dtype, device=x.lead.device) if everywhere
+                  else _fixed_limits(x, growing, value, 0.0, at), 0.0))
     out = make(parts, max(error, x.floor if bool(keep.any()) else -math.inf), s.orders)
-    out = out.with_roundings(_kept_roundings(x, keep, None if bool(growing.all()) else 0.0))
+    out = out.with_roundings(_kept_roundings(x, keep, None if everywhere else 0.0))
     unknown = _undetermined_signs(sign, s, what)
     return out if unknown is None else with_nan(out, unknown)
 
@@ -130,8 +152,13 @@ def _silu(s: Settings, x: Term) -> Term:
 def _squashing(x: Term, grown: Callable[[Tensor], Tensor], at: Callable[[Tensor], Tensor],
                s: Settings, what: str) -> Term:
     """sigmoid and tanh: a constant set by the sign for growing inputs, f(lim x) otherwise."""
-    sign, growing, value, error = _regimes(x, s)
-    out = Term(((torch.where(growing, grown(sign), at(value)), 0.0),), error)
+    sign, growing, value, everywhere, error = _regimes(x, s)
+    limit = grown(sign)
+    if everywhere:  # no fixed element: the constants alone, of the input's shape
+        limit = limit if limit.shape == x.shape else torch.broadcast_to(limit, x.shape).clone()
+    else:
+        limit = _fixed_limits(x, growing, value, limit, at)
+    out = Term(((limit, 0.0),), error)
     unknown = _undetermined_signs(sign, s, what)
     return out if unknown is None else with_nan(out, unknown)
 

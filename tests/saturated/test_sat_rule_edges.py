@@ -906,3 +906,56 @@ def test_a_tie_the_leading_order_cannot_break_names_itself_and_keeps_degree_zero
     assert isinstance(tied, TiedWeights) and tied.parts[0][1] == 0.0
     assert tied.reason.startswith("hard attention tie: positions share the maximal score")
     assert tied.lead.tolist() == [[0.5, 0.5, 0.0]]
+
+
+def _first_nonzero_reference(columns: list[list[tuple[float, float]]]) -> list[tuple[bool, float, float]]:
+    """Per element (its (coefficient, degree) pairs, highest degree first): whether its first
+    nonzero part grows, that part's sign (0 if it does not grow), and its part of degree 0 (0 if
+    none), one element at a time."""
+    out = []
+    for pairs in columns:
+        first = next(((a, d) for a, d in pairs if a != 0), None)
+        fixed = next((a for a, d in pairs if d == 0), 0.0)
+        grows = first is not None and first[1] > 0
+        out.append((grows, math.copysign(1.0, first[0]) if grows else 0.0, fixed))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_squashing_and_relu_like_limits_match_an_element_by_element_reading_of_the_parts(seed: int) -> None:
+    """tanh, sigmoid and GELU on terms of one to three exactly known parts, zero at random places
+    (so that elements lead at different parts, or at none that grows), against the definitions
+    read one element at a time: the sign of the first nonzero part where it grows, the function of
+    the part of degree 0 elsewhere. The functions' values come from the implementation the rules
+    use, on a tensor of the same shape (libms and vector lengths differ in the last place)."""
+    generator = torch.Generator().manual_seed(seed)
+    count = 1 + seed % 3
+    degrees = sorted(torch.randperm(4, generator=generator)[:count].tolist(), reverse=True)
+    degrees = [float(d) - (1.0 if seed % 2 else 0.0) for d in degrees]  # some sets have a part of degree 0
+    shape = (5, 7)
+    coefs = [torch.randn(shape, dtype=F64, generator=generator)
+             * (torch.rand(shape, generator=generator) < 0.5) for _ in degrees]
+    x = _exact(*[(c.tolist(), d) for c, d in zip(coefs, degrees)], floor=-2.0)
+    columns = [[(float(c.flatten()[i]), d) for c, d in zip(coefs, degrees)] for i in range(math.prod(shape))]
+    reference = _first_nonzero_reference(columns)
+    everywhere = all(grows for grows, _, _ in reference)
+    lowest = max([d for d in degrees if d < 0] + [-2.0])
+    fixed_values = torch.tensor([fixed for _, _, fixed in reference], dtype=F64).reshape(shape)
+
+    def values_of(at: Callable[[torch.Tensor], torch.Tensor]) -> list[float]:
+        return at(fixed_values).flatten().tolist()
+    for op, grown, at in ((aten.tanh.default, lambda sign: sign, torch.tanh),
+                          (aten.sigmoid.default, lambda sign: float(sign > 0), torch.sigmoid)):
+        out = RULES[op](Settings(), x)
+        expected = [grown(sign) if grows else value
+                    for (grows, sign, _), value in zip(reference, values_of(at))]
+        assert out.lead.flatten().tolist() == expected
+        assert out.lead.shape == shape and out.floor == (-math.inf if everywhere else lowest)
+    gelu = RULES[aten.gelu.default](Settings(), x)
+    kept = {d: [a if grows and sign > 0 else 0.0 for (grows, sign, _), a in
+                zip(reference, coef.flatten().tolist())] for coef, d in zip(coefs, degrees)}
+    kept[0.0] = [a + (0.0 if grows else value) for a, (grows, _, _), value
+                 in zip(kept.get(0.0, [0.0] * len(reference)), reference, values_of(nn.functional.gelu))]
+    for coef, d in gelu.parts:
+        assert coef.flatten().tolist() == kept[d]
+    assert {d for _, d in gelu.parts} <= set(kept)

@@ -121,9 +121,9 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
             size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
         rounding = term.rounding(degree)
         # NaN in some elements leaves the others' zero test to do: their bound is still read.
-        bound = None if rounding is None or not math.isfinite(size) else \
-            rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
-        within = None if rounding is None or bound is None else _within(coef, bound, rounding, settings)
+        bound = within = None
+        if rounding is not None and math.isfinite(size):
+            bound, within = _zero_test(coef, rounding, settings)
         if within is not None and bool(within.all()):
             assert rounding is not None and bound is not None
             if (size == 0 and not bool(bound.any())) or _exactly_zero(coef, rounding, settings):
@@ -149,6 +149,29 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     if term.floor == -math.inf:
         return term.lead, -math.inf, False, None, None
     raise NeedsOrders(f"output {index} is zero at every tracked order")
+
+
+def _zero_test(coef: torch.Tensor, rounding: Rounding, settings: Settings
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each element's error bound, with what its operands carried in, and where ``coef`` may be
+    exactly zero (:func:`_within`).
+
+    The cheap bound is read first (:attr:`Rounding.cheap`: Cauchy–Schwarz for a matrix product,
+    where the full bound costs a second product of the layer's size). It is above the full one
+    up to the rounding of the two, which a factor of 2 covers (as wherever the cheap bound stands
+    for the full one, squares that underflow in its norms are not covered). So where every vector
+    along the last dimension has an element beyond twice it, no vector is within the full bound
+    either, and the test's answer (no vector within rounding of zero) is the full one's: that
+    bound and those elements are returned. Only otherwise is the full bound computed. A NaN bound
+    counts as reaching every element but a NaN one, which no bound makes zero.
+    """
+    if coef.dim():
+        cheap = rounding.bound(coef.dtype, settings.operand_rtol, carried=True, cheap=True)
+        maybe = (coef.abs() <= 2 * cheap) | (cheap.isnan() & ~coef.isnan())
+        if not bool(maybe.all(-1).any()):
+            return cheap, maybe
+    bound = rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
+    return bound, _within(coef, bound, rounding, settings)
 
 
 def _within(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, settings: Settings) -> torch.Tensor:

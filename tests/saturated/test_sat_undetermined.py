@@ -636,3 +636,44 @@ def test_an_entry_undetermined_only_in_zero_vectors_is_not_refined(monkeypatch: 
     assert calls == [1] and [entries for _, entries, _ in before.precisions] == [(0,)]
     torch.testing.assert_close(before.value, out.value, equal_nan=True, rtol=0, atol=0)
     assert before.degrees == out.degrees == 2.0
+
+
+def _counted(coef: torch.Tensor, magnitude: float, cheap: float | None) -> tuple[Rounding, list[int]]:
+    """A bound γ₄·``magnitude`` per element whose magnitude counts its reads, with a cheap
+    magnitude ``cheap`` (NaN in the rows whose coefficients are NaN, as a norm of them is)."""
+    reads: list[int] = []
+
+    def full() -> torch.Tensor:
+        reads.append(1)
+        return torch.full_like(coef, magnitude)
+
+    rough = None if cheap is None else (
+        lambda: torch.full_like(coef, cheap).masked_fill(coef.isnan(), math.nan))
+    return Rounding(1.0, full, 4, cheap=rough), reads
+
+
+@pytest.mark.parametrize(("rows", "cheap", "read", "hidden"), [
+    ([[3.0, 1e-20], [0.0, -2.0]], 1.0, False, [False, False]),  # each vector has an element beyond 2·cheap
+    ([[3.0, 1e-20], [math.nan, math.nan]], 1.0, False, [False, False]),  # and a NaN vector no bound reaches
+    ([[3.0, 1e-20], [1e-17, 0.0]], 1.0, True, [False, True]),  # a vector within: the full bound decides
+    ([[3.0, 1e-20], [1e-15, 0.0]], 10.0, True, [False, False]),  # beyond the full bound, not 2·cheap
+    ([[3.0, 1e-20], [1e-17, 0.0]], math.nan, True, [False, True]),  # a NaN cheap bound decides nothing
+])
+def test_the_output_zero_test_reads_the_full_bound_only_where_the_cheap_one_leaves_a_vector_within(
+        rows: list[list[float]], cheap: float, read: bool, hidden: list[bool]) -> None:
+    """The zero test of an output tries its cheap bound first (Cauchy–Schwarz for a matrix
+    product): the full one, γ₄·1 ≈ 4.4e-16 here, is computed only where some vector has every
+    element within twice the cheap one, and the answer is the full bound's either way."""
+    coef = _t(rows)
+    answers = []
+    for rough in (cheap, None):
+        rounding, reads = _counted(coef, 1.0, rough)
+        term = Term(((coef, 1.0),), roundings=(rounding,))
+        value, degree, has_nan, final, _ = _normalized(term, 0, Settings(), vectors=True)
+        assert bool(reads) == (read or rough is None) and degree == 1.0
+        newly = value.isnan() & ~coef.isnan()
+        assert newly.all(-1).tolist() == hidden and (newly.any(-1) == newly.all(-1)).all()
+        answers.append((value, has_nan, None if final is None else final.tolist()))
+    (first, first_nan, first_final), (second, second_nan, second_final) = answers
+    assert torch.equal(first.isnan(), second.isnan()) and torch.equal(first.nan_to_num(), second.nan_to_num())
+    assert first_nan == second_nan and first_final == second_final

@@ -542,11 +542,18 @@ def _cheap_magnitude(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Calla
                      y_dim: int, y_norms: Callable[[int, bool], Tensor] | None) -> Tensor | None:
     """An upper bound of fn(|x|, |y|) from Cauchy–Schwarz (Σ|xᵢ||yᵢ| ≤ ‖x‖·‖y‖), for the matrix
     products: an outer product of norms instead of a second product. ``y`` is made only when its
-    norms are not known already (``y_norms``, a weight's: see :func:`tensor_norms`)."""
+    norms are not known already (``y_norms``, a weight's: see :func:`tensor_norms`). Both norms
+    are rounded up (:func:`~saturated.radii.norm_above`, squares that underflow included), and
+    x's by one more rounding (:func:`~saturated.radii.rounded_up`), which covers that of the
+    outer product: each element is then at least the exact ‖xᵢ‖·‖yⱼ‖ (save one that underflows,
+    by less than the smallest subnormal, which :meth:`Rounding.bound`'s underflow term covers), so
+    the bound holds as computed wherever it is read in place of the full one."""
     y_vectors = _y_vectors(fn, x, y_dim)
     if y_vectors is None:
         return None
-    return torch.linalg.vector_norm(x, dim=-1, keepdim=True) * _norms(y, y_norms, *y_vectors)
+    k = int(x.shape[-1])
+    x_norms = rounded_up(norm_above(torch.linalg.vector_norm(x, dim=-1, keepdim=True), k))
+    return x_norms * norm_above(_norms(y, y_norms, *y_vectors), k)
 
 
 def _cheap_norm(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Callable[[], Tensor], y_dim: int,

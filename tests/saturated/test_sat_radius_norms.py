@@ -66,6 +66,23 @@ def test_a_linear_layers_cheap_norm_bounds_the_exact_magnitudes_norm(dtype, seed
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), spread=st.integers(0, 60), rows=st.integers(1, 4),
+       k=st.integers(1, 9), n=st.integers(1, 7), shift=st.sampled_from([0, -70, -140]))
+def test_a_linear_layers_cheap_magnitude_bounds_the_exact_one_element_by_element(dtype, seed, spread, rows, k,
+                                                                                n, shift) -> None:
+    """Cauchy–Schwarz as computed stands for Σ|x||w| (the outputs' zero test reads it first): each
+    element at least the exact sum, also for operands so small that their squares underflow
+    (shift -70: below float32's smallest normal square; -140: its subnormals)."""
+    x = (_random((rows, k), seed, spread, torch.float64) * 2.0**shift).to(dtype)
+    w = _random((n, k), seed + 1, spread, dtype)
+    cheap = _linear(x, w).cheap
+    assert cheap is not None
+    for row, exact in zip(cheap().tolist(), _exact_rows(x, w)):
+        assert all(Fraction(bound) >= value for bound, value in zip(row, exact))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), spread=st.integers(0, 60), k=st.integers(1, 6), n=st.integers(1, 5))
 def test_a_matmuls_cheap_norm_bounds_the_exact_magnitudes_norm_per_matrix(dtype, seed, spread, k, n) -> None:

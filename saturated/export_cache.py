@@ -35,6 +35,7 @@ import os
 import tempfile
 import threading
 import typing
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ import homogeneity.tracing
 from homogeneity.errors import HomogeneityError
 from homogeneity.tracing import export_model
 
-__all__ = ["cache_dir", "cached_export"]
+__all__ = ["cache_dir", "cached_export", "stored_key"]
 
 
 def cache_dir() -> Path | None:
@@ -189,6 +190,15 @@ class _SchemaTyping:
 
 _READING = threading.Lock()
 
+# The cache key of each program cached_export returned from (or wrote to) the cache directory.
+_KEYS: weakref.WeakKeyDictionary[torch.export.ExportedProgram, str] = weakref.WeakKeyDictionary()
+
+
+def stored_key(program: torch.export.ExportedProgram) -> str | None:
+    """The cache key under which :func:`cached_export` keeps ``program`` (None: not kept on disk).
+    What is learnt about running the graph can be kept beside it under the same key."""
+    return _KEYS.get(program)
+
 
 def _load(path: Path) -> torch.export.ExportedProgram:
     """``torch.export.load(path)``, with the reader's type hints looked up once per class
@@ -240,7 +250,9 @@ def cached_export(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
         raise HomogeneityError(refused.read_text(encoding="utf-8"))
     if path.is_file():
         with contextlib.suppress(Exception):  # any unreadable file is made again
-            return _load(path)
+            program = _load(path)
+            _KEYS[program] = key
+            return program
     try:
         program = export_model(model, args, kwargs, dynamic=dynamic)
     except HomogeneityError as err:
@@ -250,4 +262,5 @@ def cached_export(model: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
         raise
     with contextlib.suppress(Exception), _concrete_inner_values(program):  # else exported next time
         _write(path, lambda file: torch.export.save(_without_weights(program), file))
+        _KEYS[program] = key
     return program

@@ -25,7 +25,8 @@ from torch.utils import _pytree as pytree
 from homogeneity.errors import HomogeneityError
 from homogeneity.validation import check_sequence, check_weights, describe
 from saturated.errors import SaturationError
-from saturated.export_cache import cached_export
+from saturated.export_cache import cached_export, stored_key
+from saturated.failed_levels import call_digest, read_failed_levels, store_failed_level
 from saturated.interpreter import run_terms
 from saturated.precision import FIRST_PRECISION, next_precision, precisions, run_balls
 from saturated.radii import norm_below
@@ -408,13 +409,15 @@ def _module_fingerprint(model: nn.Module) -> tuple[Any, ...]:
 class _Graphs:
     """A model's exported programs, for one parameter layout: by input structure (dynamic batch
     and lengths; None where the model cannot be exported so) and by exact signature (the
-    per-shape fallback); and the levels (dtype and orders) of calls (graph, outputs, settings)
-    that left every batch entry undetermined (see :meth:`SaturatedModel._note_whole_failure`)."""
+    per-shape fallback); the levels (dtype and orders) of calls (graph, outputs, settings)
+    that left every batch entry undetermined (see :meth:`SaturatedModel._note_whole_failure`),
+    and the calls whose levels stored on disk were read (:mod:`saturated.failed_levels`)."""
 
     layout: tuple[Any, ...] = ()
     dynamic: dict[tuple[Any, ...], torch.export.ExportedProgram | None] = field(default_factory=dict)
     static: dict[tuple[Any, ...], torch.export.ExportedProgram] = field(default_factory=dict)
     whole_failures: set[tuple[Any, ...]] = field(default_factory=set)
+    read_failures: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 # Shared by every SaturatedModel of one model (the similarity, convergence and head measurements
@@ -467,6 +470,13 @@ class SaturatedModel:
     neither more orders nor the refinement. Those positions keep whatever the levels run decided,
     NaN included; every read position is decided exactly as with the default ``True``.
 
+    ``one_shape=True`` says the caller runs inputs of one shape (a single batch, or batches that
+    all share one shape): while it has run only one, each shape the limit runs (that one, and the
+    sub-batches whose undetermined entries are recomputed) is exported for its own shape, which
+    costs a third to a quarter of a dynamic export; a second input shape from the caller exports
+    the dynamic graph, which then serves every shape. False (default): the dynamic graph from the
+    first call, as a caller of many shapes needs.
+
     ``weights``: where the model's tensors are read from when they are not all in the model (its
     layers streamed from disk, :class:`~saturated.sources.WeightSource`); each is read as the graph
     first needs it and dropped after its last use. None: the model's own tensors.
@@ -484,7 +494,8 @@ class SaturatedModel:
 
     def __init__(self, model: nn.Module, settings: Settings,
                  outputs: Collection[str] | None = None, undetermined: str = "raise",
-                 weights: WeightSource | None = None, read_padding: bool = True) -> None:
+                 weights: WeightSource | None = None, read_padding: bool = True,
+                 one_shape: bool = False) -> None:
         if not isinstance(model, nn.Module):
             raise SaturationError(f"expected an nn.Module to saturate, got {type(model).__name__}")
         if undetermined not in ("raise", "nan"):
@@ -498,6 +509,8 @@ class SaturatedModel:
             outputs = check_sequence(outputs, "outputs", what="output field names", error=SaturationError)
         self.undetermined = undetermined
         self.read_padding = read_padding
+        self.one_shape = one_shape
+        self._shapes: set[tuple[Any, ...]] = set()  # the input shapes the caller called with
         self.model = model
         self.settings = settings
         self.outputs = None if outputs is None else frozenset(outputs)
@@ -532,6 +545,7 @@ class SaturatedModel:
             self._graphs.dynamic.clear()
             self._graphs.static.clear()
             self._graphs.whole_failures.clear()
+            self._graphs.read_failures.clear()
             self._graphs.layout = layout
             dtypes = [p.dtype for p in self.model.parameters() if p.is_floating_point()]
             self._dtype = dtypes[0] if dtypes else self._dtype
@@ -540,7 +554,8 @@ class SaturatedModel:
         for name, p in self.model.named_parameters():
             key = (name, p.data_ptr(), p._version)
             if key not in self._checked:
-                if not bool(torch.isfinite(p).all()):
+                # one reduction, no mask the size of the weight (a fifteenth of isfinite's cost)
+                if p.is_floating_point() and not math.isfinite(_largest(p.detach())):
                     raise SaturationError(f"parameter '{name}' has non-finite entries; expected finite θ")
                 self._checked.add(key)
 
@@ -549,20 +564,30 @@ class SaturatedModel:
         size and sequence length where the model exports with dynamic shapes, one per input
         shape otherwise. It serves every precision (see :func:`~saturated.interpreter.run_terms`)."""
         self._check_parameters()
+        self._called_with(args, kwargs)
         return self._program(args, kwargs)
 
+    def _called_with(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Note an input shape the caller runs (its sub-batches the limit recomputes are not one)."""
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        self._shapes.add(_signature(spec, leaves))
+
     def _program(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.export.ExportedProgram:
+        """The graph for these inputs: the dynamic graph of their structure where it fits them,
+        else the one exported for their shape. With ``one_shape``, and while the caller has run one
+        input shape, no dynamic graph is exported: that shape and the sub-batches recomputed from
+        it are exported per shape (a static export costs a third to a quarter of a dynamic one)."""
         leaves, spec = pytree.tree_flatten((args, kwargs))
         structure = (str(spec), tuple((leaf.dtype, leaf.dim(), str(leaf.device))
                                       if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves))
         graphs = self._graphs
-        if structure not in graphs.dynamic:
+        if structure not in graphs.dynamic and not (self.one_shape and len(self._shapes) <= 1):
             try:
                 with self._exporting():
                     graphs.dynamic[structure] = cached_export(self.model, args, kwargs, dynamic=True)
             except HomogeneityError:
                 graphs.dynamic[structure] = None  # exported per shape below
-        dynamic = graphs.dynamic[structure]
+        dynamic = graphs.dynamic.get(structure)
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         if dynamic is not None and _fits(dynamic, tensors):
             return dynamic
@@ -577,7 +602,7 @@ class SaturatedModel:
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], settings: Settings,
              dtype: torch.dtype) -> list[Any]:
-        if (self._call_key(args, kwargs), dtype, settings.orders) in self._graphs.whole_failures:
+        if self._failed_before(args, kwargs, dtype, settings.orders):
             raise NeedsOrders(f"{dtype} with {settings.orders} orders left every entry undetermined before "
                               "(see _note_whole_failure)")
         program = self._program(args, kwargs)
@@ -667,7 +692,33 @@ class SaturatedModel:
         return _Refined(tuple(levels), reasons)
 
     def _call_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        return (id(self._program(args, kwargs)), self.outputs, self.settings, self.undetermined)
+        return (id(self._program(args, kwargs)), self.outputs, self.settings, self.undetermined,
+                self.read_padding)
+
+    def _stored_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str] | None:
+        """The keys of this call's failed levels on disk: its graph's cache key and a digest of what
+        else decides whether a level fails (None: the graph is not kept on disk)."""
+        graph = stored_key(self._program(args, kwargs))
+        if graph is None:
+            return None
+        return graph, call_digest(outputs=None if self.outputs is None else sorted(self.outputs),
+                                  settings=repr(self.settings), undetermined=self.undetermined,
+                                  read_padding=self.read_padding, dtype=str(self._dtype))
+
+    def _failed_before(self, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype,
+                       orders: int) -> bool:
+        """Whether level (``dtype``, ``orders``) failed wholesale for this call's graph, outputs and
+        settings, in this process or (read once per call key) in an earlier one. Only levels
+        before the last are read from disk: a hand-edited file skips at most those."""
+        key = self._call_key(args, kwargs)
+        if key not in self._graphs.read_failures:
+            self._graphs.read_failures.add(key)
+            stored = self._stored_call(args, kwargs)
+            if stored is not None:
+                found = read_failed_levels(*stored)
+                self._graphs.whole_failures.update((key, *level) for level in self._levels()[:-1]
+                                                   if (str(level[0]), level[1]) in found)
+        return (key, dtype, orders) in self._graphs.whole_failures
 
     def _note_whole_failure(self, last: bool, dtype: torch.dtype, orders: int, count: int,
                             args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -679,6 +730,9 @@ class SaturatedModel:
         float64, or with more orders, and rounded back) may differ."""
         if not last and count >= _WHOLESALE:
             self._graphs.whole_failures.add((self._call_key(args, kwargs), dtype, orders))
+            stored = self._stored_call(args, kwargs)
+            if stored is not None:
+                store_failed_level(*stored, str(dtype), orders)
 
     def _levels(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, orders) of each attempt: the leading order in the model's dtype, then float64 with
@@ -738,6 +792,7 @@ class SaturatedModel:
         """The saturated outputs for these inputs (see :class:`SaturatedOutput`)."""
         _check_masks(kwargs)
         self._check_parameters()
+        self._called_with(args, kwargs)
         batch = _batch_size(pytree.tree_leaves((args, kwargs)))
         axes = _batch_axes(self._program(args, kwargs))  # the same dimensions in every sub-batch
         marking = "uniform" if self.settings.ties == "uniform" else "nan"

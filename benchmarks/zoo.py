@@ -62,7 +62,8 @@ def main() -> None:
 
     def limit_of(model: torch.nn.Module, tokenizer: object) -> tuple[SaturatedModel, dict]:
         prepared = prepare(model, tokenizer, texts, batch_size=len(texts))
-        return (SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False),
+        return (SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False,
+                               one_shape=prepared.one_shape()),
                 prepared.batches[0].inputs)
 
     warm, tokenizer = zoo.measured_model("gpt-neox")

@@ -161,7 +161,8 @@ def limit_cost(model: torch.nn.Module, tokenizer: Any, texts: list[str]) -> dict
     reads."""
     prepared = prepare(model, tokenizer, texts, batch_size=len(texts))
     (batch,) = prepared.batches
-    limit = SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False)
+    limit = SaturatedModel(model, Settings(), prepared.fields(), "nan", read_padding=False,
+                           one_shape=prepared.one_shape())
     with torch.inference_mode():
         plain = _best(lambda: forward(model, batch.inputs), repeats=3)
         start = time.perf_counter()

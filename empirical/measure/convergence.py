@@ -138,7 +138,7 @@ def limit_convergence(
         raise EmpiricalError("scales are compared with the limit; pass finite values c ≥ 1")
     prepared = prepare(model, tokenizer, texts_of(sentences), max_length=max_length, batch_size=batch_size,
                        sharded=True)
-    limit = scaled_forward(model, math.inf, prepared.fields())
+    limit = scaled_forward(model, math.inf, prepared.fields(), one_shape=prepared.one_shape())
     runs = {c: scaled_forward(model, c) if c != 1 else None for c in checked}
     sums = Sums()
     labels: list[str] = []

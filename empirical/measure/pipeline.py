@@ -111,6 +111,12 @@ class Prepared(NamedTuple):
         """The hidden-state fields of these batches (:func:`read_fields`)."""
         return read_fields(self.batches)
 
+    def one_shape(self) -> bool:
+        """Whether every batch's inputs have the same shapes: an exact limit then exports its graph
+        for that shape alone (``one_shape`` of :class:`saturated.saturate.SaturatedModel`)."""
+        return len({tuple((name, tuple(value.shape)) for name, value in batch.inputs.items())
+                    for batch in self.batches}) == 1
+
     def n_tokens(self) -> int:
         """Real tokens in this rank's batches (every stack of a batch has the same real tokens)."""
         return sum(int(batch.stacks[0][1].sum()) for batch in self.batches)

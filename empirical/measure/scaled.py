@@ -58,7 +58,7 @@ def check_scale(scale: float) -> float:
 
 def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | None = None,
                    undetermined: str = "raise", max_precision: int = 1024,
-                   read_padding: bool = True) -> Callable[..., Any]:
+                   read_padding: bool = True, one_shape: bool = False) -> Callable[..., Any]:
     """``model`` at c·θ as a function of keyword inputs; for c = ∞, the exact saturated network.
 
     The limit's outputs are normalized by their degree in c (see :func:`saturated.saturate`), which
@@ -68,6 +68,8 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
     (:class:`saturated.saturate.SaturatedModel`). ``max_precision``: the cap of the refinement
     in ball arithmetic (:class:`saturated.rules.Settings`). ``read_padding=False``: the caller
     reads no padded position, which the limit then decides no further than its first levels do.
+    ``one_shape=True``: the caller runs inputs of one shape, for which alone the limit exports its
+    graph (:class:`~saturated.saturate.SaturatedModel`).
     """
     if _streams(model) and not math.isinf(scale):
         dtype = compute_dtype(model)
@@ -77,18 +79,20 @@ def scaled_forward(model: nn.Module, scale: float, outputs: Collection[str] | No
             settings = Settings(max_precision=max_precision)
         except SaturationError as err:
             raise EmpiricalError(str(err)) from err
-        return LimitForward(limit_model(model, settings, outputs, undetermined, read_padding))
+        return LimitForward(limit_model(model, settings, outputs, undetermined, read_padding, one_shape))
     scaled = scaled_parameters(model, scale)
     return lambda **inputs: call_scaled(model, scaled, **inputs)
 
 
 def limit_model(model: nn.Module, settings: Settings, outputs: Collection[str] | None = None,
-                undetermined: str = "raise", read_padding: bool = True) -> SaturatedModel:
+                undetermined: str = "raise", read_padding: bool = True, one_shape: bool = False
+                ) -> SaturatedModel:
     """The exact saturated network of ``model`` (:class:`~saturated.saturate.SaturatedModel`); for a
     model placed by accelerate, its weights are read one tensor at a time as the graph needs them,
     offloaded ones from disk (:class:`~empirical.models.placed_weights.PlacedWeights`)."""
     weights = PlacedWeights(model) if is_dispatched(model) else None
-    return SaturatedModel(model, settings, outputs, undetermined, weights=weights, read_padding=read_padding)
+    return SaturatedModel(model, settings, outputs, undetermined, weights=weights, read_padding=read_padding,
+                          one_shape=one_shape)
 
 
 class LimitForward:

@@ -246,7 +246,8 @@ def representation_similarity(
     prepared = prepare(model, tokenizer, texts, max_length=max_length, batch_size=batch_size,
                        sharded=True)
     grow = scaled_forward(model, c, prepared.fields(), undetermined="nan", max_precision=max_precision,
-                          read_padding=False)  # the cosines read real tokens only
+                          read_padding=False,  # the cosines read real tokens only
+                          one_shape=prepared.one_shape())
     at_theta = plain_forward(model, c)  # a 16-bit or streamed model computes in its compute dtype
 
     sums = Sums()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from empirical.measure.pipeline import prepare
 from empirical.models.corpus import load_corpus
 from empirical.models.loading import load_model
 from homogeneity.errors import HomogeneityError
@@ -25,6 +27,7 @@ from saturated.saturate import (
     _user_inputs,
     saturate,
 )
+from tests.saturated.test_sat_failed_levels import TwoHeads
 
 
 def test_one_export_serves_every_batch_size_and_length() -> None:
@@ -270,3 +273,29 @@ def test_an_unchanged_model_keeps_its_graph_and_a_cast_one_is_exported_again() -
     assert limit.program(x) is first
     net.double()
     assert limit(x.double()).value.dtype == torch.float64 and limit.program(x.double()) is not first
+
+
+def test_a_caller_of_one_shape_exports_per_shape_until_a_second_shape_arrives() -> None:
+    # Entry 0's flag is undetermined in float32 and recomputed alone: a sub-batch of another shape.
+    net, x = TwoHeads(), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    limit = SaturatedModel(net, Settings(), one_shape=True)
+    first = limit(x)
+    assert first.refined == (0,)
+    assert limit.exports == 2 and not limit.exports_dynamic  # the batch's shape and the sub-batch's
+    assert limit.program(x) is limit.program(x) and torch.equal(limit(x).value["flag"], first.value["flag"])
+    assert limit.exports == 2
+    many = SaturatedModel(copy.deepcopy(net), Settings())  # the default: the dynamic graph at once
+    assert torch.equal(many(x).value["flag"], first.value["flag"])
+    assert many.exports == 1 and many.exports_dynamic
+    again = limit(torch.cat([x, x]))  # a second shape from the caller: the dynamic graph serves it
+    assert limit.exports_dynamic and limit.exports == 3
+    assert torch.equal(again.value["flag"], torch.cat([first.value["flag"]] * 2))
+    limit(x[:1])
+    assert limit.exports == 3  # and every shape after it
+
+
+def test_the_pipeline_says_whether_its_batches_share_one_shape() -> None:
+    model, tokenizer = load_model("minilm", num_layers=1)
+    sentences = list(load_corpus(n=3))
+    assert prepare(model, tokenizer, sentences, batch_size=3).one_shape()
+    assert not prepare(model, tokenizer, sentences, batch_size=2).one_shape()

@@ -28,12 +28,14 @@ load then parses only the inputs' and outputs' expressions.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import json
 import os
 import tempfile
 import threading
+import types
 import typing
 import weakref
 from collections.abc import Iterator, Mapping
@@ -169,23 +171,60 @@ def _concrete_inner_values(program: torch.export.ExportedProgram) -> Iterator[No
             node.meta["val"] = value
 
 
-class _SchemaTyping:
-    """The ``typing`` module as torch's graph reader sees it during a load, except that
-    ``get_type_hints`` answers once per class: the reader asks it again for each of the thousands
-    of objects it builds (most of a static graph's load), and a class's hints do not change."""
+class _SchemaReader:
+    """torch's graph reader's conversion of the stored JSON into its schema's dataclasses
+    (``serialize._dict_to_dataclass``), with the work that depends on the class alone (resolving
+    it, its origin, its fields and their type hints) done once per class instead of once per object:
+    a graph holds tens of thousands of them, and that work was most of a static graph's load. The
+    objects built are those torch's own function builds (same branches, same order)."""
 
     def __init__(self) -> None:
-        self._hints: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._plans: dict[Any, Any] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(typing, name)
+    def __call__(self, cls: Any, data: Any) -> Any:
+        plan = self._plans.get(cls)
+        if plan is None:
+            plan = self._plans[cls] = self._plan(cls)
+        return plan(data)
 
-    def get_type_hints(self, obj: Any, globalns: Any = None, localns: Any = None,
-                       include_extras: bool = False) -> dict[str, Any]:
-        key = (obj, id(globalns), id(localns), include_extras)
-        if key not in self._hints:
-            self._hints[key] = typing.get_type_hints(obj, globalns, localns, include_extras)
-        return self._hints[key]
+    def _plan(self, cls: Any) -> Any:
+        cls = serialize._resolve_schema_cls(cls)
+        if isinstance(cls, str):
+            raise AssertionError(f"Unresolved class type: '{cls}'.")
+        origin = typing.get_origin(cls)
+        if origin is typing.Annotated:
+            inner = cls.__origin__
+            return lambda data: self(inner, data)
+        if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(cls):
+            arguments = typing.get_args(cls)
+            if len(arguments) != 2:
+                raise AssertionError(f"expected 2 type args, got {len(arguments)}")
+            return lambda data: None if data is None else self(arguments[0], data)
+        if isinstance(cls, type) and issubclass(cls, serialize._Union):
+            hints = typing.get_type_hints(cls, globalns=vars(serialize.schema))
+
+            def union(data: Any) -> Any:
+                if not isinstance(data, dict) or len(data) != 1:
+                    raise AssertionError(f"expected a dict with 1 key, got {data!r}")
+                ((name, value),) = data.items()
+                return cls.create(**{name: self(hints[name], value)})
+            return union
+        if dataclasses.is_dataclass(cls):
+            hints = typing.get_type_hints(cls, globalns=vars(serialize.schema))
+            fields = [(field.name, hints[field.name]) for field in dataclasses.fields(cls)]
+            make: Any = cls
+            # keys the dataclass does not define are ignored, as torch does (forward compatibility)
+            return lambda data: make(**{name: self(hint, data[name])
+                                        for name, hint in fields if name in data})
+        arguments = typing.get_args(cls)
+
+        def other(data: Any) -> Any:
+            if isinstance(data, list):
+                return [self(arguments[0], item) for item in data] if data else data
+            if isinstance(data, dict):
+                return {key: self(arguments[1], value) for key, value in data.items()}
+            return float(data) if cls is float else data
+        return other
 
 
 _READING = threading.Lock()
@@ -201,17 +240,19 @@ def stored_key(program: torch.export.ExportedProgram) -> str | None:
 
 
 def _load(path: Path) -> torch.export.ExportedProgram:
-    """``torch.export.load(path)``, with the reader's type hints looked up once per class
-    (:class:`_SchemaTyping`), where the reader is the one this was written for (it reads
-    ``typing`` from its module)."""
+    """``torch.export.load(path)``, with the stored JSON converted by :class:`_SchemaReader`
+    where the reader is the one that was written for (else by torch's own function)."""
     with _READING:
-        if getattr(serialize, "typing", None) is not typing:
+        known = all(hasattr(serialize, name) for name in
+                    ("_dict_to_dataclass", "_resolve_schema_cls", "_Union", "schema"))
+        if not known or getattr(serialize._dict_to_dataclass, "__module__", None) != serialize.__name__:
             return torch.export.load(path)
-        serialize.typing = _SchemaTyping()  # type: ignore[assignment]
+        original = serialize._dict_to_dataclass
+        serialize._dict_to_dataclass = _SchemaReader()
         try:
             return torch.export.load(path)
         finally:
-            serialize.typing = typing
+            serialize._dict_to_dataclass = original
 
 
 def _write(path: Path, save: Any) -> None:

@@ -4,11 +4,13 @@ configuration), without their weights, and made again from a file that cannot be
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from torch._export.serde import schema, serialize
 
 import saturated.export_cache as export_cache
 from empirical.models.loading import family_config
@@ -145,3 +147,11 @@ def test_a_graph_exported_from_one_sentence_is_not_read_for_a_batch(cache: tuple
     assert all(isinstance(value.shape[0], torch.SymInt) for value in _user_inputs(batch))
     export_cache.cached_export(_llama(1), (), {"input_ids": torch.ones(3, 5, dtype=torch.long)}, dynamic=True)
     assert made == [True, True]  # another batch and length: the batch's graph is read
+
+
+def test_the_schema_reader_builds_what_torchs_own_conversion_builds() -> None:
+    program = export_cache.export_model(_llama(0), (), {"input_ids": IDS}, dynamic=True)
+    stored = json.loads(serialize.serialize(program).exported_program)
+    ours = export_cache._SchemaReader()(schema.ExportedProgram, stored)
+    assert ours == serialize._dict_to_dataclass(schema.ExportedProgram, stored)
+    assert len(ours.graph_module.graph.nodes) == len(stored["graph_module"]["graph"]["nodes"]) > 10

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from saturated.radii import Brought, VectorBound
-from saturated.rounding import Rounding
+from saturated.rounding import Rounding, known_zeros
 from saturated.terms import NeedsOrders, Term, UnknownDegree, may_hold_nan, mul
 
 __all__ = ["exact_zeros", "product", "resolved"]
@@ -100,7 +100,7 @@ def exact_zeros(x: Term, where: Tensor, carried: bool) -> Tensor:
                 or (carried and rounding.carried is not None):
             return torch.zeros_like(known)
         at = rounding.index().expand(a.shape)[known]
-        known = known.masked_scatter(known, (rounding.partials(at) == 0).all(-1))
+        known = known.masked_scatter(known, known_zeros(rounding.partials, at))
     return known
 
 

@@ -49,8 +49,9 @@ from saturated.radii import (
 )
 from saturated.stored_norms import stored_spectral_norm_bound
 
-__all__ = ["Einsum", "Rounding", "exact_maximal", "exact_sign", "gamma", "product_rounding", "relative_bound",
-           "smallest_subnormal", "tensor_norms", "tensor_spectral_norm", "unit_roundoff"]
+__all__ = ["Einsum", "Rounding", "ZeroTested", "exact_maximal", "exact_sign", "gamma", "known_zeros",
+           "product_rounding", "relative_bound", "smallest_subnormal", "tensor_norms", "tensor_spectral_norm",
+           "unit_roundoff"]
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
@@ -86,6 +87,33 @@ def relative_bound(n: int, dtype: torch.dtype, operand_rtol: float) -> float:
 
 
 Partials = Callable[[Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class ZeroTested:
+    """:data:`Partials` that also tell, without making them, where the exact value is 0: for a
+    product, where every term has a zero factor (a count of the nonzero terms, one more product).
+    The exact step reads it to pass over rows whose candidates are all exact zeros (the scores of
+    an all-zero query, at padded positions), whose partials would cost the most and say nothing."""
+
+    rows: Partials
+    zeros: Callable[[Tensor], Tensor]
+
+    def __call__(self, at: Tensor) -> Tensor:
+        return self.rows(at)
+
+
+def _negated(partials: Partials) -> Partials:
+    """The partials of the values' negation (the same zeros)."""
+    negated: Partials = lambda at: -partials(at)  # noqa: E731
+    return ZeroTested(negated, partials.zeros) if isinstance(partials, ZeroTested) else negated
+
+
+def known_zeros(partials: Partials, at: Tensor) -> Tensor:
+    """Where the exact values at flat positions ``at`` are known to be 0 (True proves a zero,
+    False proves nothing): from the partials' own test (:class:`ZeroTested`), else where every
+    partial is 0."""
+    return partials.zeros(at) if isinstance(partials, ZeroTested) else (partials(at) == 0).all(-1)
 
 
 Carried = Callable[[torch.dtype, float], Brought]
@@ -212,7 +240,8 @@ class Rounding:
         shape, device = coef.shape, coef.device
         return cls(degree, lambda: values().abs(), 0,
                    lambda: torch.arange(math.prod(shape), device=device).reshape(shape),
-                   lambda at: values().flatten()[at].double().unsqueeze(-1), exact=True, values=remade,
+                   ZeroTested(lambda at: values().flatten()[at].double().unsqueeze(-1),
+                              lambda at: values().flatten()[at] == 0), exact=True, values=remade,
                    norms=norms, spectral=spectral)
 
     @property
@@ -304,8 +333,13 @@ class Rounding:
             rows = partials(at.clamp_min(0))
             return torch.where((at >= 0).unsqueeze(-1), rows, 0.0)
 
+        kept_partials: Partials = zeroed
+        if isinstance(partials, ZeroTested):
+            zeros = partials.zeros
+            kept_partials = ZeroTested(zeroed, lambda at: (at < 0) | zeros(at.clamp_min(0)))
         return Rounding(self.degree, self.magnitude, self.length, lambda: torch.where(keep, index(), -1),
-                        zeroed, self.cheap, self.carried, self.exact, self.factor, cheap_norm=self.cheap_norm)
+                        kept_partials, self.cheap, self.carried, self.exact, self.factor,
+                        cheap_norm=self.cheap_norm)
 
     def summed(self, reduce: Callable[[Tensor], Tensor], count: int, dims: Sequence[int] = (),
                keepdim: bool = False) -> Rounding:
@@ -325,8 +359,7 @@ class Rounding:
         magnitude, partials, cheap, carried = self.magnitude, self.partials, self.cheap, self.carried
         cheap_norm = self.cheap_norm
         size = abs(float(factor))
-        flipped = None if partials is None else (
-            partials if factor > 0 else lambda at: -partials(at))
+        flipped = None if partials is None else partials if factor > 0 else _negated(partials)
         return Rounding(self.degree, lambda: size * magnitude(), self.length + 1, self.index,
                         flipped if factor != 0 else None,
                         None if cheap is None else lambda: size * cheap(),
@@ -439,7 +472,13 @@ def _summed_exact_values(x: Rounding, y: Rounding, shape: torch.Size
         return torch.cat([x_partials(x_index().expand(shape).flatten()[at]),
                           y_partials(y_index().expand(shape).flatten()[at])], dim=-1)
 
-    return (lambda: torch.arange(math.prod(shape), device=x_index().device).reshape(shape)), partials
+    def zeros(at: Tensor) -> Tensor:
+        return known_zeros(x_partials, x_index().expand(shape).flatten()[at]) \
+            & known_zeros(y_partials, y_index().expand(shape).flatten()[at])
+
+    tested = isinstance(x_partials, ZeroTested) and isinstance(y_partials, ZeroTested)
+    return (lambda: torch.arange(math.prod(shape), device=x_index().device).reshape(shape)), \
+        ZeroTested(partials, zeros) if tested else partials
 
 
 def _split(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -810,6 +849,12 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
         rows = [_operand_rows(fn, x(), y(), out_shape, at) for x, y in operands]
         return torch.cat([_exact_products(*r) for r in rows if r is not None], dim=-1)
 
+    @_memo
+    def zero_terms() -> Tensor:
+        # the number of terms with no zero factor, per output (exact: far below 2⁵³)
+        counts = [fn((x() != 0).double(), (y() != 0).double()) for x, y in operands]
+        return (sum(counts[1:], counts[0]) == 0).expand(out_shape).reshape(-1)
+
     usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
                  for (x, _), (y, _) in pairs)
     inherits = any((rx is not None and not rx.exact) or (ry is not None and not ry.exact)
@@ -817,7 +862,7 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
     numel, device = math.prod(out_shape), pairs[0][0][0].device
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
                     (lambda: torch.arange(numel, device=device).reshape(out_shape)) if usable else None,
-                    partials if usable else None, _memo(cheap),
+                    ZeroTested(partials, lambda at: zero_terms()[at]) if usable else None, _memo(cheap),
                     carried if inherits else None,
                     cheap_norm=_summed_norms([pair_norm(x, y, y_dim, y_norms)
                                               for (x, y), (y_dim, y_norms) in zip(operands, norms)]))
@@ -852,6 +897,11 @@ def exact_maximal(candidates: Tensor, dim: int, rounding: Rounding) -> Tensor:
     if not len(tied):
         return candidates
     index = rounding.index().expand(candidates.shape).movedim(dim, -1).reshape(rows.shape)
+    if isinstance(rounding.partials, ZeroTested):  # a row of exact zeros is one exact tie
+        zeros = rounding.partials.zeros(index[tied])
+        tied = tied[(rows[tied] & ~zeros).any(-1)]
+        if not len(tied):
+            return candidates
     row_of, place = torch.nonzero(rows[tied], as_tuple=True)
     partials = rounding.partials(index[tied][row_of, place])
     first = torch.searchsorted(row_of, torch.arange(len(tied), device=row_of.device))  # row_of is sorted

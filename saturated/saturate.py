@@ -30,7 +30,7 @@ from saturated.failed_levels import call_digest, read_failed_levels, store_faile
 from saturated.interpreter import run_terms
 from saturated.precision import FIRST_PRECISION, next_precision, precisions, run_balls
 from saturated.radii import norm_below
-from saturated.rounding import Rounding, exact_sign
+from saturated.rounding import Rounding, exact_sign, known_zeros
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
 from saturated.sources import WeightSource
@@ -204,7 +204,7 @@ def _zero_vectors(term: Term, shape: torch.Size, degree: float, hidden: torch.Te
         return None
     assert rounding.index is not None and rounding.partials is not None
     at = rounding.index().expand(shape)[zero.expand(shape)]
-    exact = (rounding.partials(at) == 0).all(-1).reshape(-1, shape[-1]).all(-1)
+    exact = known_zeros(rounding.partials, at).reshape(-1, shape[-1]).all(-1)
     zero = zero.masked_scatter(zero, exact)
     return zero.expand(shape) if bool(zero.any()) else None
 

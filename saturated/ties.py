@@ -142,12 +142,16 @@ def _first_place(undetermined: Tensor) -> str:
 def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, product: Term,
                          tol: float) -> tuple[Tensor | None, float]:
     """:func:`_disagreement` for ``weights @ values``: moving the weight of row i from its first
-    tied position to position j changes the product's row by values[j] − values[first]."""
+    tied position to position j changes the product's row by values[j] − values[first]. Tied rows
+    of one batch entry with the same tie set (every padded query of a sequence) are checked once."""
     rows = torch.nonzero(count.squeeze(-1) > 1, as_tuple=True)  # batch indices, then the row
-    members = candidates[rows]
-    pair, place = torch.nonzero(members, as_tuple=True)  # every (tied row, member position)
+    batch_keys = [index.unsqueeze(-1) for index in rows[:-1]]
+    keys = torch.cat([*batch_keys, candidates[rows].long()], -1)
+    keys, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    members = keys[:, len(batch_keys):].bool()
+    pair, place = torch.nonzero(members, as_tuple=True)  # every (distinct tied row, member position)
     first = members.to(torch.uint8).argmax(-1)[pair]
-    batch = tuple(index[pair] for index in rows[:-1])
+    batch = tuple(keys[pair, axis] for axis in range(len(batch_keys)))
     shape = (*candidates.shape[:-2], *values.shape[-2:])
     off = [_differ(coef.expand(shape)[(*batch, place)], coef.expand(shape)[(*batch, first)], tol)
            for coef, degree in values.parts if degree > product.floor]
@@ -157,7 +161,7 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     per_row = torch.zeros(members.shape[0], undetermined.shape[-1], dtype=torch.bool, device=off[0].device)
     per_row.index_put_((pair,), undetermined, accumulate=True)
     full = torch.zeros(product.shape, dtype=torch.bool, device=per_row.device)
-    full[rows] = per_row
+    full[rows] = per_row[inverse]
     return full, floor
 
 

@@ -14,15 +14,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from saturated.errors import SaturationError
 from saturated.functional import tie_set
 from saturated.rounding import (
     Einsum,
     Rounding,
+    ZeroTested,
     exact_sign,
     gamma,
+    known_zeros,
     product_rounding,
     smallest_subnormal,
     tensor_norms,
@@ -827,6 +829,66 @@ def test_exact_maximum_among_candidates_float64_cannot_tell_apart() -> None:
         [False, True, False, False]
     assert exact_maximal(torch.tensor([[True, False, True, True]] * 4), -1, rounding)[1].tolist() == \
         [False, False, True, False]
+
+
+@pytest.mark.parametrize("op", ["matmul", "linear", "einsum", "mul"])
+def test_a_product_knows_its_exact_zeros_without_its_partials(op: str) -> None:
+    """An output of a product is known zero exactly where each of its terms has a zero factor
+    (counted independently here), through a negation, a sum with an exact value and a ReLU-like
+    zeroing; and there its partials do sum to 0 exactly."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 4, 5, dtype=F64, generator=gen) * (torch.rand(3, 4, 5, generator=gen) < 0.4)
+    x[1, 2] = 0.0
+    y = torch.randn(5, 6, dtype=F64, generator=gen) * (torch.rand(5, 6, generator=gen) < 0.4)
+    y[:, 3] = 0.0
+    fns = {"matmul": (torch.matmul, x, y), "linear": (torch.nn.functional.linear, x, y.T),
+           "einsum": (Einsum("abl,lk->abk"), x, y), "mul": (torch.mul, x, y[:, :4].T.unsqueeze(0))}
+    fn, a, b = fns[op]
+    out = fn(a, b)
+    rounding = product_rounding(fn, [((a, None), (b, None))], 1.0, 1 if op == "mul" else 5, out.shape)
+    # every term with a zero factor: for a product of matrices, every l with x[i, j, l] = 0 or y[l, k] = 0
+    expected = (a == 0) | (b == 0) if op == "mul" else ((x == 0).unsqueeze(-1) | (y == 0)).all(-2)
+    at = torch.arange(out.numel())
+    assert isinstance(rounding.partials, ZeroTested) and rounding.index is not None
+    zeros = known_zeros(rounding.partials, at)
+    assert torch.equal(zeros, expected.flatten())
+    assert 0 < int(zeros.sum()) < out.numel()
+    assert all(sign == 0 for sign in exact_sign(rounding.partials(at[zeros])))
+    negated = rounding.scaled(-2.0)
+    assert negated.partials is not None and torch.equal(known_zeros(negated.partials, at), zeros)
+    other = torch.where(torch.arange(out.numel()).reshape(out.shape) % 2 == 0, 0.0, 1.5).to(F64)
+    summed = rounding.plus(Rounding.of_exact(other, 1.0), out.shape)
+    assert summed.index is not None and summed.partials is not None
+    assert torch.equal(known_zeros(summed.partials, summed.index().flatten()), zeros & (other == 0).flatten())
+    keep = torch.rand(out.shape, generator=gen) < 0.5
+    kept = rounding.kept(keep)
+    assert kept.index is not None and kept.partials is not None
+    assert torch.equal(known_zeros(kept.partials, kept.index().flatten()), zeros | ~keep.flatten())
+    # partials without the test: where every partial is 0, the same places here
+    assert torch.equal(known_zeros(rounding.partials.rows, at), zeros)
+
+
+def test_exact_ties_of_zero_query_rows_make_no_partials() -> None:
+    """A query row of zeros scores every key exactly 0: one exact tie, kept whole without making
+    a partial. A row beside it with a near-tie float64 cannot settle is still narrowed exactly."""
+    from saturated.rounding import exact_maximal
+    query, (a, b) = FLOAT64_CASE
+    q = torch.tensor([[0.0, 0.0], query], dtype=F64)
+    keys_t = torch.tensor([a, b, a, b], dtype=F64).T
+    scores = q @ keys_t
+    rounding = product_rounding(torch.matmul, [((q, None), (keys_t, None))], 1.0, 2, scores.shape)
+    assert isinstance(rounding.partials, ZeroTested)
+    asked: list[Tensor] = []
+    made = rounding.partials.rows
+
+    def counted(at: Tensor) -> Tensor:
+        asked.append(at)
+        return made(at)
+
+    counting = replace(rounding, partials=ZeroTested(counted, rounding.partials.zeros))
+    narrowed = exact_maximal(torch.ones(2, 4, dtype=torch.bool), -1, counting)
+    assert narrowed.tolist() == [[True] * 4, [True, False, True, False]]
+    assert len(asked) == 1 and sorted(asked[0].tolist()) == [4, 5, 6, 7]  # row 1's positions only
 
 
 def test_a_bound_remade_from_its_source_keeps_no_cast_copy_alive() -> None:

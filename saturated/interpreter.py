@@ -252,29 +252,30 @@ def _settle(value: Any, operand_rtol: float) -> None:
                 rounding.settle(dtypes[rounding.degree], operand_rtol)
 
 
-def _names_dtype(value: Any) -> bool:
-    """Whether a node's arguments hold a dtype (nested in lists, tuples and dicts, as
-    :func:`_dtype_swap` reads them)."""
+def _map_dtypes(value: Any, fn: Callable[[torch.dtype], Any]) -> Any:
+    """A node argument with ``fn`` applied to every dtype in it (nested in lists, tuples and
+    dicts)."""
     if isinstance(value, torch.dtype):
-        return True
+        return fn(value)
     if isinstance(value, (list, tuple)):
-        return any(_names_dtype(v) for v in value)
+        return type(value)(_map_dtypes(v, fn) for v in value)
     if isinstance(value, dict):
-        return any(_names_dtype(v) for v in value.values())
-    return False
+        return {k: _map_dtypes(v, fn) for k, v in value.items()}
+    return value
+
+
+def _names_dtype(value: Any) -> bool:
+    """Whether a node's arguments hold a dtype (where :func:`_dtype_swap` may change one)."""
+    named: list[torch.dtype] = []
+    _map_dtypes(value, named.append)
+    return bool(named)
 
 
 def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any:
     """A node argument with the model's dtype replaced by the dtype the graph runs in."""
     if swap is None:
         return value
-    if isinstance(value, torch.dtype):
-        return swap[1] if value == swap[0] else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_dtype_swap(v, swap) for v in value)
-    if isinstance(value, dict):
-        return {k: _dtype_swap(v, swap) for k, v in value.items()}
-    return value
+    return _map_dtypes(value, lambda dtype: swap[1] if dtype == swap[0] else dtype)
 
 
 class LimitInterpreter(torch.fx.Interpreter):

@@ -180,7 +180,7 @@ def _within(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, setting
     vectors along the last dimension whose norm exceeds their error's ℓ2 radius, which are
     nonzero whatever their elements' bounds say (:meth:`Rounding.radius`; a carried error that
     grew along a chain of linear layers is far tighter as a radius than element by element)."""
-    within = coef.abs() <= bound
+    within = ~(coef.abs() > bound)  # a NaN bound proves nothing
     if coef.dim() == 0 or not bool(within.all(-1).any()):
         return within
     radius = rounding.radius(coef.dtype, settings.operand_rtol, coef.shape)

@@ -256,10 +256,13 @@ def lift(value: Tensor | float | int | bool, mask_threshold: float) -> Term:
 
 def scale(x: Term, factor: float | Tensor) -> Term:
     """x·factor for an exact factor without masking constants (a scalar or a tensor); rounding
-    bounds follow a scalar factor."""
+    bounds follow a scalar factor, and an :class:`UnknownDegree` stays one."""
     roundings = tuple(r.scaled(float(factor)) for r in x.roundings) \
         if isinstance(factor, (int, float)) else ()
-    return Term(tuple((a * factor, d) for a, d in x.parts), x.floor, roundings)
+    parts = tuple((a * factor, d) for a, d in x.parts)
+    if isinstance(x, UnknownDegree):  # a constant multiple of a NaN of unknown degree is one too
+        return UnknownDegree(parts, x.floor, roundings, reason=x.reason)
+    return Term(parts, x.floor, roundings)
 
 
 def _summed_roundings(x: Term, y: Term, shape: torch.Size) -> list[Rounding | None]:

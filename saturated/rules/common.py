@@ -53,15 +53,18 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     """
     a, d = x.parts[index]
     sign = torch.sign(a)
-    if may_hold_nan(a):  # torch.sign(NaN) is 0: keep undetermined entries undetermined
-        sign = torch.where(torch.isnan(a), math.nan, sign)
+    undetermined = torch.isnan(a) if may_hold_nan(a) else None
+    if undetermined is not None:  # torch.sign(NaN) is 0: keep undetermined entries undetermined
+        sign = torch.where(undetermined, math.nan, sign)
     if not 0 < d < math.inf:
         return sign
     rounding = x.rounding(d)
     if rounding is None:
         return torch.full_like(sign, math.nan)
     bound = _decision_bound(rounding, a.dtype, s)
-    unsure = (a.abs() <= bound) & (bound > 0)
+    unsure = ~(a.abs() > bound) & ~(bound <= 0)  # a NaN bound (a NaN magnitude) is unsure too
+    if undetermined is not None:
+        unsure &= ~undetermined
     if not bool(unsure.any()):
         return sign
     if settles_exactly(rounding, s):
@@ -104,9 +107,13 @@ def maximal(x: Term, dim: int, candidates: Tensor, s: Settings, compared: Callab
     for a, d in x.parts:
         if compared(d):
             rounding = x.rounding(d)
-            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s)
+            exact_step = rounding is not None and settles_exactly(rounding, s)
+            # The exact step keeps exactly the maximal positions of any superset it is given, so
+            # before it the cheap bound (a larger one) serves as well as the full one.
+            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s, cheap=exact_step)
             candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=s.ties == "nan", bound=bound)
-            if rounding is not None and settles_exactly(rounding, s):
+            if exact_step:
+                assert rounding is not None
                 candidates = exact_maximal(candidates, dim, rounding)
             elif rounding is not None:
                 settled = False  # a bound with no exact step behind it: maybe near-ties

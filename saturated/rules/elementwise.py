@@ -10,7 +10,7 @@ from torch import Tensor
 from saturated.exact_zeros import product
 from saturated.rules.common import _scaled, _term
 from saturated.rules.registry import Settings, _rule
-from saturated.terms import Term, UnknownDegree, add, mul, power, scale
+from saturated.terms import Term, add, mul, power, scale
 
 __all__: list[str] = []  # the rules register themselves in RULES
 
@@ -46,9 +46,9 @@ def _mul(s: Settings, x: Any, y: Any) -> Term:
     """x·y: degrees add (paper Table 1, Product). A constant factor keeps rounding bounds; a
     factor exactly zero for every c makes the product 0 whatever the other holds
     (:func:`~saturated.exact_zeros.product`)."""
-    if isinstance(x, Term) and _is_constant(y) and not isinstance(x, UnknownDegree):
+    if isinstance(x, Term) and _is_constant(y):
         return scale(x, float(y))
-    if isinstance(y, Term) and _is_constant(x) and not isinstance(y, UnknownDegree):
+    if isinstance(y, Term) and _is_constant(x):
         return scale(y, float(x))
     return product(_term(x, s), _term(y, s), s.orders, s.carried)
 

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 from transformers import GemmaConfig, GemmaModel, Phi3Config, Phi3Model
 
-from saturated.exact_zeros import product
+from saturated.exact_zeros import product, resolved
 from saturated.rounding import Rounding
-from saturated.rules import Settings
+from saturated.rules import RULES, Settings
 from saturated.saturate import SaturatedModel, _normalize_all
 from saturated.terms import NeedsOrders, Term, UnknownDegree, add, lift, power
 
@@ -82,6 +82,16 @@ def test_zero_times_undetermined_is_zero_and_one_times_it_stays_undetermined() -
     assert (error <= 1e-320).all()  # only the underflow term (|x|·|y| would be NaN there)
     settled = product(_exact([0.0, 0.0, 0.0]), y, 1, carried=False)
     assert type(settled) is Term and not settled.lead.any()
+
+
+def test_a_constant_multiple_of_an_undetermined_power_stays_of_unknown_degree() -> None:
+    """−2·x^(−1/2) with x's base vanishing is still of unknown degree: only an exact zero factor
+    settles it, and a sum with a higher part may not drop it."""
+    y = RULES[torch.ops.aten.mul.Tensor](Settings(), _undetermined(2), -2.0)
+    assert isinstance(y, UnknownDegree) and torch.isnan(y.lead).all()
+    with pytest.raises(NeedsOrders, match="add reads it"):
+        resolved(y, mark=False, use="add")
+    assert type(RULES[torch.ops.aten.mul.Tensor](Settings(), _exact([0.0, 0.0]), y)) is Term
 
 
 def test_a_zero_that_is_not_known_exactly_does_not_decide() -> None:

@@ -862,6 +862,11 @@ def test_a_coefficient_equal_to_its_bound_is_unsure_and_an_exact_zero_is_zero() 
     zero = torch.tensor([0.0, 2.0], dtype=F64)
     exact_zero = Term(((zero, 1.0),), roundings=(Rounding(1.0, lambda: zero.abs(), 0),))
     assert part_sign(exact_zero, 0, Settings(exact_ties=False)).tolist() == [0.0, 1.0]
+    # A NaN bound (a magnitude |x|·|y| with 0·∞ in it) certifies no sign.
+    nan_bound = Rounding(1.0, lambda: torch.tensor([math.nan, 1.0], dtype=F64), 3)
+    unknown = Term(((torch.tensor([5.0, 5.0], dtype=F64), 1.0),), roundings=(nan_bound,))
+    sign = part_sign(unknown, 0, Settings(exact_ties=False))
+    assert math.isnan(sign[0]) and sign[1] == 1.0
 
 
 def test_tied_candidates_share_the_weight_by_the_softmax_of_their_bounded_parts_as_a_series() -> None:

@@ -14,6 +14,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import Tensor, nn
 
 from saturated.errors import SaturationError
@@ -889,6 +891,30 @@ def test_exact_ties_of_zero_query_rows_make_no_partials() -> None:
     narrowed = exact_maximal(torch.ones(2, 4, dtype=torch.bool), -1, counting)
     assert narrowed.tolist() == [[True] * 4, [True, False, True, False]]
     assert len(asked) == 1 and sorted(asked[0].tolist()) == [4, 5, 6, 7]  # row 1's positions only
+
+
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.0, 1.0, -1.0, 0.5, 3.0, 2.0**-30]), min_size=3, max_size=3),
+                min_size=2, max_size=4),
+       st.lists(st.lists(st.sampled_from([0.0, 1.0, -2.0, 0.25, 1.0 + 2.0**-40]), min_size=3, max_size=3),
+                min_size=2, max_size=5))
+@settings(max_examples=60, deadline=None)
+def test_exact_maximal_keeps_the_exact_maxima_of_every_row(queries: list[list[float]],
+                                                         keys: list[list[float]]) -> None:
+    """With queries that are often all zero and keys that often tie, the exact step keeps each
+    row's exact maxima (Fractions), whether or not it can tell zero scores without partials."""
+    from saturated.rounding import exact_maximal
+    q = torch.tensor(queries, dtype=F64)
+    keys_t = torch.tensor(keys, dtype=F64).T
+    rounding = product_rounding(torch.matmul, [((q, None), (keys_t, None))], 1.0, 3, (q @ keys_t).shape)
+    assert isinstance(rounding.partials, ZeroTested)
+    every = torch.ones(len(queries), len(keys), dtype=torch.bool)
+    expected = []
+    for query in queries:
+        exact = exact_scores(query, keys)
+        expected.append([score == max(exact) for score in exact])
+    assert exact_maximal(every, -1, rounding).tolist() == expected
+    untested = replace(rounding, partials=rounding.partials.rows)
+    assert exact_maximal(every, -1, untested).tolist() == expected
 
 
 def test_a_bound_remade_from_its_source_keeps_no_cast_copy_alive() -> None:

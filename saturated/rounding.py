@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TypeVar
 
 import torch
@@ -870,14 +871,24 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
 
 def exact_sign(rows: Tensor) -> list[int]:
     """The sign of the exact sum of each row of float64 partials (``math.fsum`` rounds the exact
-    sum correctly, so its sign and its zeros are exact).
+    sum correctly, so its sign and its zeros are exact; a sum beyond float64's range is taken in
+    rationals). A partial that is not finite (a product or a split that overflowed) has no exact
+    sum: :class:`~saturated.errors.SaturationError`, never a sign read from NaN.
 
-    >>> exact_sign(torch.tensor([[1e16, 1.0, -1e16], [0.5, -0.5, 0.0]], dtype=torch.float64))
-    [1, 0]
+    >>> exact_sign(torch.tensor([[1e16, 1.0, -1e16], [0.5, -0.5, 0.0], [1e308, 1e308, -1.0]],
+    ...                         dtype=torch.float64))
+    [1, 0, 1]
     """
+    if not bool(torch.isfinite(rows).all()):
+        raise SaturationError("the exact step met operands whose products overflow float64 (partials that "
+                              "are not finite): it cannot decide their sign")
     signs = []
     for row in rows.tolist():
-        total = math.fsum(row)
+        total: float | Fraction
+        try:
+            total = math.fsum(row)
+        except OverflowError:  # finite partials whose exact sum is beyond float64's range
+            total = sum(map(Fraction, row), Fraction(0))
         signs.append((total > 0) - (total < 0))
     return signs
 

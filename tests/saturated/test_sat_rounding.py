@@ -774,6 +774,13 @@ def test_exact_sign_of_each_row_sum() -> None:
                         dtype=F64)
     assert exact_sign(rows) == [1, -1, 0, -1, 0]
     assert exact_sign(torch.zeros(0, 3, dtype=F64)) == []
+    # Sums beyond float64's range (math.fsum overflows) still have an exact sign.
+    huge = torch.tensor([[1e308, 1e308, -1e300], [-1e308, -1e308, 5.0]], dtype=F64)
+    assert exact_sign(huge) == [1, -1]
+    # Partials that overflowed (inf, or NaN from inf − inf in a split) have none: refused.
+    for bad in (math.inf, math.nan):
+        with pytest.raises(SaturationError, match="overflow"):
+            exact_sign(torch.tensor([[1.0, bad]], dtype=F64))
 
 
 def test_a_carried_bound_is_cached_per_precision_and_operand_error() -> None:

@@ -34,7 +34,7 @@ from saturated.rounding import Rounding, exact_sign, known_zeros
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly
 from saturated.sources import WeightSource
-from saturated.terms import NeedsOrders, Term
+from saturated.terms import NeedsOrders, Term, may_hold_nan
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]
 
@@ -180,7 +180,9 @@ def _within(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, setting
     vectors along the last dimension whose norm exceeds their error's ℓ2 radius, which are
     nonzero whatever their elements' bounds say (:meth:`Rounding.radius`; a carried error that
     grew along a chain of linear layers is far tighter as a radius than element by element)."""
-    within = ~(coef.abs() > bound)  # a NaN bound proves nothing
+    within = coef.abs() <= bound
+    if may_hold_nan(bound):  # a NaN bound proves no number nonzero (NaN coefficients are undetermined)
+        within |= torch.isnan(bound) & ~torch.isnan(coef)
     if coef.dim() == 0 or not bool(within.all(-1).any()):
         return within
     radius = rounding.radius(coef.dtype, settings.operand_rtol, coef.shape)

@@ -53,18 +53,17 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     """
     a, d = x.parts[index]
     sign = torch.sign(a)
-    undetermined = torch.isnan(a) if may_hold_nan(a) else None
-    if undetermined is not None:  # torch.sign(NaN) is 0: keep undetermined entries undetermined
-        sign = torch.where(undetermined, math.nan, sign)
+    if may_hold_nan(a):  # torch.sign(NaN) is 0: keep undetermined entries undetermined
+        sign = torch.where(torch.isnan(a), math.nan, sign)
     if not 0 < d < math.inf:
         return sign
     rounding = x.rounding(d)
     if rounding is None:
         return torch.full_like(sign, math.nan)
     bound = _decision_bound(rounding, a.dtype, s)
-    unsure = ~(a.abs() > bound) & ~(bound <= 0)  # a NaN bound (a NaN magnitude) is unsure too
-    if undetermined is not None:
-        unsure &= ~undetermined
+    unsure = (a.abs() <= bound) & (bound > 0)
+    if may_hold_nan(bound):  # a NaN bound (0·∞ in a magnitude) certifies no sign of a number
+        unsure |= torch.isnan(bound) & ~torch.isnan(a)
     if not bool(unsure.any()):
         return sign
     if settles_exactly(rounding, s):

@@ -297,6 +297,17 @@ def test_the_highest_part_not_known_to_be_zero_leads(parts: Any, floor: float, d
         assert has_nan is False and final is None
 
 
+def test_a_nan_bound_proves_no_vector_nonzero() -> None:
+    """A magnitude with 0·∞ in it gives a NaN bound: the element may be anything within it, so a
+    vector whose other elements are within their bounds of zero is undetermined, not read as 5."""
+    coef = torch.tensor([[1e-20, 5.0], [1.0, 2.0]], dtype=torch.float64)
+    magnitude = torch.tensor([[1e15, math.nan], [1.0, 1.0]], dtype=torch.float64)
+    term = Term(((coef, 1.0),), roundings=(Rounding(1.0, lambda: magnitude, 1),))
+    value, degree, has_nan, _, _ = _normalized(term, 0, Settings(), vectors=True)
+    assert degree == 1.0 and has_nan
+    assert torch.isnan(value[0]).all() and value[1].tolist() == [1.0, 2.0]
+
+
 def test_a_part_zero_at_every_tracked_order_needs_more_orders() -> None:
     term = Term(((torch.zeros(2, 2, dtype=F64), 2.0),), floor=0.0)
     with pytest.raises(NeedsOrders) as caught:

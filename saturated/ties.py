@@ -139,19 +139,26 @@ def _first_place(undetermined: Tensor) -> str:
     return f"batch entry {place[0]}, query position {place[-2]} (output element {place})"
 
 
+# The mean tie-set size from which tied rows are grouped by (batch entry, tie set) before their
+# values are compared: grouping sorts the rows, which costs more than it saves on small sets.
+_GROUPED_FROM = 4
+
+
 def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, product: Term,
                          tol: float) -> tuple[Tensor | None, float]:
     """:func:`_disagreement` for ``weights @ values``: moving the weight of row i from its first
-    tied position to position j changes the product's row by values[j] − values[first]. Tied rows
-    of one batch entry with the same tie set (every padded query of a sequence) are checked once."""
+    tied position to position j changes the product's row by values[j] − values[first]. Where tie
+    sets are large, rows of one batch entry with the same tie set (every padded query of a
+    sequence, when its scores all tie) are compared once."""
     rows = torch.nonzero(count.squeeze(-1) > 1, as_tuple=True)  # batch indices, then the row
-    batch_keys = [index.unsqueeze(-1) for index in rows[:-1]]
-    keys = torch.cat([*batch_keys, candidates[rows].long()], -1)
-    keys, inverse = torch.unique(keys, dim=0, return_inverse=True)
-    members = keys[:, len(batch_keys):].bool()
-    pair, place = torch.nonzero(members, as_tuple=True)  # every (distinct tied row, member position)
+    members, batch_rows, inverse = candidates[rows], rows[:-1], None
+    if int(members.sum()) >= _GROUPED_FROM * members.shape[0] > 0:
+        keys = torch.cat([*(index.unsqueeze(-1) for index in batch_rows), members.long()], -1)
+        keys, inverse = torch.unique(keys, dim=0, return_inverse=True)
+        members, batch_rows = keys[:, len(batch_rows):].bool(), tuple(keys[:, :len(batch_rows)].T)
+    pair, place = torch.nonzero(members, as_tuple=True)  # every (tied row, member position)
     first = members.to(torch.uint8).argmax(-1)[pair]
-    batch = tuple(keys[pair, axis] for axis in range(len(batch_keys)))
+    batch = tuple(index[pair] for index in batch_rows)
     shape = (*candidates.shape[:-2], *values.shape[-2:])
     off = [_differ(coef.expand(shape)[(*batch, place)], coef.expand(shape)[(*batch, first)], tol)
            for coef, degree in values.parts if degree > product.floor]
@@ -161,7 +168,7 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     per_row = torch.zeros(members.shape[0], undetermined.shape[-1], dtype=torch.bool, device=off[0].device)
     per_row.index_put_((pair,), undetermined, accumulate=True)
     full = torch.zeros(product.shape, dtype=torch.bool, device=per_row.device)
-    full[rows] = per_row[inverse]
+    full[rows] = per_row if inverse is None else per_row[inverse]
     return full, floor
 
 

@@ -130,17 +130,21 @@ def test_contraction_check_agrees_between_matmul_and_einsum() -> None:
         contract(torch.matmul, weights, values, 1, None, mark=False)
 
 
-def test_contraction_checks_each_batch_entry_of_a_shared_tie_set() -> None:
-    # Rows 0 and 1 of both batch entries tie positions {0, 1} (as padded queries do, with one tie
-    # set per sequence). The values agree there in entry 0 and differ in column 1 of entry 1.
-    rows = [[True, True, False], [True, True, False], [False, False, True]]
+@pytest.mark.parametrize("size", [2, 5])
+def test_contraction_checks_each_batch_entry_of_a_shared_tie_set(size: int) -> None:
+    # Rows 0 and 1 of both batch entries tie the first ``size`` positions (as padded queries do,
+    # with one tie set per sequence; large sets are compared once per set). The values agree
+    # there in entry 0 and differ in column 1 of entry 1. Row 2 attends to the last position.
+    tied = [True] * size + [False]
+    rows = [tied, tied, [False] * size + [True]]
     candidates = torch.tensor([rows, rows])
     count = candidates.sum(-1, keepdim=True)
     weights = TiedWeights(((candidates / count, 0.0),), candidates=candidates, count=count, dim=2,
                           reason="tie")
-    values = Term(((torch.tensor([[[1.0, 5.0], [1.0, 5.0], [3.0, 4.0]],
-                                  [[2.0, 5.0], [2.0, 6.0], [3.0, 4.0]]]), 2.0),), 1.0)
-    out = contract(torch.matmul, weights, values, 1, None, mark=True)
+    values = torch.tensor([[1.0, 5.0]] * size + [[3.0, 4.0]]).repeat(2, 1, 1)
+    values[1, :size, 0] = 2.0
+    values[1, size - 1, 1] = 6.0
+    out = contract(torch.matmul, weights, Term(((values, 2.0),), 1.0), 1, None, mark=True)
     expected = torch.tensor([[[1.0, 5.0], [1.0, 5.0], [3.0, 4.0]],
                              [[2.0, math.nan], [2.0, math.nan], [3.0, 4.0]]])
     assert torch.equal(out.lead.nan_to_num(-1), expected.nan_to_num(-1))

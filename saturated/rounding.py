@@ -893,6 +893,11 @@ def exact_sign(rows: Tensor) -> list[int]:
     return signs
 
 
+# The mean number of candidates per tied row from which the exact step first looks for rows of
+# exact zeros: such rows tie every key, and the test costs one more product, wasted on near-ties.
+_ZERO_TESTED_FROM = 4
+
+
 def exact_maximal(candidates: Tensor, dim: int, rounding: Rounding) -> Tensor:
     """``candidates`` narrowed, in every row with more than one, to the positions whose exact
     value (from :attr:`Rounding.partials`) is the row's exact maximum; exact ties stay together.
@@ -908,7 +913,8 @@ def exact_maximal(candidates: Tensor, dim: int, rounding: Rounding) -> Tensor:
     if not len(tied):
         return candidates
     index = rounding.index().expand(candidates.shape).movedim(dim, -1).reshape(rows.shape)
-    if isinstance(rounding.partials, ZeroTested):  # a row of exact zeros is one exact tie
+    if isinstance(rounding.partials, ZeroTested) and int(rows[tied].sum()) >= _ZERO_TESTED_FROM * len(tied):
+        # A row of exact zeros (a zero query's scores) is one exact tie.
         zeros = rounding.partials.zeros(index[tied])
         tied = tied[(rows[tied] & ~zeros).any(-1)]
         if not len(tied):

@@ -8,9 +8,9 @@ positions whose embedding row is zero (Gemma's, Phi-3's): x·(mean(x²) + ε)^(�
 though at one order ε is below the floor and the power's base vanishes there.
 
 Such elements of the other factor are set to 0 before the product, bounds included, so that the
-product's rounding bound there is 0 (its magnitude |x|·|y| would be NaN, and a NaN bound reads as
-no error at all). The cheap tests (floors, one reduction for NaN) run first: a product with no
-exact zero facing a NaN costs what it did.
+product's rounding bound there is 0 (its magnitude |x|·|y| would be NaN, and a NaN bound leaves
+every decision that reads it unsure). The cheap tests (floors, one reduction for NaN) run first: a
+product with no exact zero facing a NaN costs what it did.
 """
 
 from __future__ import annotations

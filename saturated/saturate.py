@@ -32,9 +32,9 @@ from saturated.precision import FIRST_PRECISION, next_precision, precisions, run
 from saturated.radii import norm_below
 from saturated.rounding import Rounding, exact_sign, known_zeros
 from saturated.rules import Settings
-from saturated.rules.common import settles_exactly
+from saturated.rules.common import settles_exactly, within_bound
 from saturated.sources import WeightSource
-from saturated.terms import NeedsOrders, Term, may_hold_nan
+from saturated.terms import NeedsOrders, Term
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]
 
@@ -168,7 +168,7 @@ def _zero_test(coef: torch.Tensor, rounding: Rounding, settings: Settings
     """
     if coef.dim():
         cheap = rounding.bound(coef.dtype, settings.operand_rtol, carried=True, cheap=True)
-        maybe = (coef.abs() <= 2 * cheap) | (cheap.isnan() & ~coef.isnan())
+        maybe = within_bound(coef, 2 * cheap)
         if not bool(maybe.all(-1).any()):
             return cheap, maybe
     bound = rounding.bound(coef.dtype, settings.operand_rtol, carried=True)
@@ -180,9 +180,7 @@ def _within(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, setting
     vectors along the last dimension whose norm exceeds their error's ℓ2 radius, which are
     nonzero whatever their elements' bounds say (:meth:`Rounding.radius`; a carried error that
     grew along a chain of linear layers is far tighter as a radius than element by element)."""
-    within = coef.abs() <= bound
-    if may_hold_nan(bound):  # a NaN bound proves no number nonzero (NaN coefficients are undetermined)
-        within |= torch.isnan(bound) & ~torch.isnan(coef)
+    within = within_bound(coef, bound)
     if coef.dim() == 0 or not bool(within.all(-1).any()):
         return within
     radius = rounding.radius(coef.dtype, settings.operand_rtol, coef.shape)

@@ -15,7 +15,7 @@ from saturated.rounding import Rounding, exact_maximal, exact_sign
 from saturated.rules.registry import Settings
 from saturated.terms import NeedsOrders, Term, lift, may_hold_nan, scale
 
-__all__ = ["maximal", "part_sign", "settles_exactly"]
+__all__ = ["maximal", "part_sign", "settles_exactly", "within_bound"]
 
 
 def _term(value: Any, s: Settings) -> Term:
@@ -42,6 +42,20 @@ def settles_exactly(rounding: Rounding, s: Settings) -> bool:
             and not (s.carried and rounding.carried is not None))
 
 
+def within_bound(a: Tensor, bound: Tensor) -> Tensor:
+    """Where |a| ≤ ``bound``: rounding may hide a's sign, or a zero. A NaN bound (0·∞ in a
+    magnitude) reaches every number; a NaN coefficient is within none (it is undetermined, which
+    its own NaN says).
+
+    >>> within_bound(torch.tensor([1.0, 5.0, math.nan]), torch.tensor([2.0, math.nan, 1.0])).tolist()
+    [True, True, False]
+    """
+    within = a.abs() <= bound
+    if may_hold_nan(bound):
+        within |= torch.isnan(bound) & ~torch.isnan(a)
+    return within
+
+
 def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     """The sign of each element of part ``index`` of ``x``, certified against rounding.
 
@@ -61,9 +75,7 @@ def part_sign(x: Term, index: int, s: Settings) -> Tensor:
     if rounding is None:
         return torch.full_like(sign, math.nan)
     bound = _decision_bound(rounding, a.dtype, s)
-    unsure = (a.abs() <= bound) & (bound > 0)
-    if may_hold_nan(bound):  # a NaN bound (0·∞ in a magnitude) certifies no sign of a number
-        unsure |= torch.isnan(bound) & ~torch.isnan(a)
+    unsure = within_bound(a, bound) & (bound != 0)  # a bound of 0: the computed sign is exact
     if not bool(unsure.any()):
         return sign
     if settles_exactly(rounding, s):

@@ -633,8 +633,8 @@ class SaturatedModel:
         """Run the batch ``entries`` that float64 left undetermined again in ball arithmetic
         (:mod:`saturated.precision`), at rising precision up to ``settings.max_precision``, each
         level only on the entries the one before left undetermined. An entry's outputs in
-        ``pairs`` are replaced once a level determines it (and, at the last level, where that
-        level left fewer values undetermined than float64)."""
+        ``pairs`` are replaced once a level determines it; an entry that stops undetermined keeps
+        what either float64 or its last level determined (:func:`_keep_determined`)."""
         total = batch or 1
         levels: list[tuple[int, tuple[int, ...], float]] = []
         reasons: dict[int, tuple[str, ...]] = {}
@@ -681,10 +681,8 @@ class SaturatedModel:
             if bits == self.settings.max_precision:
                 rising = []
             stopping = [i for i in still if i not in rising]
-            better = [i for i in stopping
-                      if _nan_count(found, i, axes, len(left)) < _nan_count(pairs, left[i], axes, total)]
-            if better:
-                _merge(pairs, _subset(found, better, axes, len(left)), [left[i] for i in better], axes, total)
+            if stopping:
+                _keep_determined(pairs, found, stopping, left, axes, total)
             if not rising:
                 break
             left = [left[i] for i in rising]
@@ -976,6 +974,61 @@ def _subset(found: list[Normalized], chosen: list[int], axes: list[tuple[int, ..
             raise _unplaced(len(out), None, count, value.shape, len(chosen))
         out.append((value.index_select(axis, index.to(value.device)), degree))
     return out
+
+
+def _keep_determined(pairs: list[Normalized], found: list[Normalized], stopping: list[int], left: list[int],
+                     axes: list[tuple[int, ...]], total: int) -> None:
+    """For batch entries a level of the refinement leaves undetermined for good (``stopping``,
+    indices into ``left``, the entries it ran on; ``found``, its outputs): keep, output by output,
+    every vector along the last dimension that either float64 (in ``pairs``, of ``total``
+    entries) or that level determined. Both are the same limit normalized by the same degree, so
+    where an output's two degrees agree its vectors are joined one by one: the level's where
+    float64's holds a NaN and its own none. Where they differ, the side with fewer NaN in the
+    entry's output is kept whole."""
+    count = len(left)
+    for i in stopping:
+        try:
+            part = _subset(found, [i], axes, count)
+        except SaturationError:  # no batch dimension to take the entry along: only a whole merge tells
+            if _nan_count(found, i, axes, count) < _nan_count(pairs, left[i], axes, total):
+                raise
+            continue
+        merged: list[Normalized] = []
+        for index, (whole, one) in enumerate(zip(pairs, part)):
+            if _joinable(whole, one, axes[index], total):
+                _join_vectors(pairs, index, one, left[i], axes[index], total)
+                merged.append((one[0], None))  # nothing more to merge
+            elif _nan_count([one], 0, [axes[index]], 1) < _nan_count([whole], left[i], [axes[index]], total):
+                merged.append(one)
+            else:
+                merged.append((one[0], None))
+        _merge(pairs, merged, [left[i]], axes, total)
+
+
+def _joinable(whole: Normalized, part: Normalized, candidates: tuple[int, ...], total: int) -> bool:
+    """Whether one entry's output ``part`` can be joined vector by vector into the batch's
+    ``whole``: both batched floating tensors of the same degree, the batch dimension not the last
+    (the vectors joined lie along it)."""
+    (value, degree), (one, one_degree) = whole, part
+    if not (_batched(value, degree) and _batched(one, one_degree)) or degree != one_degree:
+        return False
+    axis = _entry_axis(value.shape, candidates, total)
+    return axis is None or axis < value.dim() - 1
+
+
+def _join_vectors(pairs: list[Normalized], index: int, part: Normalized, entry: int,
+                  candidates: tuple[int, ...], total: int) -> None:
+    """Write into output ``index`` of ``pairs`` the vectors of one ``entry``'s output ``part`` that
+    are determined where the batch's hold a NaN (see :func:`_keep_determined`)."""
+    (value, degree), one = pairs[index], part[0]
+    axis = _entry_axis(value.shape, candidates, total)
+    rows = torch.tensor([entry], device=value.device)
+    current = value if axis is None else value.index_select(axis, rows)
+    if current.shape != one.shape:
+        return
+    take = torch.isnan(current).any(-1, keepdim=True) & ~torch.isnan(one).any(-1, keepdim=True)
+    if bool(take.any()):
+        pairs[index] = (_put(value, torch.where(take, one.to(value.dtype), current), axis, rows), degree)
 
 
 def _nan_count(pairs: list[Normalized], entry: int, axes: list[tuple[int, ...]], count: int) -> int:

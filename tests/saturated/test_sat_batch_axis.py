@@ -25,6 +25,7 @@ from saturated.saturate import (
     _batch_size,
     _batched,
     _cast_inputs,
+    _keep_determined,
     _merge,
     _placement,
     _put,
@@ -327,3 +328,30 @@ def test_merge_refuses_an_output_without_a_batch_axis_by_its_index() -> None:
     assert str(caught.value).startswith("output 1 has no batch dimension to merge recomputed entries "
                                         "along (shape (2, 2) for 3 entries, shape (1, 2) for 1 of 3)")
     assert pairs[0][0][1].tolist() == [1.0, 1.0]  # output 0 was merged before
+
+
+def test_an_entry_left_undetermined_keeps_what_either_precision_determined() -> None:
+    """Batch of 3, tokens of 2 values; the ball level ran on entries 0 and 2 (``left``) and stops
+    with entry 2 (its index 1) undetermined. Output 0 (degrees agree): entry 2 keeps float64's
+    determined tokens and takes the level's where float64 had a NaN. Output 1 (degrees differ):
+    the side with fewer NaN in the entry is kept whole, the level's; output 2 likewise, float64's."""
+    nan = math.nan
+    whole = torch.tensor([[[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]],
+                          [[4.0, 4.0], [5.0, 5.0], [6.0, 6.0]],
+                          [[nan, nan], [nan, 7.0], [8.0, 8.0]]])  # entry 2: tokens 0, 1 undetermined
+    level = torch.tensor([[[1.5, 1.5], [2.5, 2.5], [3.5, 3.5]],
+                          [[9.0, 9.0], [nan, nan], [nan, 8.5]]])  # entry 2: only token 0 decided
+    fewer = level.clone()
+    fewer[1, 1:] = 9.5  # entry 2: every token decided
+    pairs = [(whole.clone(), 1.0), (whole.clone(), 1.0), (whole.clone(), 1.0), ("label", None)]
+    found = [(level, 1.0), (fewer, 2.0), (level, 2.0), ("other", None)]
+    _keep_determined(pairs, found, [1], [0, 2], [(0,), (0,), (0,), ()], 3)
+    expected_joined = whole.clone()
+    expected_joined[2, 0] = 9.0  # the level's; token 1 undetermined in both; token 2 float64's
+    torch.testing.assert_close(pairs[0][0], expected_joined, equal_nan=True, rtol=0, atol=0)
+    assert pairs[0][1] == 1.0
+    merged, degree = pairs[1]
+    assert degree == 2.0 and merged[2].tolist() == fewer[1].tolist()  # the level's entry, whole
+    torch.testing.assert_close(merged[:2], torch.zeros(2, 3, 2), rtol=0, atol=0)  # lower degree there: 0
+    torch.testing.assert_close(pairs[2][0], whole, equal_nan=True, rtol=0, atol=0)  # more NaN: float64's
+    assert pairs[2][1] == 1.0 and pairs[3] == ("label", None)

@@ -168,8 +168,11 @@ def _top_eigenvalue_estimate(symmetric: Tensor) -> float | None:
     if n <= 64:
         return float(torch.linalg.eigvalsh(symmetric)[-1])
     values = symmetric.cpu().numpy()
-    try:  # a fixed start vector: the same matrix gets the same bound
-        return float(eigsh(values, k=1, which="LA", v0=np.ones(n), tol=1e-10, return_eigenvectors=False)[0])
+    # A fixed start vector, so that the same matrix gets the same bound, and a generic one: a
+    # structured one (all ones) lies in the null space of a weight whose rows sum to zero.
+    start = np.random.default_rng(0).standard_normal(n)
+    try:
+        return float(eigsh(values, k=1, which="LA", v0=start, tol=1e-10, return_eigenvectors=False)[0])
     except (ArpackNoConvergence, ArpackError):
         return None
 

@@ -155,3 +155,25 @@ def test_the_schema_reader_builds_what_torchs_own_conversion_builds() -> None:
     ours = export_cache._SchemaReader()(schema.ExportedProgram, stored)
     assert ours == serialize._dict_to_dataclass(schema.ExportedProgram, stored)
     assert len(ours.graph_module.graph.nodes) == len(stored["graph_module"]["graph"]["nodes"]) > 10
+
+
+def test_a_read_graph_has_the_example_values_torchs_reader_builds(tmp_path: Path) -> None:
+    """The inner nodes' example values are built without the fake mode's dispatch: the same fake
+    tensors (type, shape, stride, dtype, device) as torch's own reader builds from the same file,
+    and the symbolic inputs' sizes as torch reads them."""
+    program = export_cache.export_model(_llama(0), (), {"input_ids": IDS}, dynamic=True)
+    path = tmp_path / "graph.pt2"
+    with export_cache._concrete_inner_values(program):
+        torch.export.save(program, path)
+    ours, torchs = export_cache._load(path), torch.export.load(path)
+    pairs = list(zip(ours.graph.nodes, torchs.graph.nodes, strict=True))
+    inner = 0
+    for mine, theirs in pairs:
+        value, expected = mine.meta.get("val"), theirs.meta.get("val")
+        assert type(value) is type(expected), mine.name
+        if isinstance(expected, torch.Tensor):
+            assert (str(value.shape), str(value.stride()), value.dtype, value.device) == \
+                (str(expected.shape), str(expected.stride()), expected.dtype, expected.device), mine.name
+            inner += all(isinstance(size, int) for size in expected.shape)
+    assert inner > 10
+    assert all(isinstance(value.shape[0], torch.SymInt) for value in _user_inputs(ours))

@@ -267,10 +267,11 @@ def _load(path: Path) -> torch.export.ExportedProgram:
         known = all(hasattr(serialize, name) for name in
                     ("_dict_to_dataclass", "_resolve_schema_cls", "_Union", "schema",
                      "_SERIALIZE_TO_TORCH_DTYPE", "deserialize_device", "GraphModuleDeserializer"))
-        reader = getattr(serialize, "GraphModuleDeserializer", None)
-        read = getattr(reader, "deserialize_tensor_meta", None)
-        if not known or read is None or serialize._dict_to_dataclass.__module__ != serialize.__name__:
+        if not known or serialize._dict_to_dataclass.__module__ != serialize.__name__ \
+                or not hasattr(serialize.GraphModuleDeserializer, "deserialize_tensor_meta"):
             return torch.export.load(path)
+        reader: Any = serialize.GraphModuleDeserializer
+        read = reader.deserialize_tensor_meta
         original = serialize._dict_to_dataclass
         serialize._dict_to_dataclass = _SchemaReader()
         reader.deserialize_tensor_meta = _concrete_meta(read)

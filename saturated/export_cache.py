@@ -249,10 +249,11 @@ def _concrete_meta(read: Any) -> Any:
     torch reads them."""
 
     def deserialize(self: Any, tensor_meta: Any) -> Any:
+        stored = [*tensor_meta.sizes, *tensor_meta.strides]
+        if not all(value.type == "as_int" for value in stored):  # read once, by torch
+            return read(self, tensor_meta)
         sizes = [self.deserialize_sym_int(size) for size in tensor_meta.sizes]
         strides = [self.deserialize_sym_int(stride) for stride in tensor_meta.strides]
-        if not all(type(value) is int for value in sizes + strides):
-            return read(self, tensor_meta)
         meta = torch.empty_strided(sizes, strides, device="meta", requires_grad=tensor_meta.requires_grad,
                                    dtype=serialize._SERIALIZE_TO_TORCH_DTYPE[tensor_meta.dtype])
         return FakeTensor(self.fake_tensor_mode, meta, serialize.deserialize_device(tensor_meta.device))

@@ -993,15 +993,12 @@ def _keep_determined(pairs: list[Normalized], found: list[Normalized], stopping:
             if _nan_count(found, i, axes, count) < _nan_count(pairs, left[i], axes, total):
                 raise
             continue
-        merged: list[Normalized] = []
+        merged: list[Normalized] = [(value, None) for value, _ in part]  # a degree of None: not merged
         for index, (whole, one) in enumerate(zip(pairs, part)):
             if _joinable(whole, one, axes[index], total):
                 _join_vectors(pairs, index, one, left[i], axes[index], total)
-                merged.append((one[0], None))  # nothing more to merge
             elif _nan_count([one], 0, [axes[index]], 1) < _nan_count([whole], left[i], [axes[index]], total):
-                merged.append(one)
-            else:
-                merged.append((one[0], None))
+                merged[index] = one
         _merge(pairs, merged, [left[i]], axes, total)
 
 

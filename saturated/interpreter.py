@@ -9,10 +9,11 @@ node, the op and the module it was traced in.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -278,6 +279,40 @@ def _dtype_swap(value: Any, swap: tuple[torch.dtype, torch.dtype] | None) -> Any
     return _map_dtypes(value, lambda dtype: swap[1] if dtype == swap[0] else dtype)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What an interpreter reads of its graph, for one choice of kept outputs and settings."""
+
+    needed: set[torch.fx.Node]
+    last_uses: dict[torch.fx.Node, list[torch.fx.Node]]
+    """Freed after each node: its values' last uses among the nodes that run, not among all."""
+    settled: set[torch.fx.Node]
+    """Carried errors computed as each of these runs, where they will be read: a bound left to the
+    outputs' zero test would keep every operand it reads alive to the end."""
+    gathered: set[torch.fx.Node]
+    names_dtype: set[torch.fx.Node]
+    """dtype arguments are constants of the graph: the nodes that name one."""
+    total: int
+
+
+# Per graph, by kept outputs and what of the settings the plan reads: a limit call runs the same
+# graph every time, and reading it costs about a twentieth of a small model's call.
+_PLANS: weakref.WeakKeyDictionary[torch.fx.Graph, dict[Any, _Plan]] = weakref.WeakKeyDictionary()
+
+
+def _plan(graph: torch.fx.Graph, keep: Sequence[bool] | None, settings: Any) -> _Plan:
+    read = (settings.carried, settings.orders) if isinstance(settings, Settings) else None
+    key = (None if keep is None else tuple(keep), read)
+    plans = _PLANS.setdefault(graph, {})
+    if key not in plans:
+        needed = _needed(graph, keep)
+        plans[key] = _Plan(needed, _last_uses(graph, needed), _carried_read(graph, needed, keep, settings),
+                           _gathered_for_products(graph),
+                           {node for node in needed if _names_dtype((node.args, node.kwargs))},
+                           sum(node.op != "placeholder" for node in needed))
+    return plans[key]
+
+
 class LimitInterpreter(torch.fx.Interpreter):
     """A ``torch.fx.Interpreter`` whose values are expansions in c: each node gets its op's limit rule.
 
@@ -314,19 +349,16 @@ class LimitInterpreter(torch.fx.Interpreter):
         self.keep = keep
         self.rules = RULES if rules is None else rules
         self.tie_aware = TIE_AWARE if tie_aware is None else tie_aware
-        self.needed = _needed(self.graph, keep)
-        # Free each value after its last use among the nodes that run, not among all nodes.
-        self.user_to_last_uses = _last_uses(self.graph, self.needed)
-        # Carried errors are computed as each node runs, where they will be read: a bound left
-        # to the outputs' zero test would keep every operand it reads alive to the end.
-        self.settled = _carried_read(self.graph, self.needed, keep, settings)
-        self.gathered = _gathered_for_products(self.graph)
-        # dtype arguments are constants of the graph: find the nodes that name one once
-        self.names_dtype = {node for node in self.needed if _names_dtype((node.args, node.kwargs))}
+        plan = _plan(self.graph, keep, settings)
+        self.needed = plan.needed
+        self.user_to_last_uses = plan.last_uses
+        self.settled = plan.settled
+        self.gathered = plan.gathered
+        self.names_dtype = plan.names_dtype
         self.node: torch.fx.Node | None = None
         """The node being run (named in error messages)."""
         self._listener = _NODE_LISTENER.get()
-        self._started, self._total = 0, sum(node.op != "placeholder" for node in self.needed)
+        self._started, self._total = 0, plan.total
 
     def run_node(self, n: torch.fx.Node) -> Any:
         if n.op == "placeholder":

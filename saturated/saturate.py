@@ -726,8 +726,11 @@ class SaturatedModel:
         one order in float64), and later calls skip it (:meth:`_run` refuses it at once). The next
         level decides whatever it would have; only the last bits of the values (computed in
         float64, or with more orders, and rounded back) may differ."""
-        if not last and count >= _WHOLESALE:
-            self._graphs.whole_failures.add((self._call_key(args, kwargs), dtype, orders))
+        if last or count < _WHOLESALE:
+            return
+        failure = (self._call_key(args, kwargs), dtype, orders)
+        if failure not in self._graphs.whole_failures:  # else refused as known: not stored again
+            self._graphs.whole_failures.add(failure)
             stored = self._stored_call(args, kwargs)
             if stored is not None:
                 store_failed_level(*stored, str(dtype), orders)

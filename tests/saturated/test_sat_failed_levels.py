@@ -100,3 +100,16 @@ def test_without_a_cache_directory_nothing_is_stored(runs: list[torch.dtype], tm
     runs.clear()
     SaturatedModel(TwoHeads(), Settings())(X)
     assert runs == [torch.float32, torch.float64] and not list(tmp_path.iterdir())
+
+
+def test_a_level_known_to_fail_is_stored_once(runs: list[torch.dtype],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    stored: list[tuple[object, ...]] = []
+    store = SATURATE.store_failed_level
+    monkeypatch.setattr(SATURATE, "store_failed_level", lambda *level: (stored.append(level), store(*level)))
+    model = SaturatedModel(TwoHeads(), Settings())
+    first = model(X)
+    again = model(X)  # float32 refused at once: known in memory, nothing new to store
+    assert len(stored) == 1 and stored[0][2:] == ("torch.float32", 1)
+    assert runs == [torch.float32, torch.float64, torch.float64]
+    assert torch.equal(again.value["flag"], first.value["flag"])

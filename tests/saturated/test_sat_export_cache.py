@@ -4,6 +4,7 @@ configuration), without their weights, and made again from a file that cannot be
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 
@@ -177,3 +178,26 @@ def test_a_read_graph_has_the_example_values_torchs_reader_builds(tmp_path: Path
             inner += all(isinstance(size, int) for size in expected.shape)
     assert inner > 10
     assert all(isinstance(value.shape[0], torch.SymInt) for value in _user_inputs(ours))
+
+
+
+def test_a_graph_is_saved_as_torch_saves_it_without_its_canonical_form(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes of ``torch.export.save``, with the canonical form torch computes and drops left
+    out; torch's function is back in place afterwards."""
+    program = export_cache._without_weights(
+        export_cache.export_model(_llama(0, layers=2), (), {"input_ids": IDS}, dynamic=True))
+    canonical = serialize.canonicalize
+    formed: list[object] = []
+
+    def counted(*args: object) -> object:
+        formed.append(args)
+        return canonical(*args)
+
+    monkeypatch.setattr(serialize, "canonicalize", counted)
+    theirs, ours = io.BytesIO(), io.BytesIO()
+    torch.export.save(program, theirs)
+    assert len(formed) == 1
+    export_cache._save(program, ours)
+    assert len(formed) == 1 and ours.getvalue() == theirs.getvalue()
+    assert serialize.canonicalize is counted

@@ -48,7 +48,7 @@ from saturated.radii import (
     summed,
     total,
 )
-from saturated.stored_norms import stored_spectral_norm_bound
+from saturated.stored_norms import cast_dtype, stored_spectral_norm_bound
 
 __all__ = ["Einsum", "Rounding", "ZeroTested", "exact_maximal", "exact_sign", "gamma", "known_zeros",
            "product_rounding", "relative_bound", "smallest_subnormal", "tensor_norms", "tensor_spectral_norm",
@@ -685,8 +685,9 @@ def tensor_spectral_norm(tensor: Tensor, dtype: torch.dtype) -> Callable[[], flo
     def spectral() -> float:
         if tensor.dim() != 2:
             return math.inf
-        return _per_version(tensor, (dtype,),
-                            lambda: stored_spectral_norm_bound(tensor.detach(), dtype=dtype))
+        bounded = cast_dtype(tensor.dtype, dtype)
+        return _per_version(tensor, (bounded,),
+                            lambda: stored_spectral_norm_bound(tensor.detach(), dtype=bounded))
 
     return spectral
 

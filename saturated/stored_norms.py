@@ -33,7 +33,18 @@ import saturated.spectral
 from saturated.export_cache import _write, cache_dir
 from saturated.spectral import spectral_norm_bound
 
-__all__ = ["stored_spectral_norm_bound"]
+__all__ = ["cast_dtype", "stored_spectral_norm_bound"]
+
+
+def cast_dtype(source: torch.dtype, target: torch.dtype | None) -> torch.dtype:
+    """The dtype a bound of a ``source`` tensor cast to ``target`` is computed in: ``source`` itself
+    where the cast changes no value (None, or a wider dtype: float32 to float64), so that the
+    bound is computed and kept once.
+
+    >>> cast_dtype(torch.float32, torch.float64), cast_dtype(torch.float32, torch.float16)
+    (torch.float32, torch.float16)
+    """
+    return source if target is None or torch.promote_types(source, target) == target else target
 
 
 @cache
@@ -62,14 +73,15 @@ def _read(path: Path) -> float | None:
 
 def stored_spectral_norm_bound(matrix: Tensor, depth: int = 4, dtype: torch.dtype | None = None) -> float:
     """:func:`~saturated.spectral.spectral_norm_bound` of ``matrix`` cast to ``dtype`` (default:
-    its own), read from the cache directory when it was computed before (in any process) and
-    stored there otherwise (computed every time with no cache directory). The key hashes
-    ``matrix`` itself: a read makes no cast copy.
+    its own; a wider ``dtype`` holds the same values, and shares the bound and its entry), read
+    from the cache directory when it was computed before (in any process) and stored there
+    otherwise (computed every time with no cache directory). The key hashes ``matrix`` itself: a
+    read makes no cast copy.
 
     >>> stored_spectral_norm_bound(torch.eye(3)) == stored_spectral_norm_bound(torch.eye(3)) >= 1.0
     True
     """
-    dtype = matrix.dtype if dtype is None else dtype
+    dtype = cast_dtype(matrix.dtype, dtype)
     root = cache_dir()
     if root is None or matrix.dim() != 2:
         return spectral_norm_bound(matrix.to(dtype), depth)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import saturated.stored_norms as stored
+from saturated.rounding import tensor_spectral_norm
 from saturated.spectral import spectral_norm_bound
 
 
@@ -68,7 +69,23 @@ def test_a_bound_in_another_dtype_is_keyed_by_the_models_own_tensor(
     wide = stored.stored_spectral_norm_bound(weight, dtype=torch.float64)
     assert wide == spectral_norm_bound(weight.double()) and len(made) == 1
     assert stored.stored_spectral_norm_bound(weight, dtype=torch.float64) == wide and len(made) == 1  # read
-    # the same values in their own dtype, and a float64 copy of them, are other entries
-    stored.stored_spectral_norm_bound(weight)
+    # float32 values are float64 values: the weight in its own dtype shares the entry
+    assert stored.stored_spectral_norm_bound(weight) == wide and len(made) == 1
+    # a narrower dtype rounds the values: their own bound and entry; a float64 copy has its own
+    half = stored.stored_spectral_norm_bound(weight, dtype=torch.float16)
+    assert half == spectral_norm_bound(weight.half()) and len(made) == 2
     stored.stored_spectral_norm_bound(weight.double())
     assert len(made) == 3 and len(list((root / "spectral").iterdir())) == 3
+
+
+def test_a_weight_read_in_float32_and_float64_gets_one_bound(computed: tuple[Path, list[torch.Size]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 weight's float64 copy holds its values: one bound serves both passes, with no cache
+    directory too (kept in memory per version of the weight)."""
+    _, made = computed
+    monkeypatch.setenv("NORMSAT_CACHE_DIR", "")
+    weight = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
+    narrow = tensor_spectral_norm(weight, torch.float32)()
+    assert tensor_spectral_norm(weight, torch.float64)() == narrow and len(made) == 1
+    assert tensor_spectral_norm(weight, torch.float16)() == spectral_norm_bound(weight.half())
+    assert len(made) == 2

@@ -115,8 +115,7 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
     ops = sum(1 for node in program.graph_module.graph.nodes if node.op == "call_function")
     context = Context(mask_threshold, bits, entries, escalate=escalate, ops=max(ops, 1),
                       loss=Loss(bits) if escalate and early else None)
-    makers = placeholder_values(program, tensors, user_inputs, None,
-                                lambda value: Lead(1.0, exact=value.detach().to(torch.float64)))
+    makers = placeholder_values(program, tensors, user_inputs, None, _grown)
     with working_precision(bits), torch.no_grad():
         try:
             interpreter = _BallInterpreter(program.graph_module, context, keep)
@@ -128,6 +127,15 @@ def run_balls(program: torch.export.ExportedProgram, tensors: Mapping[str, torch
         finally:
             products.forget()
     return BallPass(outputs, context.reasons)
+
+
+def _grown(value: torch.Tensor) -> Any:
+    """A parameter θ as c·θ: its values as the leading coefficients at degree 1, or, for a parameter
+    that is 0 everywhere (Gemma's norm scales γ in 1 + γ at initialization), the exact constant 0 it
+    is for every c, so that 1 + c·γ is 1 at degree 0 (as :func:`saturated.terms.make` drops the
+    fast path's zero lead there) and not a lead of 0 at degree 1 that no precision decides."""
+    value = value.detach()
+    return Lead(1.0, exact=value.to(torch.float64)) if bool(value.any()) else value
 
 
 def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | None] | None:

@@ -126,12 +126,13 @@ def test_a_deep_network_whose_float64_bounds_outgrow_its_values_is_decided():
     assert torch.allclose(out.value, direct, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("family", ["t5", "llama"])
+@pytest.mark.parametrize("family", ["t5", "llama", "gemma"])
 def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
     """Repeated tokens tie exactly at the leading order (T5's keys carry no position there; its
     position bias, one order below, splits them): the classes of identical sub-computations and
     the part below the lead decide what balls alone cannot, and the values agree with the fast
-    path's wherever both decide."""
+    path's wherever both decide. Gemma scales its norms by 1 + γ with γ initialized to 0: c·γ is
+    0 for every c, so the scale is 1 (as a growing lead of 0 no precision would decide anything)."""
     import transformers
     from torch.utils import _pytree as pytree
 
@@ -142,10 +143,16 @@ def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
         config = transformers.T5Config(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_layers=2,
                                        num_decoder_layers=2, vocab_size=50)
         model = transformers.T5Model._from_config(config, attn_implementation="eager").eval()
-    else:
+    elif family == "llama":
         config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2,
                                           num_key_value_heads=1, num_hidden_layers=2, vocab_size=50)
         model = transformers.LlamaModel._from_config(config, attn_implementation="eager").eval()
+    else:  # no padding row: a zero embedding row is a vector no precision gives a direction
+        config = transformers.GemmaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                                          num_key_value_heads=1, head_dim=16, num_hidden_layers=2,
+                                          vocab_size=50, pad_token_id=None)
+        model = transformers.GemmaModel._from_config(config, attn_implementation="eager").eval()
+        assert not any(bool(p.any()) for name, p in model.named_parameters() if "norm" in name)
     ids = torch.tensor([[5, 9, 5, 17, 9, 5, 30], [7, 7, 7, 8, 9, 0, 0]])
     mask = torch.ones_like(ids)
     mask[1, 5:] = 0

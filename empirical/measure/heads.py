@@ -498,7 +498,8 @@ def measure_heads(
     if not isinstance(thresholds, Thresholds):
         raise EmpiricalError(f"expected thresholds to be a Thresholds, got {type(thresholds).__name__}")
     settings = settings or Settings(ties="nan")
-    limit = limit or limit_model(model, settings)
+    # the attention weights alone: a hidden state the atlas does not read is not decided for it
+    limit = limit or limit_model(model, settings, outputs={"attentions"})
     grown = scaled_forward(model, PAPER_SCALE) if paper else None
     totals = _Totals()
     layers = heads = 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from saturated.errors import SaturationError
 from saturated.interpreter import LimitInterpreter, describe_node, placeholder_values
@@ -23,7 +24,15 @@ from saturated.precision import expansions, products
 from saturated.precision.balls import working_precision
 from saturated.precision.lead import Lead
 from saturated.precision.loss import Loss
-from saturated.precision.rules import BALL_RULES, PRODUCTS, Context, Escalate
+from saturated.precision.rules import (
+    BALL_RULES,
+    PRODUCTS,
+    TIED_PRODUCTS,
+    TIES_KEPT,
+    Context,
+    Escalate,
+    untied,
+)
 
 __all__ = ["BallPass", "run_balls"]
 
@@ -47,7 +56,18 @@ class _BallInterpreter(LimitInterpreter):
         self.context.depth = self.depths[node]
         if target not in BALL_RULES and any(isinstance(v, Lead) for v in _flat((args, kwargs))):
             raise SaturationError(f"no ball rule for op {target} at {describe_node(node)}")
+        if target not in TIES_KEPT:
+            args, kwargs = self._untied(target, args, kwargs)
         return super().call_function(target, args, kwargs)
+
+    def _untied(self, target: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+        """The arguments with tied hard-attention weights made undetermined where the op's rule
+        does not read them as such: everywhere but a product's first operand."""
+        def plain(value: Any) -> Any:
+            return untied(self.context, value) if isinstance(value, Lead) else value
+
+        kept = args[:1] if target in TIED_PRODUCTS and args else ()
+        return (*kept, *pytree.tree_map(plain, tuple(args[len(kept):]))), pytree.tree_map(plain, kwargs)
 
     def output(self, target: Any, args: Any, kwargs: Any) -> list[Any]:
         return list(args[0])
@@ -146,6 +166,8 @@ def _normalized(out: Any, index: int, context: Context) -> tuple[Any, float | No
         return None
     if not isinstance(out, Lead):
         return out, (0.0 if isinstance(out, torch.Tensor) else None)
+    context.where = lambda: f"output {index}"
+    out = untied(context, out)  # attention weights as an output: a tied row's split is not known
     if out.infinite is not None and bool(out.infinite.any()):
         raise SaturationError(f"output {index} holds a masking constant (±∞ in the limit)")
     coefficients = out.operand(context.bits)

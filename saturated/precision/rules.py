@@ -235,7 +235,7 @@ def _moved(target: Any, x: Lead, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
     infinite = None if x.infinite is None else on(x.infinite.expand(x.shape))
     lower = None if x.lower is None else _moved(target, _expanded(x.lower, x.shape), args, kwargs)
-    if x.exact is not None and x.lead_ids is None:
+    if x.exact is not None and x.lead_ids is None and x.ties is None and x.zeros is None:
         moved = on(x.exact)
         return _wrap(moved, infinite, lower, lambda t: Lead(x.degree, exact=t))
     positions = on(torch.arange(math.prod(x.shape)).reshape(x.shape))
@@ -245,12 +245,16 @@ def _moved(target: Any, x: Lead, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     ids = None if x.classes is None else x.classes.reshape(-1)
     leads = None if x.lead_ids is None else x.lead_ids.reshape(-1)
     above = None if x.above is None else np.broadcast_to(x.above, x.shape).reshape(-1)
+    # hard-attention weights keep what they say of themselves as their elements move
+    ties = None if x.ties is None else np.broadcast_to(x.ties, x.shape).reshape(-1)
+    zeros = None if x.zeros is None else np.broadcast_to(x.zeros, x.shape).reshape(-1)
 
     def make(t: Tensor) -> Lead:
         at = t.numpy()
         return Lead(x.degree, array=None if flat is None else flat[at],
                     split=None if terms is None else terms[:, at], ids=None if ids is None else ids[at],
-                    lead_ids=None if leads is None else leads[at], above=None if above is None else above[at])
+                    lead_ids=None if leads is None else leads[at], above=None if above is None else above[at],
+                    zeros=None if zeros is None else zeros[at], ties=None if ties is None else ties[at])
     return _wrap(positions, infinite, lower, make)
 
 
@@ -285,6 +289,19 @@ def _wrap(moved: Any, infinite: Any, lower: Any, make: Callable[[Tensor], Lead])
     return parts
 
 
+def untied(ctx: Context, x: Lead) -> Lead:
+    """``x`` with the weights of tied hard-attention rows undetermined (see
+    :attr:`~saturated.precision.lead.Lead.ties`): their even split stands for a split no tracked
+    order decides, which only a product with values equal at the tied positions may read. No
+    precision decides it (final)."""
+    if x.ties is None:
+        return x
+    tied = np.broadcast_to(x.ties, x.shape)
+    if tied.any():
+        ctx.undecided(tied, f"{_UNTRACKED}, read other than as a product's weights", final=True)
+    return Lead(x.degree, split=_undetermined_where(x.operand(ctx.bits), tied), infinite=x.infinite)
+
+
 _MOVES = (aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.transpose.int,
           aten.t.default, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim,
           aten.squeeze.dims, aten.squeeze.default, aten.expand.default, aten.slice.Tensor,
@@ -306,6 +323,9 @@ def _move_rule(target: Any) -> Rule:
 
 for _target in _MOVES:
     BALL_RULES[_target] = _move_rule(_target)
+TIES_KEPT = frozenset({aten.dropout.default, *_MOVES, *_CASTS})
+"""Ops whose rules keep tied weights' marks (and products, whose first operand may be tied
+weights): any other op reads such weights :func:`untied`."""
 
 
 @_rule(aten.sym_size.int)
@@ -548,7 +568,11 @@ def _divided(values: np.ndarray, count: float, bits: int) -> np.ndarray:
     return ex.multiply(values, split(np.array(ONE / flint.arb(count), dtype=object), bits), bits)
 
 
-@_rule(aten.matmul.default, aten.mm.default, aten.bmm.default)
+TIED_PRODUCTS = frozenset({aten.matmul.default, aten.mm.default, aten.bmm.default})
+"""The products whose rule reads tied hard-attention weights as its first operand."""
+
+
+@_rule(*TIED_PRODUCTS)
 def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
     """Degrees add (Table 1, Linear / Product). The product stays split into float64 terms
     until an op needs it as balls (a weight matrix is never made balls at all)."""

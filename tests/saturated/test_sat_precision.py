@@ -191,3 +191,62 @@ def test_a_pass_below_the_cap_is_given_up_once_every_entry_needs_more_precision(
     at_cap = Context(mask_threshold=1e9, bits=128, entries=2)
     at_cap.undecided(np.array([[True], [True]]), "a sign")
     assert at_cap.rising == {0, 1}
+
+
+def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_split():
+    """A hard-attention row tied at the leading order, in a way no order the balls track decides,
+    holds an even split that only a product with values equal at the tied positions may read.
+    As an output (the attention weights themselves) it is undetermined: on pretrained MiniLM's
+    fourth layer, float64's more orders decide such rows one-hot, and the balls must not say
+    otherwise."""
+    from torch.utils import _pytree as pytree
+
+    from empirical.models.loading import load_model
+    from saturated.precision import run_balls
+
+    model, tokenizer = load_model("minilm", num_layers=4)
+    enc = tokenizer(["Get useful information from live Python objects."], return_tensors="pt")
+    batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+             "output_attentions": True, "return_dict": True}
+    limit = SaturatedModel(model, Settings(ties="nan", max_precision=0), {"attentions"}, "nan")
+    fast = limit(**batch).value.attentions
+    program = limit.program(**batch)
+    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
+    inputs = [leaf for leaf in pytree.tree_leaves(batch) if isinstance(leaf, torch.Tensor)]
+    balls = run_balls(program, tensors, inputs, mask_threshold=1e9, bits=128, entries=1,
+                      keep=limit._keep(program))
+    found = [out[0] for out in balls.outputs if out is not None and isinstance(out[0], torch.Tensor)]
+    assert len(found) == len(fast) == 4
+    undetermined = 0
+    for ours, theirs in zip(found, fast):
+        assert not torch.isnan(theirs).any()  # float64 decides every row here
+        open_rows = torch.isnan(ours).any(-1)
+        undetermined += int(open_rows.sum())
+        assert torch.allclose(ours[~open_rows].float(), theirs[~open_rows], rtol=0, atol=1e-6)
+    assert undetermined > 0
+    assert all("untracked orders split, read other than as a product's weights" in why and open_ == frozenset()
+               for _, why, open_ in balls.reasons)
+
+
+def test_tied_weights_keep_their_marks_as_they_move_and_lose_their_split_elsewhere():
+    """Moves carry a tied row's marks with its elements (a transposed row is still tied where it
+    was); any op that does not read tied weights as a product's weights sees them undetermined,
+    each such element a final decision."""
+    from saturated.precision.lead import Lead
+    from saturated.precision.rules import BALL_RULES, Context, untied
+
+    aten = torch.ops.aten
+    weights = torch.tensor([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    ties = np.array([[True, True, False], [False, False, False]])
+    tied = Lead(0.0, exact=weights, ties=ties, zeros=weights.numpy() == 0)
+    context = Context(mask_threshold=1e9, bits=128, entries=2)
+    with working_precision(128):
+        moved = BALL_RULES[aten.transpose.int](context, tied, 0, 1)
+        assert moved.ties is not None and (moved.ties == ties.T).all()
+        assert moved.zeros is not None and (moved.zeros == (weights.numpy() == 0).T).all()
+        plain = untied(context, tied)
+        values = plain.operand(128)
+    assert plain.ties is None
+    assert np.isnan(values[-1][0, :2]).all() and not np.isnan(values[-1][0, 2])
+    assert not np.isnan(values[-1][1]).any()
+    assert [(scope, open_) for scope, _, open_ in context.reasons] == [(frozenset({0}), frozenset())]

@@ -224,8 +224,8 @@ def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_s
         undetermined += int(open_rows.sum())
         assert torch.allclose(ours[~open_rows].float(), theirs[~open_rows], rtol=0, atol=1e-6)
     assert undetermined > 0
-    assert all("untracked orders split, read other than as a product's weights" in why and open_ == frozenset()
-               for _, why, open_ in balls.reasons)
+    reason = "untracked orders split, read other than as a product's weights"
+    assert all(reason in why and open_ == frozenset() for _, why, open_ in balls.reasons)
 
 
 def test_tied_weights_keep_their_marks_as_they_move_and_lose_their_split_elsewhere():

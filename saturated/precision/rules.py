@@ -317,8 +317,26 @@ def _move_rule(target: Any) -> Rule:
             raise SaturationError(f"{target} of an exact value with a c-dependent argument has no ball rule")
         if any(isinstance(a, Lead) for a in (*args, *kwargs.values())):
             args = tuple(a.exact if isinstance(a, Lead) and a.exact is not None else a for a in args)
+        if x.ties is not None:
+            positions = target(torch.arange(math.prod(x.shape)).reshape(x.shape), *args, **kwargs)
+            if not _keeps_rows(positions, x.shape[-1] if x.shape else 1):
+                x = untied(ctx, x)  # a tie is a statement about whole rows, which this move breaks
         return _moved(target, x, args, kwargs)
     return rule
+
+
+def _keeps_rows(moved: Any, length: int) -> bool:
+    """Whether flat positions ``moved`` (a tensor, or the parts of a split) hold whole rows of
+    ``length`` elements along their last dimension, each in its order: tied hard-attention weights
+    that moved so are still rows of weights (a reshape of the leading dimensions, an expand)."""
+    parts = [moved] if isinstance(moved, Tensor) else list(moved)
+    for part in parts:
+        if part.dim() == 0 or part.shape[-1] != length:
+            return False
+        row, place = part // length, part % length
+        if not (bool((place == torch.arange(length)).all()) and bool((row == row[..., :1]).all())):
+            return False
+    return True
 
 
 for _target in _MOVES:

@@ -229,7 +229,7 @@ def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_s
 
 
 def test_tied_weights_keep_their_marks_as_they_move_and_lose_their_split_elsewhere():
-    """Moves carry a tied row's marks with its elements (a transposed row is still tied where it
+    """Moves carry a tied row's marks with its elements (a row moved whole is still tied where it
     was); any op that does not read tied weights as a product's weights sees them undetermined,
     each such element a final decision."""
     from saturated.precision.lead import Lead
@@ -241,12 +241,33 @@ def test_tied_weights_keep_their_marks_as_they_move_and_lose_their_split_elsewhe
     tied = Lead(0.0, exact=weights, ties=ties, zeros=weights.numpy() == 0)
     context = Context(mask_threshold=1e9, bits=128, entries=2)
     with working_precision(128):
-        moved = BALL_RULES[aten.transpose.int](context, tied, 0, 1)
-        assert moved.ties is not None and (moved.ties == ties.T).all()
-        assert moved.zeros is not None and (moved.zeros == (weights.numpy() == 0).T).all()
+        moved = BALL_RULES[aten.unsqueeze.default](context, tied, 0)
+        assert moved.ties is not None and (moved.ties == ties[None]).all()
+        assert moved.zeros is not None and (moved.zeros == (weights.numpy() == 0)[None]).all()
         plain = untied(context, tied)
         values = plain.operand(128)
     assert plain.ties is None
     assert np.isnan(values[-1][0, :2]).all() and not np.isnan(values[-1][0, 2])
     assert not np.isnan(values[-1][1]).any()
     assert [(scope, open_) for scope, _, open_ in context.reasons] == [(frozenset({0}), frozenset())]
+
+
+def test_a_move_that_breaks_the_rows_of_tied_weights_leaves_them_undetermined():
+    """A tie is a statement about a whole row of weights: moves that keep rows whole keep the
+    marks (a reshape of the leading dimensions), and one that breaks them (a transpose, a slice
+    along the row) makes the tied elements undetermined."""
+    from saturated.precision.lead import Lead
+    from saturated.precision.rules import BALL_RULES, Context
+
+    aten = torch.ops.aten
+    weights = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]]], dtype=torch.float64)
+    ties = np.array([[[True, True, False], [False, False, False]]])
+    context = Context(mask_threshold=1e9, bits=128, entries=1)
+    with working_precision(128):
+        kept = BALL_RULES[aten.view.default](context, Lead(0.0, exact=weights, ties=ties), [2, 3])
+        assert kept.ties is not None and (kept.ties == ties.reshape(2, 3)).all() and not context.reasons
+        broken = BALL_RULES[aten.transpose.int](context, Lead(0.0, exact=weights, ties=ties), 1, 2)
+        assert broken.ties is None
+        values = broken.operand(128)[-1]
+        assert np.isnan(values[0, :2, 0]).all() and not np.isnan(values[0, 2]).any()
+        assert len(context.reasons) == 1

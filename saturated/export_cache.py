@@ -288,8 +288,8 @@ def _load(path: Path) -> torch.export.ExportedProgram:
 def _save(program: torch.export.ExportedProgram, file: Any) -> None:
     """``torch.export.save(program, file)`` without the check that the serialized program has a
     canonical form: torch computes that form (a deep copy of the whole serialized graph, its nodes
-    sorted and renamed) and drops it, and it was two thirds of a save (0.9 s of T5's 1.4 s). The
-    bytes written are the same."""
+    sorted and renamed) and drops it: T5's save took 1.22 s with it, 0.33 s without. The bytes
+    written are the same."""
     with _PATCHING:
         check = getattr(serialize, "canonicalize", None)
         if check is None:

@@ -99,9 +99,7 @@ def tie_set(scores: Tensor, dim: int = -1, mask: Tensor | None = None,
         high_side, low_side = scores - block, scores + block
         top = (high_side if bound is None else scores_low - block).amax(dim=dim, keepdim=True)
     else:
-        low, high = ((torch.finfo(scores.dtype).min, torch.finfo(scores.dtype).max)
-                     if scores.dtype.is_floating_point else (-(2**62), 2**62))
-        high_side, low_side = torch.where(allowed, scores, low), torch.where(allowed, scores, high)
+        low = torch.finfo(scores.dtype).min if scores.dtype.is_floating_point else -(2**62)
         top = torch.where(allowed, scores if bound is None else scores_low, low).amax(dim=dim, keepdim=True)
     # A NaN allowed score makes top NaN, and every comparison with it false.
     threshold = top

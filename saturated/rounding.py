@@ -433,12 +433,20 @@ def _plus_subnormal(values: Tensor, tiny: float) -> Tensor:
     >>> big = torch.tensor([0.0, 5e-324, 1e-310, 1e-300, 1.0, 1e300, math.inf, math.nan], dtype=torch.float64)
     >>> torch.equal(_plus_subnormal(big, 3e-323).nan_to_num(), (big + 3e-323).nan_to_num())
     True
+    >>> small = torch.tensor([0.0, 1e-310, 1.0, math.nan], dtype=torch.float64)  # NaN, none too large
+    >>> torch.equal(_plus_subnormal(small, 3e-323).nan_to_num(), (small + 3e-323).nan_to_num())
+    True
     """
     info = torch.finfo(values.dtype)
     scaled = (values * (1 / info.eps)).add_(tiny / info.eps).mul_(info.eps)
     limit = info.max * info.eps
-    if values.numel() and bool(values.max() < limit):  # the usual case: one pass, not two
+    if not values.numel():
         return scaled
+    largest = values.max()
+    # The usual case: one pass, not two. A NaN (an undetermined element's bound) hides the
+    # largest of the others from max(): a comparison finds whether one is too large to scale.
+    if bool(largest < limit) or (bool(largest.isnan()) and not bool((values >= limit).any())):
+        return scaled  # NaN stays NaN either way
     return torch.where(values < limit, scaled, values)
 
 

@@ -34,6 +34,7 @@ from saturated.rounding import Rounding, exact_sign, known_zeros
 from saturated.rules import Settings
 from saturated.rules.common import settles_exactly, within_bound
 from saturated.sources import WeightSource
+from saturated.spectral import largest_magnitude
 from saturated.terms import NeedsOrders, Term
 
 __all__ = ["SaturatedModel", "SaturatedOutput", "saturate"]
@@ -66,11 +67,6 @@ class SaturatedOutput:
 
 
 Normalized = tuple[Any, "float | None"]
-
-
-def _largest(coef: torch.Tensor) -> float:
-    """max |coef| in one pass (``aminmax``): 0 if all zero, ∞ on overflow, NaN if any entry is NaN."""
-    return max(abs(float(bound)) for bound in torch.aminmax(coef)) if coef.numel() else 0.0
 
 
 class _WithinRounding(NeedsOrders):
@@ -116,10 +112,10 @@ def _normalized(term: Term, index: int, settings: Settings, vectors: bool = Fals
     more orders, and one whose every undetermined value is a zero vector not with more precision.
     """
     for coef, degree in term.parts:
-        size = _largest(coef)
+        size = largest_magnitude(coef)
         has_nan = math.isnan(size)
         if has_nan:  # look past the NaN (undetermined elements) for the others' size, or an overflow
-            size = _largest(coef.nan_to_num(0.0, math.inf, -math.inf))
+            size = largest_magnitude(coef.nan_to_num(0.0, math.inf, -math.inf))
         rounding = term.rounding(degree)
         # NaN in some elements leaves the others' zero test to do: their bound is still read.
         bound = within = None
@@ -555,7 +551,7 @@ class SaturatedModel:
             key = (name, p.data_ptr(), p._version)
             if key not in self._checked:
                 # one reduction, no mask the size of the weight (a fifteenth of isfinite's cost)
-                if p.is_floating_point() and not math.isfinite(_largest(p.detach())):
+                if p.is_floating_point() and not math.isfinite(largest_magnitude(p.detach())):
                     raise SaturationError(f"parameter '{name}' has non-finite entries; expected finite θ")
                 self._checked.add(key)
 

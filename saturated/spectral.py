@@ -44,10 +44,20 @@ import torch
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
 from torch import Tensor
 
-__all__ = ["spectral_norm_bound"]
+__all__ = ["largest_magnitude", "spectral_norm_bound"]
 
 _U = 2.0**-53  # float64's unit roundoff
 _ETA = 2.0**-1074  # float64's smallest subnormal: what a product or square may lose to underflow
+
+
+def largest_magnitude(values: Tensor) -> float:
+    """max |values| in one pass, with no copy (``aminmax``): 0 if all zero or empty, ∞ on
+    overflow, NaN if any entry is NaN.
+
+    >>> largest_magnitude(torch.tensor([-3.0, 2.0])), largest_magnitude(torch.tensor([1.0, math.nan]))
+    (3.0, nan)
+    """
+    return max(abs(float(bound)) for bound in torch.aminmax(values)) if values.numel() else 0.0
 
 
 def _up(x: float) -> float:
@@ -67,14 +77,15 @@ def _frobenius_squared(a: Tensor) -> float:
     (one rounding per square, N − 1 per sum), so Σ ≤ f/(1 − γ_N) ≤ f·(1 + 2γ_N) for γ_N ≤ 1/2,
     plus N·η for squares that underflow."""
     count = a.numel()
-    computed = float((a * a).sum())
+    flat = (a.T if a.dim() == 2 and not a.is_contiguous() else a).reshape(-1)  # a view where it can be
+    computed = float(torch.dot(flat, flat))  # any order, fused or not: the same γ_N
     return _up(_up(computed * _up(1 + 2 * _gamma_bound(count))) + count * _ETA)
 
 
-def _scaled_down(a: Tensor) -> tuple[Tensor, int, float]:
-    """(a·2⁻ᵉ, e, slack): a copy whose largest |entry| is in [1/2, 1), and a bound of the
-    Frobenius norm of what rounding took from a in scaling it (0 unless entries went subnormal)."""
-    largest = float(a.abs().max())
+def _scaled_down(a: Tensor, largest: float) -> tuple[Tensor, int, float]:
+    """(a·2⁻ᵉ, e, slack): a copy whose largest |entry| (``largest``, positive) is in [1/2, 1), and
+    a bound of the Frobenius norm of what rounding took from a in scaling it (0 unless entries
+    went subnormal)."""
     exponent = math.frexp(largest)[1]
     # two steps, so that 2^(−e) never overflows or underflows itself
     half = exponent // 2
@@ -95,12 +106,12 @@ def _bound(a: Tensor, depth: int, certify: bool = False) -> float:
     """An upper bound of ‖a‖₂ for a float64 matrix ``a`` with at least as many rows as columns:
     with ``certify``, from a Cholesky factorization where one succeeds (:func:`_certified_top`),
     otherwise from ``depth`` nested Gram products."""
-    largest = float(a.abs().max()) if a.numel() else 0.0
+    largest = largest_magnitude(a)
     if largest == 0.0:
         return 0.0
     if not math.isfinite(largest):
         return math.inf
-    scaled, exponent, slack = _scaled_down(a)
+    scaled, exponent, slack = _scaled_down(a, largest)
     frobenius_squared = _frobenius_squared(scaled)
     if depth == 0:
         inner = _up(math.sqrt(frobenius_squared))

@@ -13,6 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info
 
 import saturated.spectral as spectral
 from saturated.spectral import spectral_norm_bound
@@ -74,6 +75,28 @@ def test_the_certified_bound_is_within_parts_per_billion():
     for a in [torch.randn(*shape, generator=generator, dtype=torch.float64) for shape in shapes] + [centred]:
         exact = float(torch.linalg.matrix_norm(a, 2))
         assert exact * (1 - 1e-12) <= spectral_norm_bound(a) <= exact * (1 + 1e-8)
+
+
+def test_the_lanczos_step_leaves_the_blas_thread_pools_as_they_were(monkeypatch):
+    """One BLAS thread inside the estimate, and the caller's own setting again after it."""
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen: list[list[int]] = []
+    original = spectral.eigsh
+
+    def watched(*args, **kwargs):
+        seen.append(blas_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(spectral, "eigsh", watched)
+    a = torch.randn(200, 100, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    exact = float(torch.linalg.matrix_norm(a, 2))
+    assert exact <= spectral_norm_bound(a) <= exact * (1 + 1e-8)
+    assert seen and all(count == 1 for count in seen[0])
+    assert blas_threads() == before
 
 
 def _exact_residual_norm(shifted_exact: list[list[mpmath.mpf]], factor: np.ndarray) -> mpmath.mpf:

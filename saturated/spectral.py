@@ -195,8 +195,8 @@ def _top_eigenvalue_estimate(symmetric: Tensor) -> float | None:
 def _blas_threads() -> ThreadpoolController:
     """The BLAS thread pools loaded (scipy's and numpy's OpenBLAS). Lanczos runs with one thread:
     its matrix–vector products are too small to share, and the pools' threads, spinning after
-    them, slowed the torch products that follow (a 768 × 768 weight's bound: 128 → 61 ms; 1024 ×
-    1024: 188 → 146 ms; from 2048 on, the same either way)."""
+    them, slowed the torch products that follow (median of a weight's bound, 2 cores: 3072 × 768
+    194 → 123 ms, 1024 × 1024 184 → 109 ms, 2048 × 2048 969 → 880 ms)."""
     return ThreadpoolController()
 
 

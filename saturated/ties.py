@@ -153,9 +153,10 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     rows = torch.nonzero(count.squeeze(-1) > 1, as_tuple=True)  # batch indices, then the row
     members, batch_rows, inverse = candidates[rows], rows[:-1], None
     if int(members.sum()) >= _GROUPED_FROM * members.shape[0] > 0:
-        keys = torch.cat([*(index.unsqueeze(-1) for index in batch_rows), members.long()], -1)
-        keys, inverse = torch.unique(keys, dim=0, return_inverse=True)
-        members, batch_rows = keys[:, len(batch_rows):].bool(), tuple(keys[:, :len(batch_rows)].T)
+        inverse = _same_rows(batch_rows, candidates.shape[:-2], members)
+        first = torch.full((int(inverse.max()) + 1,), len(inverse), device=inverse.device).scatter_reduce_(
+            0, inverse, torch.arange(len(inverse), device=inverse.device), "amin")
+        members, batch_rows = members[first], tuple(index[first] for index in batch_rows)
     pair, place = torch.nonzero(members, as_tuple=True)  # every (tied row, member position)
     first = members.to(torch.uint8).argmax(-1)[pair]
     batch = tuple(index[pair] for index in batch_rows)
@@ -170,6 +171,30 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     full = torch.zeros(product.shape, dtype=torch.bool, device=per_row.device)
     full[rows] = per_row if inverse is None else per_row[inverse]
     return full, floor
+
+
+def _same_rows(batch_rows: tuple[Tensor, ...], batch_shape: torch.Size, members: Tensor) -> Tensor:
+    """For each tied row, the index of its group: rows of one batch entry with the same tie set.
+    A row's key is its flat batch index, then its tie set packed 62 positions to an integer; the
+    groups are found one key column at a time, each a 1-D ``torch.unique`` of (group so far,
+    rank in the column), both below the row count. ``torch.unique`` over whole rows costs about
+    5 ms whatever their length (Gemma's padded rows: about 7% of a call); this about 0.4 ms."""
+    flat = torch.zeros_like(members[:, 0], dtype=torch.long)
+    for index, size in zip(batch_rows, batch_shape):
+        flat = flat * size + index
+    width = _PACKED * -(-members.shape[-1] // _PACKED)
+    bits = torch.nn.functional.pad(members, (0, width - members.shape[-1])).reshape(len(members), -1, _PACKED)
+    words = (bits.long() << torch.arange(_PACKED, device=members.device)).sum(-1)
+    group = torch.unique(flat, return_inverse=True)[1]
+    for column in words.unbind(-1):
+        rank = torch.unique(column, return_inverse=True)[1]
+        group = torch.unique(group * len(members) + rank, return_inverse=True)[1]
+    return group
+
+
+# Positions per packed integer: below int64's 63 value bits, so a sum of distinct powers of two
+# is exact.
+_PACKED = 62
 
 
 def _differ(a: Tensor, b: Tensor, tol: float) -> Tensor:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from empirical.models.corpus import load_corpus
@@ -16,7 +18,7 @@ from saturated.errors import SaturationError
 from saturated.rules import Settings
 from saturated.saturate import saturate
 from saturated.terms import NeedsOrders, Term
-from saturated.ties import TiedWeights, contract
+from saturated.ties import TiedWeights, _same_rows, contract
 
 NEAR = 1 + 2.0**-23  # one float32 unit above 1: inside float32's rounding bound, far outside float64's
 
@@ -212,3 +214,26 @@ def test_bfloat16_model_gets_the_limit_of_its_own_parameters_in_float64() -> Non
         assert narrow.dtype == torch.bfloat16
         error = (narrow.double() - exact).abs().max() / exact.abs().max()
         assert error <= torch.finfo(torch.bfloat16).eps  # one unit of bfloat16 rounding
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 40), positions=st.sampled_from([1, 5, 61, 62, 63, 130]),
+       heads=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+def test_tied_rows_are_grouped_exactly_by_batch_entry_and_tie_set(rows, positions, heads, seed):
+    """Two tied rows share a group exactly when their batch indices and tie sets are equal (a
+    few sets, so that groups have several rows, differing in one position only, the last one
+    among them, so that a difference past the first packed integer is seen), whatever the
+    number of positions."""
+    generator = torch.Generator().manual_seed(seed)
+    sets = (torch.rand(1, positions, generator=generator) < 0.5).repeat(3, 1)
+    sets[1, torch.randint(0, positions, (1,), generator=generator)] ^= True
+    sets[2, -1] ^= True
+    members = sets[torch.randint(0, 3, (rows,), generator=generator)]
+    batch_rows = (torch.randint(0, 2, (rows,), generator=generator),
+                  torch.randint(0, heads, (rows,), generator=generator))
+    group = _same_rows(batch_rows, torch.Size([2, heads]), members)
+    keys = torch.cat([batch_rows[0].unsqueeze(-1), batch_rows[1].unsqueeze(-1), members.long()], -1)
+    expected = torch.unique(keys, dim=0, return_inverse=True)[1]
+    same = group.unsqueeze(0) == group.unsqueeze(1)
+    assert torch.equal(same, expected.unsqueeze(0) == expected.unsqueeze(1))
+    assert sorted(set(group.tolist())) == list(range(int(group.max()) + 1))

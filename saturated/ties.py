@@ -153,10 +153,8 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     rows = torch.nonzero(count.squeeze(-1) > 1, as_tuple=True)  # batch indices, then the row
     members, batch_rows, inverse = candidates[rows], rows[:-1], None
     if int(members.sum()) >= _GROUPED_FROM * members.shape[0] > 0:
-        inverse = _same_rows(batch_rows, candidates.shape[:-2], members)
-        first = torch.full((int(inverse.max()) + 1,), len(inverse), device=inverse.device).scatter_reduce_(
-            0, inverse, torch.arange(len(inverse), device=inverse.device), "amin")
-        members, batch_rows = members[first], tuple(index[first] for index in batch_rows)
+        inverse, kept = _same_rows(batch_rows, candidates.shape[:-2], members)
+        members, batch_rows = members[kept], tuple(index[kept] for index in batch_rows)
     pair, place = torch.nonzero(members, as_tuple=True)  # every (tied row, member position)
     first = members.to(torch.uint8).argmax(-1)[pair]
     batch = tuple(index[pair] for index in batch_rows)
@@ -173,11 +171,13 @@ def _matmul_disagreement(candidates: Tensor, count: Tensor, values: Term, produc
     return full, floor
 
 
-def _same_rows(batch_rows: tuple[Tensor, ...], batch_shape: torch.Size, members: Tensor) -> Tensor:
-    """For each tied row, the index of its group: rows of one batch entry with the same tie set.
-    A row's key is its flat batch index, then its tie set packed 62 positions to an integer; the
-    groups are found one key column at a time, each a 1-D ``torch.unique`` of (group so far,
-    rank in the column), both below the row count. ``torch.unique`` over whole rows costs about
+def _same_rows(batch_rows: tuple[Tensor, ...], batch_shape: torch.Size, members: Tensor
+               ) -> tuple[Tensor, Tensor]:
+    """For each tied row, the index of its group (rows of one batch entry with the same tie set),
+    and for each group the first of its rows, which stands for the group. A row's key is its flat
+    batch index, then its tie set packed 62 positions to an integer; the groups are found one key
+    column at a time, each a 1-D ``torch.unique`` of (group so far, rank in the column), both below
+    the row count. ``torch.unique`` over whole rows costs about
     5 ms whatever their length (Gemma's padded rows: about 7% of a call); this about 0.4 ms."""
     flat = torch.zeros_like(members[:, 0], dtype=torch.long)
     for index, size in zip(batch_rows, batch_shape):
@@ -189,7 +189,9 @@ def _same_rows(batch_rows: tuple[Tensor, ...], batch_shape: torch.Size, members:
     for column in words.unbind(-1):
         rank = torch.unique(column, return_inverse=True)[1]
         group = torch.unique(group * len(members) + rank, return_inverse=True)[1]
-    return group
+    rows = torch.arange(len(members), device=members.device)
+    first = torch.full((int(group.max()) + 1,), len(members), device=members.device)
+    return group, first.scatter_reduce_(0, group, rows, "amin")
 
 
 # Positions per packed integer: below int64's 63 value bits, so a sum of distinct powers of two

@@ -231,9 +231,11 @@ def test_tied_rows_are_grouped_exactly_by_batch_entry_and_tie_set(rows, position
     members = sets[torch.randint(0, 3, (rows,), generator=generator)]
     batch_rows = (torch.randint(0, 2, (rows,), generator=generator),
                   torch.randint(0, heads, (rows,), generator=generator))
-    group = _same_rows(batch_rows, torch.Size([2, heads]), members)
+    group, first = _same_rows(batch_rows, torch.Size([2, heads]), members)
     keys = torch.cat([batch_rows[0].unsqueeze(-1), batch_rows[1].unsqueeze(-1), members.long()], -1)
     expected = torch.unique(keys, dim=0, return_inverse=True)[1]
     same = group.unsqueeze(0) == group.unsqueeze(1)
     assert torch.equal(same, expected.unsqueeze(0) == expected.unsqueeze(1))
     assert sorted(set(group.tolist())) == list(range(int(group.max()) + 1))
+    assert torch.equal(group[first], torch.arange(len(first)))  # each group's row is its own first
+    assert all(int(first[g]) == group.tolist().index(g) for g in range(len(first)))

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from saturated.radii import Brought, VectorBound
 from saturated.rounding import Rounding, known_zeros
-from saturated.terms import NeedsOrders, Term, UnknownDegree, may_hold_nan, mul
+from saturated.terms import NeedsOrders, Term, UnknownDegree, may_hold_nan, mul, unexpanded
 
 __all__ = ["exact_zeros", "product", "resolved"]
 
@@ -66,7 +66,7 @@ def _cleared(other: Term, factor: Term, shape: torch.Size, carried: bool) -> Ter
     """``other`` with 0 (and a bound of 0) where it holds NaN and every element of ``factor`` it
     meets in a product of ``shape`` is exactly zero. An :class:`UnknownDegree` stays one while
     NaN is left in it."""
-    held = None if factor.floor != -math.inf else _holds_nan(other)
+    held = None if factor.floor != -math.inf or not _has_zero(factor.lead) else _holds_nan(other)
     if held is None:
         return other
     zero = exact_zeros(factor, _to_shape(held.expand(shape), factor.shape, every=False), carried)
@@ -102,6 +102,17 @@ def exact_zeros(x: Term, where: Tensor, carried: bool) -> Tensor:
         at = rounding.index().expand(a.shape)[known]
         known = known.masked_scatter(known, known_zeros(rounding.partials, at))
     return known
+
+
+def _has_zero(a: Tensor) -> bool:
+    """Whether ``a`` has a zero entry (an exact zero needs its leading coefficient 0 first), read
+    once per stored element: a factor broadcast along the product (a norm's weight, a scale) is
+    tested at its own size, before a pass over the other factor for NaN.
+
+    >>> _has_zero(torch.tensor([1.0, math.nan]).expand(3, 2)), _has_zero(torch.tensor([0.0, 2.0]))
+    (False, True)
+    """
+    return not bool(unexpanded(a).all())
 
 
 def _holds_nan(term: Term) -> Tensor | None:

@@ -161,11 +161,11 @@ class _CarriedOnce:
         return value
 
 
-def _memo(fn: Callable[[], Tensor]) -> Callable[[], Tensor]:
+def _memo(fn: Callable[[], _Held]) -> Callable[[], _Held]:
     """``fn`` evaluated at most once (a bound read by several decisions is computed once)."""
-    cache: list[Tensor] = []
+    cache: list[_Held] = []
 
-    def once() -> Tensor:
+    def once() -> _Held:
         if not cache:
             cache.append(fn())
         return cache[0]
@@ -579,6 +579,28 @@ def _operand_rows(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor,
     return None
 
 
+def _zero_operand_vectors(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor,
+                          out_shape: torch.Size) -> Tensor | None:
+    """Where ``fn(x, y)`` is a sum of terms that all have a zero factor because a whole operand
+    vector is zero (broadcasting to ``out_shape``): a zero row of x or column of y in a matrix
+    product, a zero input vector or weight row in ``linear``, a zero factor in an elementwise
+    product (exactly its zero terms). None for other ops. Some outputs with only zero terms (rows
+    whose nonzero entries never meet) are not found.
+
+    >>> x = torch.tensor([[0.0, 0.0], [1.0, 0.0]])
+    >>> _zero_operand_vectors(torch.matmul, x, torch.tensor([[0.0, 2.0], [0.0, 0.0]]), torch.Size([2, 2]))
+    tensor([[ True,  True],
+            [ True, False]])
+    """
+    if fn is torch.mul:
+        return (x == 0) | (y == 0)
+    if fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2:
+        return ~(x != 0).any(-1, keepdim=True) | ~(y != 0).any(-2, keepdim=True)
+    if fn is torch.nn.functional.linear and y.dim() == 2:
+        return ~(x != 0).any(-1, keepdim=True) | ~(y != 0).any(-1)
+    return None
+
+
 def _supports(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> bool:
     """Whether :func:`_operand_rows` can find the operand vectors of ``fn(x, y)``."""
     return (fn is torch.mul or (fn is torch.matmul and x.dim() >= 2 and y.dim() >= 2)
@@ -865,6 +887,25 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
         counts = [fn((x() != 0).double(), (y() != 0).double()) for x, y in operands]
         return (sum(counts[1:], counts[0]) == 0).expand(out_shape).reshape(-1)
 
+    @_memo
+    def zero_vectors() -> Tensor | None:
+        found: Tensor | None = torch.ones((), dtype=torch.bool, device=device)
+        for x, y in operands:
+            pair = _zero_operand_vectors(fn, x(), y(), out_shape)
+            found = None if pair is None or found is None else found & pair
+        return None if found is None else found.expand(out_shape).reshape(-1)
+
+    def zeros(at: Tensor) -> Tensor:
+        # rows of zeros first (a padded query's, a zero key's): most exact zeros, for a pass over
+        # each operand; the count of nonzero terms (one more product) only where they leave some
+        structural = zero_vectors()
+        if structural is None:
+            return zero_terms()[at]
+        found = structural[at]
+        if not bool(found.all()):
+            found = found | zero_terms()[at]
+        return found
+
     usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
                  for (x, _), (y, _) in pairs)
     inherits = any((rx is not None and not rx.exact) or (ry is not None and not ry.exact)
@@ -872,7 +913,7 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
     numel, device = math.prod(out_shape), pairs[0][0][0].device
     return Rounding(degree, _memo(magnitude), length * len(pairs) + len(pairs) - 1,
                     (lambda: torch.arange(numel, device=device).reshape(out_shape)) if usable else None,
-                    ZeroTested(partials, lambda at: zero_terms()[at]) if usable else None, _memo(cheap),
+                    ZeroTested(partials, zeros) if usable else None, _memo(cheap),
                     carried if inherits else None,
                     cheap_norm=_summed_norms([pair_norm(x, y, y_dim, y_norms)
                                               for (x, y), (y_dim, y_norms) in zip(operands, norms)]))

@@ -23,7 +23,7 @@ from saturated.rounding import Rounding, product_rounding
 
 __all__ = [
     "NeedsOrders", "Term", "UnknownDegree", "add", "bilinear", "computed_degrees", "exp_series", "lift",
-    "make", "may_hold_nan", "mul", "nonzero", "power", "reduce", "scale",
+    "make", "may_hold_nan", "mul", "nonzero", "power", "reduce", "scale", "unexpanded",
 ]
 
 Part = tuple[Tensor, float]
@@ -126,15 +126,26 @@ def may_hold_nan(a: Tensor) -> bool:
     return a.is_floating_point() and bool(torch.isnan(a.sum()))
 
 
+def unexpanded(a: Tensor) -> Tensor:
+    """``a`` without the dimensions it was broadcast along (stride 0, as ``make`` leaves parts):
+    the same values, each stored element once; it still broadcasts back to ``a``'s shape.
+
+    >>> unexpanded(torch.tensor([1.0, 2.0]).expand(4, 2)).shape
+    torch.Size([1, 2])
+    """
+    for index, (size, stride) in enumerate(zip(a.shape, a.stride())):
+        if stride == 0 and size > 1:
+            a = a.narrow(index, 0, 1)
+    return a
+
+
 def nonzero(a: Tensor) -> bool:
-    """Whether ``a`` has a nonzero entry, read once per stored element: a broadcast dimension
-    (stride 0, as ``make`` leaves parts) is tested at one index, not at every one.
+    """Whether ``a`` has a nonzero entry, read once per stored element (:func:`unexpanded`).
 
     >>> nonzero(torch.zeros(3).expand(4, 3)), nonzero(torch.tensor([0.0, 2.0]).expand(5, 2))
     (False, True)
     """
-    index = tuple(0 if stride == 0 and size > 1 else slice(None) for size, stride in zip(a.shape, a.stride()))
-    return bool(a[index].any())
+    return bool(unexpanded(a).any())
 
 
 def _broadcast(shapes: list[torch.Size]) -> torch.Size:

@@ -12,7 +12,7 @@ from torch import Tensor
 from saturated.errors import SaturationError
 from saturated.rules.common import maximal
 from saturated.rules.registry import Settings, _rule
-from saturated.terms import Term, exp_series, make, mul, power, reduce
+from saturated.terms import Term, exp_series, make, mul, power, reduce, unexpanded
 from saturated.ties import TiedWeights, with_nan
 
 __all__: list[str] = []  # the rules register themselves in RULES
@@ -37,7 +37,7 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     candidates = torch.ones((1,) * x.lead.dim(), dtype=torch.bool, device=x.lead.device)
     for a, d in x.parts:
         if d == math.inf:
-            a = _unexpanded(a)
+            a = unexpanded(a)
             if bool((a > 0).any()):
                 raise SaturationError("softmax input contains +∞ (a huge positive constant)")
             candidates = candidates & (a == 0)
@@ -55,15 +55,6 @@ def _softmax(s: Settings, x: Term, dim: int, dtype_or_half: Any = None) -> Term:
     if not bool(poisoned.any()):
         return weights
     return with_nan(weights, poisoned)
-
-
-def _unexpanded(a: Tensor) -> Tensor:
-    """``a`` without the dimensions it was broadcast along (stride 0): the same values, fewer of
-    them; it still broadcasts back to the full shape."""
-    for index, (size, stride) in enumerate(zip(a.shape, a.stride())):
-        if stride == 0 and size > 1:
-            a = a.narrow(index, 0, 1)
-    return a
 
 
 def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Settings,

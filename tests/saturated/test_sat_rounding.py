@@ -877,6 +877,35 @@ def test_a_product_knows_its_exact_zeros_without_its_partials(op: str) -> None:
     assert torch.equal(known_zeros(rounding.partials.rows, at), zeros)
 
 
+class _CountedMatmuls(torch.overrides.TorchFunctionMode):
+    """Counts the matrix products made inside the block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.count += func is torch.matmul
+        return func(*args, **(kwargs or {}))
+
+
+def test_zero_rows_and_columns_tell_zeros_without_counting_terms() -> None:
+    """Scores of a zero query row, or against a zero key, are known zero from the zero vectors
+    alone: the count of nonzero terms (one more product) is made only where they leave positions,
+    and then it finds the zeros they miss (supports that never meet)."""
+    q = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 3.0]], dtype=F64)
+    # key 0 is zero; q₁ and key 2 never meet
+    keys_t = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 4.0]], dtype=F64)
+    rounding = product_rounding(torch.matmul, [((q, None), (keys_t, None))], 1.0, 2, (q @ keys_t).shape)
+    assert isinstance(rounding.partials, ZeroTested)
+    with _CountedMatmuls() as counted:
+        covered = rounding.partials.zeros(torch.tensor([0, 1, 2, 3, 6]))  # row 0, then key 0
+    assert covered.tolist() == [True] * 5 and counted.count == 0
+    with _CountedMatmuls() as counted:
+        rest = rounding.partials.zeros(torch.tensor([4, 5, 7, 8]))
+    assert rest.tolist() == [False, True, False, False] and counted.count == 1
+
+
 def test_exact_ties_of_zero_query_rows_make_no_partials() -> None:
     """A query row of zeros scores every key exactly 0: one exact tie, kept whole without making
     a partial. A row beside it with a near-tie float64 cannot settle is still narrowed exactly."""

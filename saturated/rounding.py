@@ -289,13 +289,16 @@ class Rounding:
         if not len(shape) or (brought is not None and not isinstance(brought, VectorBound)):
             own = self.bound(dtype, operand_rtol, cheap=cheap)
             return l2_radius(own if brought is None else own + elementwise(brought), shape)
-        own = self._own_radius(dtype, operand_rtol, shape, cheap)
+        own = self.own_radius(dtype, operand_rtol, shape, cheap)
         return own + along(brought, shape) if isinstance(brought, VectorBound) else own
 
-    def _own_radius(self, dtype: torch.dtype, operand_rtol: float, shape: torch.Size, cheap: bool) -> Tensor:
-        """γ·‖m‖₂ + t·√n rounded up (see :meth:`radius`): ``factor`` is γ, computed in float64 and
-        rounded to ``dtype`` with a few roundings, each within u of it, and the sum with the
-        underflow term rounds once more; 1 + 16u covers them all."""
+    def own_radius(self, dtype: torch.dtype, operand_rtol: float, shape: torch.Size,
+                   cheap: bool = False) -> Tensor:
+        """γ·‖m‖₂ + t·√n rounded up (see :meth:`radius`), the producing op's rounding alone: at
+        least the ℓ2 norm, and so the largest element, of :meth:`bound` along the last dimension.
+        ``factor`` is γ, computed in float64 and rounded to ``dtype`` with a few roundings, each
+        within u of it, and the sum with the underflow term rounds once more; 1 + 16u covers them
+        all."""
         n = int(shape[-1])
         norm = self.cheap_norm(n) if cheap and self.cheap_norm is not None else None
         if norm is None:

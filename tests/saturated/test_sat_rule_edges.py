@@ -163,6 +163,37 @@ def test_layer_norm_rows_that_may_be_constant_are_the_ones_unequal_within_their_
     assert unsure is not None and unsure.tolist() == [[[True]], [[True]]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_a_product_bounds_the_largest_rounding_of_each_row_by_its_norms(dtype: torch.dtype) -> None:
+    """The own radius of a matrix product's rounding, from its operands' norms, is at least the
+    largest element of its bound in every row: what the LayerNorm row test reads instead."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(3, 7, 16, generator=gen, dtype=dtype) * torch.rand(3, 7, 1, generator=gen, dtype=dtype)
+    w = torch.randn(12, 16, generator=gen, dtype=dtype)
+    lead = nn.functional.linear(x, w)
+    term = bilinear(nn.functional.linear, Term(((x, 1.0),), roundings=(Rounding.of_exact(x, 1.0),)),
+                    Term(((w, 1.0),), roundings=(Rounding.of_exact(w, 1.0),)), 1)
+    rounding = term.rounding(term.degree)
+    assert rounding is not None and rounding.cheap_norm is not None
+    largest = rounding.bound(dtype, 0.0, cheap=True).amax(-1, keepdim=True)
+    radius = rounding.own_radius(dtype, 0.0, lead.shape, cheap=True)
+    assert radius.shape == largest.shape and bool((radius >= largest).all())
+
+
+def test_layer_norm_rows_are_judged_by_their_bounds_norm_without_a_bound_of_their_size() -> None:
+    """Over the last dimension, rows are judged against twice the ℓ2 norm of their bound, which
+    the rounding's norms give (here γ₁·10⁸, about 1.1·10⁻⁸, in every row): no bound of the rows'
+    size is made."""
+
+    def made() -> torch.Tensor:
+        raise AssertionError("a bound of the rows' size was made")
+
+    norms = 1e8 * torch.ones(2, 3, 1, dtype=F64)
+    rounding = Rounding(1.0, made, 1, cheap=made, cheap_norm=lambda n: norms)
+    unsure = _maybe_constant_rows(Term(((ROWS, 1.0),), roundings=(rounding,)), [-1], Settings())
+    assert unsure is not None and unsure[..., 0].tolist() == [[False, True, False]] * 2
+
+
 @pytest.mark.parametrize(("magnitude", "degree"), [(None, 1.0), (1e8, 0.0), (1e8, math.inf)])
 def test_layer_norm_rows_need_a_bound_and_a_growing_part_to_be_unsure(magnitude: float | None,
                                                                        degree: float) -> None:

@@ -900,14 +900,15 @@ def product_rounding(fn: Callable[[Tensor, Tensor], Tensor],
 
     def zeros(at: Tensor) -> Tensor:
         # rows of zeros first (a padded query's, a zero key's): most exact zeros, for a pass over
-        # each operand; the count of nonzero terms (one more product) only where they leave some
+        # each operand; the count of nonzero terms (one more product) only where they leave some,
+        # and never for an elementwise product, whose zero factors are all its zero terms
         structural = zero_vectors()
         if structural is None:
             return zero_terms()[at]
         found = structural[at]
-        if not bool(found.all()):
-            found = found | zero_terms()[at]
-        return found
+        if fn is torch.mul or bool(found.all()):
+            return found
+        return found | zero_terms()[at]
 
     usable = all(x.dtype == torch.float64 and y.dtype == torch.float64 and _supports(fn, x, y)
                  for (x, _), (y, _) in pairs)

@@ -37,14 +37,17 @@ class GatheredRows:
 def _per_expert(index: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
     """(y, w) ↦ w[index] @ y for y of shape (..., S, K, M) and w of (E, N, K), as one matrix
     product per distinct index: bilinear in (y, w), so magnitudes and bounds take the same
-    path, and the gathered (S, N, K) copy of ``w`` is never made."""
+    path, and the gathered (S, N, K) copy of ``w`` is never made. Each expert's product is taken
+    as (yᵀ·wᵀ)ᵀ, one matrix product over all its rows: torch.matmul of a matrix by a batch of
+    matrices copies the matrix once per batch member (Mixtral's experts: 0.27 s a product)."""
     rows = [(int(e), torch.nonzero(index == e).flatten()) for e in torch.unique(index).tolist()]
 
     def product(y: Tensor, w: Tensor) -> Tensor:
         out = y.new_zeros((*y.shape[:-3], len(index), w.shape[-2], y.shape[-1]),
                           dtype=torch.result_type(y, w))
         for expert, at in rows:
-            out[..., at, :, :] = torch.matmul(w[expert], y[..., at, :, :])
+            chosen = y[..., at, :, :].transpose(-1, -2)
+            out[..., at, :, :] = torch.matmul(chosen, w[expert].transpose(-1, -2)).transpose(-1, -2)
         return out
     return product
 

@@ -66,11 +66,13 @@ def main() -> None:
                      args.repeats)
     t_floor = best_of(lambda: floor(model, tokenizer, sentences), args.repeats)
     # A graph is held with its model: a fresh copy has none, and finds one on disk once exported.
+    # The copies are made before the clock starts: copying the model is not the library's work.
     os.environ["NORMSAT_CACHE_DIR"] = tempfile.mkdtemp(prefix="normsat-bench-")
+    copies = [copy.deepcopy(model) for _ in range(args.repeats + 1)]
     start = time.perf_counter()
-    representation_similarity(copy.deepcopy(model), tokenizer, sentences, scale=math.inf)
+    representation_similarity(copies.pop(), tokenizer, sentences, scale=math.inf)
     t_exported = time.perf_counter() - start
-    t_read = best_of(lambda: representation_similarity(copy.deepcopy(model), tokenizer, sentences,
+    t_read = best_of(lambda: representation_similarity(copies.pop(), tokenizer, sentences,
                                                        scale=math.inf), args.repeats)
     t_held = best_of(lambda: representation_similarity(model, tokenizer, sentences, scale=math.inf),
                      args.repeats)

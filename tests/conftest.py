@@ -87,6 +87,24 @@ def small_models() -> dict[str, tuple[nn.Module, Any]]:
     return {family: load_model(family, random_init=True, num_layers=2) for family in FAMILIES}
 
 
+@pytest.fixture(scope="session")
+def ball_pass() -> Callable[..., Any]:
+    """A limit's graph run in ball arithmetic at ``bits`` on keyword inputs ``batch`` of
+    ``entries`` batch entries, as the refinement runs it: the model's own tensors, the outputs
+    the limit keeps."""
+    from torch.utils import _pytree as pytree
+
+    from saturated.precision import run_balls
+
+    def run(limit: Any, batch: dict[str, Any], entries: int, bits: int = 128) -> Any:
+        program = limit.program(**batch)
+        tensors = {**dict(limit.model.named_buffers()), **dict(limit.model.named_parameters())}
+        inputs = [leaf for leaf in pytree.tree_leaves(batch) if isinstance(leaf, torch.Tensor)]
+        return run_balls(program, tensors, inputs, mask_threshold=1e9, bits=bits, entries=entries,
+                         keep=limit._keep(program))
+    return run
+
+
 TINY_BERT = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 2,
              "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32}
 """A BERT small enough for CLI tests in a fraction of a second, with BERT's vocabulary size."""

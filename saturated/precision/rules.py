@@ -470,7 +470,7 @@ def _mul(ctx: Context, x: Any, y: Any) -> Lead:
                 ids=_combined(first, second), lead_ids=_combined(first, second, lead=True))
 
 
-@_rule(aten.div.Tensor, aten.div.Scalar)
+@_rule(aten.div.Tensor, aten.div.Scalar, aten.div_.Tensor)
 def _div(ctx: Context, x: Any, y: Any) -> Lead:
     """x / y: degrees subtract; y's coefficients must be proved nonzero."""
     first, second = _finite(_lead(x, ctx), "div"), _finite(_lead(y, ctx), "div")
@@ -1070,3 +1070,41 @@ def _soft_row(row: np.ndarray, allowed: np.ndarray, fixed: bool) -> np.ndarray:
     for j, e in zip(places, exps):
         weights[j] = e / total
     return weights
+
+
+# ---------------------------------------------------------------------------------------------
+# Routers
+
+_ROUTER_TIE = "a router tie at the k-th place whose experts carry weight"
+
+
+@_rule(aten.topk.default)
+def _topk(ctx: Context, x: Any, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> tuple[Lead, Tensor]:
+    """Top-k of a router's softmax weights, the case of every router in transformers (the leading
+    order of :func:`saturated.rules.routing._topk`). In the limit a row's weight is 1/m at its m
+    maximal positions and zero at every order elsewhere (:attr:`Lead.zeros`), and a router sums
+    each chosen expert times its weight: the positions with weight come first, then positions of
+    weight zero, whichever, as they add nothing. Undetermined: a row with more than k positions of
+    weight (a tie at the k-th place that carries weight, which no precision splits), a tied row
+    whose split no tracked order decides, and a row the softmax left undecided (its reason is
+    recorded there). Other values (scores ranked directly) have no ball rule here."""
+    if not isinstance(x, Lead) or x.zeros is None or not largest or x.degree != 0:
+        raise SaturationError("top-k has a ball rule for the largest softmax weights of a router only")
+    dim = dim % len(x.shape)
+    zero = torch.from_numpy(np.broadcast_to(x.zeros, x.shape).copy())
+    # the weighted positions first, then the others, each in position order
+    indices = torch.argsort(zero.to(torch.int8), dim=dim, stable=True).narrow(dim, 0, int(k))
+    chosen = _moved(aten.gather.default, x, (dim, indices), {})
+    shape = tuple(indices.shape)
+    values = chosen.operand(ctx.bits)
+    inherited = ex.undetermined(values)
+    crowded = np.broadcast_to(((~zero).sum(dim, keepdim=True) > k).numpy(), shape) & ~inherited
+    ctx.undecided(crowded, _ROUTER_TIE, final=True)
+    tied = np.zeros(shape, dtype=bool) if chosen.ties is None else \
+        np.broadcast_to(chosen.ties, shape) & ~inherited & ~crowded
+    ctx.undecided(tied, f"{_UNTRACKED}, read by a router", final=True)
+    unknown = inherited | crowded | tied
+    zeros = np.broadcast_to(chosen.zeros, shape) & ~unknown if chosen.zeros is not None else None
+    return Lead(0.0, split=_undetermined_where(values, unknown), zeros=zeros), indices
+

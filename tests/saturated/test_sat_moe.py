@@ -95,3 +95,59 @@ def test_expert_products_are_not_gathered_per_token_and_equal_the_gathered_ones(
         n = ours.length
         gamma = n * 2.0**-53 / (1 - n * 2.0**-53)
         assert bool(((a - b).abs() <= 2 * gamma * magnitude).all())
+
+
+@pytest.mark.parametrize("family", sorted(SHRUNK))
+def test_the_ball_pass_routes_tokens_as_the_fast_path_does(family: str, ball_pass) -> None:
+    """The refinement runs the routers too (a model too deep for float64 reaches them there):
+    at 128 bits every token is decided, and the hidden states agree with the fast path's, up to
+    the float32 that Hugging Face's RMSNorm computes in (which the fast path follows and the balls
+    do not)."""
+    from saturated.rules import Settings
+    from saturated.saturate import SaturatedModel
+
+    batch = {"input_ids": IDS, "output_hidden_states": True}
+    limit = SaturatedModel(moe_model(family), Settings(max_precision=0), {"hidden_states"}, "nan")
+    fast = limit(**batch).value.hidden_states
+    balls = ball_pass(limit, batch, entries=2)
+    assert balls.reasons == []
+    found = [out[0] for out in balls.outputs if out is not None]
+    assert len(found) == len(fast) == 2
+    for ours, theirs in zip(found, fast):
+        assert not torch.isnan(ours).any() and not torch.isnan(theirs).any()
+        scale = float(theirs.abs().max())
+        assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6 * scale)
+
+
+def test_a_router_top_k_in_balls_takes_the_experts_with_weight_first() -> None:
+    """Hard softmax weights: the experts with weight first, then experts of weight zero at every
+    order (any of them: they add nothing); more experts with weight than k is a tie no precision
+    splits (final), and a row the softmax left undecided stays so without a second reason."""
+    import math
+
+    import numpy as np
+
+    from saturated.precision.lead import Lead
+    from saturated.precision.rules import BALL_RULES, Context
+
+    weights = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0], [math.nan] * 4],
+                           dtype=torch.float64)
+    zeros = np.array([[True, False, True, True], [False, True, False, True], [False] * 4])
+    topk = BALL_RULES[torch.ops.aten.topk.default]
+
+    def run(k: int) -> tuple[torch.Tensor, torch.Tensor, Context]:
+        context = Context(mask_threshold=1e9, bits=128, entries=3)
+        values, indices = topk(context, Lead(0.0, exact=weights, zeros=zeros), k, -1)
+        midpoints = torch.tensor([[float(ball.mid()) if ball.is_finite() else math.nan for ball in row]
+                                  for row in values.balls])
+        return midpoints, indices, context
+
+    values, indices, context = run(2)
+    assert indices[:2].tolist() == [[1, 0], [0, 2]]
+    assert values[:2].tolist() == [[1.0, 0.0], [0.5, 0.5]]
+    assert torch.isnan(values[2]).all() and context.reasons == []
+    values, indices, context = run(1)
+    assert indices[:2].tolist() == [[1], [0]] and values[0].tolist() == [1.0]
+    assert torch.isnan(values[1:]).all()
+    [(entries, why, rising)] = context.reasons
+    assert entries == frozenset({1}) and rising == frozenset() and "router tie at the k-th place" in why

@@ -127,7 +127,7 @@ def test_a_deep_network_whose_float64_bounds_outgrow_its_values_is_decided():
 
 
 @pytest.mark.parametrize("family", ["t5", "llama", "gemma"])
-def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
+def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family, ball_pass):
     """Repeated tokens tie exactly at the leading order (T5's keys carry no position there; its
     position bias, one order below, splits them): the classes of identical sub-computations and
     the part below the lead decide what balls alone cannot, and the values agree with the fast
@@ -135,8 +135,6 @@ def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
     0 for every c, so the scale is 1 (as a growing lead of 0 no precision would decide anything)."""
     import transformers
     from torch.utils import _pytree as pytree
-
-    from saturated.precision import run_balls
 
     torch.manual_seed(0)
     if family == "t5":
@@ -163,11 +161,7 @@ def test_the_ball_pass_agrees_with_float64_on_tied_tokens(family):
     limit = SaturatedModel(model, Settings(max_precision=0), fields, "nan")
     fast = [v for v in pytree.tree_leaves(limit(**batch).value)
             if isinstance(v, torch.Tensor) and v.dim() == 3]
-    program = limit.program(**batch)
-    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
-    inputs = [leaf for leaf in pytree.tree_leaves(batch) if isinstance(leaf, torch.Tensor)]
-    balls = run_balls(program, tensors, inputs, mask_threshold=1e9, bits=128, entries=2,
-                      keep=limit._keep(program))
+    balls = ball_pass(limit, batch, entries=2)
     assert balls.reasons == []
     found = [out[0] for out in balls.outputs if out is not None and isinstance(out[0], torch.Tensor)
              and out[0].dim() == 3]
@@ -193,16 +187,13 @@ def test_a_pass_below_the_cap_is_given_up_once_every_entry_needs_more_precision(
     assert at_cap.rising == {0, 1}
 
 
-def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_split():
+def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_split(ball_pass):
     """A hard-attention row tied at the leading order, in a way no order the balls track decides,
     holds an even split that only a product with values equal at the tied positions may read.
     As an output (the attention weights themselves) it is undetermined: on pretrained MiniLM's
     fourth layer, float64's more orders decide such rows one-hot, and the balls must not say
     otherwise."""
-    from torch.utils import _pytree as pytree
-
     from empirical.models.loading import load_model
-    from saturated.precision import run_balls
 
     model, tokenizer = load_model("minilm", num_layers=4)
     enc = tokenizer(["Get useful information from live Python objects."], return_tensors="pt")
@@ -210,11 +201,7 @@ def test_tied_attention_weights_read_as_an_output_are_undetermined_not_an_even_s
              "output_attentions": True, "return_dict": True}
     limit = SaturatedModel(model, Settings(ties="nan", max_precision=0), {"attentions"}, "nan")
     fast = limit(**batch).value.attentions
-    program = limit.program(**batch)
-    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
-    inputs = [leaf for leaf in pytree.tree_leaves(batch) if isinstance(leaf, torch.Tensor)]
-    balls = run_balls(program, tensors, inputs, mask_threshold=1e9, bits=128, entries=1,
-                      keep=limit._keep(program))
+    balls = ball_pass(limit, batch, entries=1)
     found = [out[0] for out in balls.outputs if out is not None and isinstance(out[0], torch.Tensor)]
     assert len(found) == len(fast) == 4
     undetermined = 0

@@ -1107,4 +1107,3 @@ def _topk(ctx: Context, x: Any, k: int, dim: int = -1, largest: bool = True,
     unknown = inherited | crowded | tied
     zeros = np.broadcast_to(chosen.zeros, shape) & ~unknown if chosen.zeros is not None else None
     return Lead(0.0, split=_undetermined_where(values, unknown), zeros=zeros), indices
-

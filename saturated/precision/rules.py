@@ -1105,5 +1105,6 @@ def _topk(ctx: Context, x: Any, k: int, dim: int = -1, largest: bool = True,
         np.broadcast_to(chosen.ties, shape) & ~inherited & ~crowded
     ctx.undecided(tied, f"{_UNTRACKED}, read by a router", final=True)
     unknown = inherited | crowded | tied
-    zeros = np.broadcast_to(chosen.zeros, shape) & ~unknown if chosen.zeros is not None else None
+    assert chosen.zeros is not None  # moved with x, which has them
+    zeros = np.broadcast_to(chosen.zeros, shape) & ~unknown
     return Lead(0.0, split=_undetermined_where(values, unknown), zeros=zeros), indices

@@ -399,11 +399,16 @@ class LimitInterpreter(torch.fx.Interpreter):
 
         return torch.fx.node.map_arg(args, load)
 
+    def gatherable(self, value: Any) -> bool:
+        """Whether the expert matrices ``value`` may be left ungathered for their product's rule
+        (:class:`GatheredRows`)."""
+        return isinstance(value, Term) and value.lead.dim() == 3
+
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         """Run the op as it is if no argument depends on c, else its limit rule."""
         node = self.node
         assert node is not None
-        if node in self.gathered and isinstance(args[0], Term) and args[0].lead.dim() == 3 \
+        if node in self.gathered and self.gatherable(args[0]) \
                 and isinstance(args[1][0], torch.Tensor) and args[1][0].dim() == 1:
             return GatheredRows(args[0], args[1][0])
         leaves = _values_of((args, kwargs), (self.value_type, GatheredRows))

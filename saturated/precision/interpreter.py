@@ -60,6 +60,12 @@ class _BallInterpreter(LimitInterpreter):
             args, kwargs = self._untied(target, args, kwargs)
         return super().call_function(target, args, kwargs)
 
+    def gatherable(self, value: Any) -> bool:
+        """Expert matrices are left ungathered where they are exact floats (parameters) and
+        nothing else: their product's ball rule then multiplies per expert."""
+        return isinstance(value, Lead) and value.exact is not None and value.exact.dim() == 3 \
+            and all(part is None for part in (value.infinite, value.lower, value.zeros, value.ties))
+
     def _untied(self, target: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
         """The arguments with tied hard-attention weights made undetermined where the op's rule
         does not read them as such: everywhere but a product's first operand."""

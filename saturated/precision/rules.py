@@ -33,6 +33,7 @@ from saturated.precision.balls import ONE, ZERO, nan_like, split_matmul, split_s
 from saturated.precision.lead import Lead, lift_exact
 from saturated.precision.loss import Loss
 from saturated.precision.products import balls_of_split, split
+from saturated.rules.products import GatheredRows
 
 __all__ = ["BALL_RULES", "PRODUCTS", "Context", "Escalate"]
 
@@ -594,6 +595,8 @@ TIED_PRODUCTS = frozenset({aten.matmul.default, aten.mm.default, aten.bmm.defaul
 def _matmul(ctx: Context, x: Any, y: Any) -> Lead:
     """Degrees add (Table 1, Linear / Product). The product stays split into float64 terms
     until an op needs it as balls (a weight matrix is never made balls at all)."""
+    if isinstance(x, GatheredRows):
+        return _per_expert(ctx, x, y)
     first, second = _finite(_lead(x, ctx), "matmul"), _finite(_lead(y, ctx), "matmul")
     product = split_matmul(first.operand(ctx.bits), second.operand(ctx.bits))
     ctx.observe(product)
@@ -646,10 +649,40 @@ def _product_classes(first: Lead, second: Lead, lead: bool = False) -> np.ndarra
     if first.zeros is not None:
         a, b = (first.lead_classes, second.lead_classes) if lead else (first.classes, second.classes)
         return None if a is None or b is None else identity.sparse_products(a, first.zeros, b)
-    rows, columns = _line_classes(first, -1, lead), _line_classes(second, -2, lead)
+    return _with_columns(_line_classes(first, -1, lead), second, lead)
+
+
+def _with_columns(rows: np.ndarray | None, second: Lead, lead: bool) -> np.ndarray | None:
+    """Classes of a product's elements from its first operand's row classes and the second's
+    columns (with ``lead``: their leading coefficients)."""
+    columns = _line_classes(second, -2, lead)
     if rows is None or columns is None:
         return None
     return identity.combine(rows[..., :, None], columns[..., None, :])
+
+
+def _per_expert(ctx: Context, gathered: GatheredRows, y: Any) -> Lead:
+    """weight[index] @ y, a mixture of experts' batched product, as one product per expert over
+    the rows routed to it (as the fast path takes it): the gathered copy of one matrix per token,
+    and its slices, are never made. Each expert's product is taken as (yᵀ·Wₑᵀ)ᵀ, all its rows'
+    columns against one matrix."""
+    weight = gathered.weight
+    values = _finite(_lead(y, ctx), "matmul")
+    index = gathered.index.numpy()
+    operand = values.operand(ctx.bits)
+    order = np.argsort(index, kind="stable")
+    experts, starts = np.unique(index[order], return_index=True)
+    parts = []
+    for expert, rows in zip(experts.tolist(), np.split(order, starts[1:])):
+        columns = np.swapaxes(operand[:, rows], -1, -2)
+        matrix = split(weight.exact[expert].T.numpy(), ctx.bits)
+        parts.append(np.swapaxes(split_matmul(columns, matrix), -1, -2))
+    product = ex.concatenated(parts, 0)[:, np.argsort(order)] if parts else \
+        ex.zeros((0, weight.shape[1], values.shape[-1]))
+    ctx.observe(product)
+    lines = identity.value_rows(weight.exact, (2,))[index]  # each row's matrix's row classes
+    return Lead(weight.degree + values.degree, split=product, ids=_with_columns(lines, values, False),
+                lead_ids=None if values.lead_ids is None else _with_columns(lines, values, True))
 
 
 def _line_classes(x: Lead, axis: int, lead: bool) -> np.ndarray | None:

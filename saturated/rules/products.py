@@ -28,9 +28,11 @@ class GatheredRows:
     """``weight[index]`` (whole matrices chosen along dimension 0) not taken yet, for a batched
     product that reads it: a mixture of experts' batched products gather each token's expert
     matrices, one copy per token, and their limit is the same per-expert product without the
-    copies (:class:`~saturated.interpreter.LimitInterpreter` leaves such an index to its ``bmm``)."""
+    copies (:class:`~saturated.interpreter.LimitInterpreter` leaves such an index to its ``bmm``).
+    ``weight`` is the matrices' value: a :class:`~saturated.terms.Term`, or in the refinement a
+    :class:`~saturated.precision.lead.Lead` of exact floats."""
 
-    weight: Term
+    weight: Any
     index: Tensor
 
 

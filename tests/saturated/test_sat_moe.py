@@ -151,3 +151,43 @@ def test_a_router_top_k_in_balls_takes_the_experts_with_weight_first() -> None:
     assert torch.isnan(values[1:]).all()
     [(entries, why, rising)] = context.reasons
     assert entries == frozenset({1}) and rising == frozenset() and "router tie at the k-th place" in why
+
+
+def test_expert_products_in_balls_are_taken_per_expert_and_contain_the_gathered_ones() -> None:
+    """The refinement's expert products, like the fast path's, multiply each expert's matrix by
+    the tokens routed to it: the gathered product's balls and theirs overlap everywhere, with
+    radii of the same size, and equal tokens routed to one expert get one class (a later tie
+    between them stays provable), while tokens of different experts do not."""
+    import flint
+    import numpy as np
+
+    from saturated.precision.balls import working_precision
+    from saturated.precision.lead import Lead
+    from saturated.precision.rules import BALL_RULES, Context
+    from saturated.rules.products import GatheredRows
+
+    generator = torch.Generator().manual_seed(2)
+    weight = torch.randn(4, 5, 3, generator=generator, dtype=torch.float64)
+    index = torch.tensor([2, 0, 2, 3, 2])  # expert 1 unused, expert 2 thrice
+    columns = torch.randn(5, 3, 2, generator=generator, dtype=torch.float64)
+    columns[2] = columns[0]  # tokens 0 and 2: one expert, equal inputs
+    columns[1] = columns[0]  # token 1: the same inputs, another expert
+    bmm = BALL_RULES[torch.ops.aten.bmm.default]
+    with working_precision(128):
+        third = np.vectorize(lambda v: flint.arb(v) / 3, otypes=[object])(columns.numpy())
+
+        def run(x: object) -> Lead:
+            tokens = np.array([0, 0, 0, 3, 4])[:, None, None]  # 1 and 2 share token 0's values
+            y = Lead(1.0, array=third, ids=tokens * 6 + np.arange(6).reshape(3, 2))
+            return bmm(Context(mask_threshold=1e9, bits=128, entries=1), x, y)
+
+        per_expert = run(GatheredRows(Lead(1.0, exact=weight), index))
+        copied = run(Lead(1.0, exact=weight[index]))
+        ours, theirs = per_expert.balls, copied.balls
+    assert per_expert.degree == copied.degree == 2.0 and ours.shape == theirs.shape == (5, 5, 2)
+    for a, b in zip(ours.flat, theirs.flat):
+        slack = 2.0**-120 * max(1.0, abs(float(b.mid())))
+        assert a.overlaps(b) and float(a.rad()) <= 4 * float(b.rad()) + slack
+    classes = per_expert.classes
+    assert classes is not None
+    assert (classes[0] == classes[2]).all() and not (classes[0] == classes[1]).any()

@@ -115,17 +115,24 @@ def maximal(x: Term, dim: int, candidates: Tensor, s: Settings, compared: Callab
         exact step behind it: they may be near-ties).
     """
     settled = s.exact_ties
-    for a, d in x.parts:
-        if compared(d):
-            rounding = x.rounding(d)
-            exact_step = rounding is not None and settles_exactly(rounding, s)
-            # The exact step keeps exactly the maximal positions of any superset it is given, so
-            # before it the cheap bound (a larger one) serves as well as the full one.
-            bound = None if rounding is None else _decision_bound(rounding, a.dtype, s, cheap=exact_step)
-            candidates = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=s.ties == "nan", bound=bound)
-            if exact_step:
-                assert rounding is not None
-                candidates = exact_maximal(candidates, dim, rounding)
-            elif rounding is not None:
-                settled = False  # a bound with no exact step behind it: maybe near-ties
+    parts = [(a, d) for a, d in x.parts if compared(d)]
+    frozen: Tensor | None = None  # rows whose candidates may differ at a part already compared
+    for index, (a, d) in enumerate(parts):
+        rounding = x.rounding(d)
+        exact_step = rounding is not None and settles_exactly(rounding, s)
+        # The exact step keeps exactly the maximal positions of any superset it is given, so
+        # before it the cheap bound (a larger one) serves as well as the full one.
+        bound = None if rounding is None else _decision_bound(rounding, a.dtype, s, cheap=exact_step)
+        narrowed = tie_set(a, dim, candidates, s.rtol, nan_rows_empty=s.ties == "nan", bound=bound)
+        if exact_step:
+            assert rounding is not None
+            narrowed = exact_maximal(narrowed, dim, rounding)
+        elif rounding is not None:
+            settled = False  # a bound with no exact step behind it: maybe near-ties
+        candidates = narrowed if frozen is None else torch.where(frozen, candidates, narrowed)
+        if not exact_step and bound is not None and index + 1 < len(parts):
+            # Candidates within the bound of each other may differ at this part, which then
+            # decides whatever the parts below say: those cannot narrow such a row.
+            open_rows = ((bound != 0) & candidates).any(dim, keepdim=True)
+            frozen = open_rows if frozen is None else frozen | open_rows
     return candidates, settled

@@ -101,7 +101,7 @@ def _maybe_constant_rows(t: Term, dims: list[int], s: Settings) -> Tensor | None
     else:
         bound = _decision_bound(rounding, lead.dtype, s, cheap=True).expand_as(lead)
         largest = bound.flatten(lead.dim() - len(dims)).amax(-1, keepdim=True)
-    unsure = (high > low) & (high - low <= 2 * largest)
+    unsure = (high > low) & ~(high - low > 2 * largest)  # a NaN bound (overflowed) proves nothing
     if not bool(unsure.any()):
         return None
     return unsure.reshape(*lead.shape[:lead.dim() - len(dims)], *(1,) * len(dims))

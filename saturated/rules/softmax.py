@@ -70,7 +70,7 @@ def _hard_attention(x: Term, dim: int, candidates: Tensor, count: Tensor, s: Set
             return Term(((weights, 0.0),))
         reason = ("hard attention tie: positions share the maximal score "
                   + (f"at every tracked order; the untracked part of order c^{x.floor:g} decides "
-                     "between them" if x.floor >= 0 else
+                     "between them" if settled else
                      f"within the rounding bound of {x.lead.dtype}, which cannot tell a near-tie "
                      "from a tie"))
         return TiedWeights(((weights, 0.0),), candidates=candidates, count=count, dim=dim, reason=reason)

@@ -433,3 +433,33 @@ def test_a_scattered_sum_of_computed_values_that_cancels_keeps_its_zero_part(op:
         assert [d for _, d in exact.parts] == [0.0] and exact.lead.tolist() == [[3.0, 4.0]]
     else:
         assert [d for _, d in exact.parts] == [2.0, 0.0] and exact.lead.tolist() == [[0.0, 0.0]]
+
+
+def test_a_near_tie_within_rounding_is_not_split_by_a_lower_part() -> None:
+    """Two scores within their rounding bound of each other (no exact step behind it) may differ
+    at that part, and then that part decides, whatever the part below says: neither hard
+    attention nor a router may take the lower part's winner. The first row below is such a
+    near-tie (1 and 1 − 10⁻¹⁴, bound γ₁₀₀ ≈ 1.1·10⁻¹⁴); in the second the leading part decides."""
+    from saturated.rules.common import maximal
+    from saturated.ties import TiedWeights
+
+    lead = torch.tensor([[1.0, 1.0 - 1e-14, 0.5], [2.0, 1.0, 0.0]], dtype=F64)
+    lower = torch.tensor([[0.0, 5.0, 0.0], [0.0, 5.0, 0.0]], dtype=F64)
+    rounded = Rounding(degree=2.0, magnitude=lambda: torch.ones_like(lead), length=100)
+    scores = Term(((lead, 2.0), (lower, 1.0)), roundings=(rounded, Rounding.of_exact(lower, 1.0)))
+    settings = Settings(orders=2, ties="nan", exact_ties=True)
+    everywhere = torch.ones(lead.shape, dtype=torch.bool)
+    candidates, settled = maximal(scores, -1, everywhere, settings, lambda d: 0 < d < math.inf)
+    assert candidates.tolist() == [[True, True, False], [True, False, False]] and not settled
+    weights = RULES[aten.softmax.int](settings, scores, -1)
+    assert isinstance(weights, TiedWeights) and "within the rounding bound" in weights.reason
+    assert weights.lead.tolist() == [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]
+    values, indices = RULES[aten.topk.default](settings, scores, 1)
+    assert torch.isnan(values.lead[0]).all() and indices[1].tolist() == [0]
+    assert values.lead[1].tolist() == [2.0]
+    # A leading part known exactly, with a true tie in the first row: the lower part splits it.
+    tied = lead.clone()
+    tied[0, 1] = 1.0
+    exact = Term(((tied, 2.0), (lower, 1.0)), roundings=(Rounding.of_exact(tied, 2.0),
+                                                         Rounding.of_exact(lower, 1.0)))
+    assert RULES[aten.topk.default](settings, exact, 1)[1].tolist() == [[1], [0]]

@@ -161,6 +161,11 @@ def test_layer_norm_rows_that_may_be_constant_are_the_ones_unequal_within_their_
     assert _maybe_constant_rows(_rows(ROWS, 1e8), [-2, -1], Settings()) is None
     unsure = _maybe_constant_rows(_rows(ROWS, 1e17), [-2, -1], Settings())
     assert unsure is not None and unsure.tolist() == [[[True]], [[True]]]
+    # A bound that overflowed (NaN) proves no row unequal: each row computed unequal may be constant.
+    unsure = _maybe_constant_rows(_rows(ROWS, math.nan), [-1], Settings())
+    assert unsure is not None and unsure[..., 0].tolist() == [[False, True, True]] * 2
+    unsure = _maybe_constant_rows(_rows(ROWS, math.nan), [-2, -1], Settings())
+    assert unsure is not None and unsure.tolist() == [[[True]], [[True]]]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])

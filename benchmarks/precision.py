@@ -17,7 +17,8 @@ is then 0 and the cosine with it says nothing about the limit.
 
 Run: ``python benchmarks/precision.py [--model t5] [--num-layers 4] [--sentences 8]``; with
 ``--hidden-size 256``, today's families narrowed as in ``docs/figures/zoo.py`` (8 heads, 2
-key/value heads, the family's norms, activations and rotary embeddings kept); ``--run DIR --step N``
+key/value heads where the family has them, experts of a quarter of the width and a shared expert of
+twice it, the family's norms, activations and rotary embeddings kept); ``--run DIR --step N``
 reads the model a ``normsat train`` run saved at step N (such as ``train --arch t5``).
 """
 
@@ -65,9 +66,12 @@ def _model(args: argparse.Namespace) -> tuple[torch.nn.Module, object]:
     if args.hidden_size is None:
         return load_model(args.model, random_init=True, num_layers=args.num_layers)
     width = args.hidden_size
-    config = family_config(args.model, num_hidden_layers=args.num_layers, hidden_size=width,
-                           intermediate_size=2 * width, num_attention_heads=8, num_key_value_heads=2,
-                           head_dim=width // 8)
+    narrowed = {"hidden_size": width, "intermediate_size": 2 * width, "num_attention_heads": 8,
+                "num_key_value_heads": 2, "head_dim": width // 8, "moe_intermediate_size": width // 4,
+                "shared_expert_intermediate_size": 2 * width}
+    published = family_config(args.model)  # each family has only some of these fields
+    config = family_config(args.model, num_hidden_layers=args.num_layers,
+                           **{key: value for key, value in narrowed.items() if hasattr(published, key)})
     return _build(config, seed=0).eval(), load_tokenizer(minilm_path())
 
 

@@ -8,9 +8,10 @@ calls go straight to the next one. This module keeps that beside the graph in th
 (:func:`saturated.export_cache.cache_dir`), under the graph's own cache key
 (:func:`~saturated.export_cache.stored_key`) and a digest of what else decides whether a level
 fails: the outputs asked for, the settings, what becomes of undetermined values, whether padding
-is read, and the library's version. The weights are in neither key: a level skipped for weights
-it would have decided costs time, not a value, as the next levels run every entry it would have
-(see :meth:`~saturated.saturate.SaturatedModel._note_whole_failure`).
+is read, the library's version and the source of its ``saturated`` package (a change to a rule
+may decide what a level left undetermined before, within one version). The weights are in neither
+key: a level skipped for weights it would have decided costs time, not a value, as the next levels
+run every entry it would have (see :meth:`~saturated.saturate.SaturatedModel._note_whole_failure`).
 
 A file that cannot be read, or that names levels other than those a call may skip, is ignored
 (at worst a level is skipped that would have succeeded, which costs its time again).
@@ -23,6 +24,7 @@ A file that cannot be read, or that names levels other than those a call may ski
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from importlib import metadata
@@ -37,8 +39,8 @@ Level = tuple[str, int]
 
 
 def call_digest(**call: Any) -> str:
-    """A digest of a call's parameters (outputs, settings, …) and the library's version, the part of
-    a failed level's key besides its graph's.
+    """A digest of a call's parameters (outputs, settings, …), the library's version and its
+    limit's source, the part of a failed level's key besides its graph's.
 
     >>> call_digest(outputs=None) == call_digest(outputs=None) != call_digest(outputs=["x"])
     True
@@ -47,8 +49,19 @@ def call_digest(**call: Any) -> str:
         version = metadata.version("normsat")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
         version = "unknown"
-    record = json.dumps({"call": call, "normsat": version}, sort_keys=True, default=repr)
+    record = json.dumps({"call": call, "normsat": version, "source": _source_digest()}, sort_keys=True,
+                        default=repr)
     return hashlib.sha256(record.encode()).hexdigest()
+
+
+@functools.cache
+def _source_digest() -> str:
+    """A digest of the ``saturated`` package's Python source (read once per process)."""
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _path(graph: str, call: str) -> Path | None:

@@ -86,7 +86,8 @@ def _final(coef: torch.Tensor, bound: torch.Tensor, rounding: Rounding, settings
     entry is computed alone). See :func:`_normalized`."""
     if settles_exactly(rounding, replace(settings, carried=True)):
         return None
-    positive = torch.broadcast_to(bound > 0, coef.shape)
+    # A NaN bound (0·∞ once a bound overflowed) bounds nothing: as final as a positive one.
+    positive = torch.broadcast_to((bound > 0) | torch.isnan(bound), coef.shape)
     return positive.any(-1, keepdim=True).expand(coef.shape) if coef.dim() else positive
 
 

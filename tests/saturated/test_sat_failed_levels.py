@@ -113,3 +113,14 @@ def test_a_level_known_to_fail_is_stored_once(runs: list[torch.dtype],
     assert len(stored) == 1 and stored[0][2:] == ("torch.float32", 1)
     assert runs == [torch.float32, torch.float64, torch.float64]
     assert torch.equal(again.value["flag"], first.value["flag"])
+
+
+def test_a_change_to_the_limit_source_keys_failed_levels_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one version a rule may change what a level decides (a git checkout, an editable
+    install): the levels stored under the source before are not read under the new one."""
+    from saturated import failed_levels
+
+    before = failed_levels.call_digest(outputs=None)
+    assert failed_levels.call_digest(outputs=None) == before
+    monkeypatch.setattr(failed_levels, "_source_digest", lambda: "another source")
+    assert failed_levels.call_digest(outputs=None) != before

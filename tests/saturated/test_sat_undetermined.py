@@ -109,6 +109,12 @@ def test_only_a_zero_test_the_exact_step_cannot_settle_is_final() -> None:
     final = _final(coef, bound, carried, Settings())
     assert final is not None and final.tolist() == [[True] * 3, [False] * 3]
     assert _final(coef, bound, Rounding.of_exact(coef, 1.0), Settings()) is None
+    # A bound that overflowed (0·∞ is NaN) bounds nothing, as a positive one: more orders change
+    # neither it nor the coefficients, so such vectors are final too (a 16-layer Mixtral's float64
+    # bounds overflow from layer 12 on, and its entries tried up to 16 orders for them).
+    overflowed = torch.tensor([[0.0, 0.0, 0.0], [math.nan, 0.0, 0.0]], dtype=torch.float64)
+    final = _final(coef, overflowed, carried, Settings())
+    assert final is not None and final.tolist() == [[False] * 3, [True] * 3]
 
 
 def test_nan_in_one_entry_leaves_the_zero_test_of_the_others() -> None:

@@ -98,18 +98,26 @@ def test_expert_products_are_not_gathered_per_token_and_equal_the_gathered_ones(
 
 
 @pytest.mark.parametrize("family", sorted(SHRUNK))
-def test_the_ball_pass_routes_tokens_as_the_fast_path_does(family: str, ball_pass) -> None:
+def test_the_ball_pass_routes_tokens_as_the_fast_path_does(family: str, ball_pass,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The refinement runs the routers too (a model too deep for float64 reaches them there):
     at 128 bits every token is decided, and the hidden states agree with the fast path's, up to
     the float32 that Hugging Face's RMSNorm computes in (which the fast path follows and the balls
-    do not)."""
+    do not). Its expert products are taken per expert, never gathered per token."""
+    from saturated.interpreter import _gathered_for_products
+    from saturated.precision import rules
     from saturated.rules import Settings
     from saturated.saturate import SaturatedModel
 
+    per_expert = rules._per_expert
+    products: list[int] = []
+    monkeypatch.setattr(rules, "_per_expert", lambda *args: (products.append(1), per_expert(*args))[1])
     batch = {"input_ids": IDS, "output_hidden_states": True}
     limit = SaturatedModel(moe_model(family), Settings(max_precision=0), {"hidden_states"}, "nan")
     fast = limit(**batch).value.hidden_states
     balls = ball_pass(limit, batch, entries=2)
+    gathered = _gathered_for_products(limit.program(**batch).graph)
+    assert gathered and len(products) == sum(len(node.users) for node in gathered)
     assert balls.reasons == []
     found = [out[0] for out in balls.outputs if out is not None]
     assert len(found) == len(fast) == 2

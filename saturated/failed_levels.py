@@ -56,11 +56,14 @@ def call_digest(**call: Any) -> str:
 
 @functools.cache
 def _source_digest() -> str:
-    """A digest of the ``saturated`` package's Python source (read once per process)."""
+    """A digest of the ``saturated`` package's Python source (read once per process; a file that
+    cannot be read counts by its name alone, as a record that cannot be read costs time only)."""
     root = Path(__file__).parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

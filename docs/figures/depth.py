@@ -5,11 +5,11 @@ Today's families, the mixtures of experts included, narrowed as in ``zoo.py`` (h
 sentences of the default corpus in one batch: per hidden state, the share of real tokens whose
 limit float64 determines alone (``Settings(max_precision=0)``) and the share with the refinement
 in ball arithmetic (the default cap, 1024 bits), the precisions the refinement used, and the
-seconds of each call. The numbers go
-into ``docs/figures/depth.json``, one row per family and depth (a run replaces the rows of its
-families at its depth and keeps the others), and the table into ``docs/zoo.md`` between its
-markers, beside each family's own depth. A model with more layers is another random draw (the
-same seed initializes every layer differently), not the shallower one extended.
+seconds of each call. The numbers go into ``docs/figures/depth.json``, one row per family and
+depth (a run replaces the rows of its families at its depth and keeps the others), and the table
+into ``docs/zoo.md`` between its markers, beside each family's own depth. A model with more
+layers is another random draw (the same seed initializes every layer differently), not the
+shallower one extended.
 
 Run: ``OMP_NUM_THREADS=1 nice -n 10 python docs/figures/depth.py [--families llama gemma] [--layers 16]``
 (at 16 layers, from under a minute (GPT-NeoX) to about four (Phi-3) per family on a shared 2-core

@@ -33,7 +33,7 @@ from saturated.precision.balls import ONE, ZERO, nan_like, split_matmul, split_s
 from saturated.precision.lead import Lead, lift_exact
 from saturated.precision.loss import Loss
 from saturated.precision.products import balls_of_split, split
-from saturated.rules.products import GatheredRows
+from saturated.rules.products import GatheredRows, expert_rows
 
 __all__ = ["BALL_RULES", "PRODUCTS", "Context", "Escalate"]
 
@@ -668,19 +668,18 @@ def _per_expert(ctx: Context, gathered: GatheredRows, y: Any) -> Lead:
     columns against one matrix."""
     weight = gathered.weight
     values = _finite(_lead(y, ctx), "matmul")
-    index = gathered.index.numpy()
     operand = values.operand(ctx.bits)
-    order = np.argsort(index, kind="stable")
-    experts, starts = np.unique(index[order], return_index=True)
+    groups = [(expert, rows.numpy()) for expert, rows in expert_rows(gathered.index)]
     parts = []
-    for expert, rows in zip(experts.tolist(), np.split(order, starts[1:])):
+    for expert, rows in groups:
         columns = np.swapaxes(operand[:, rows], -1, -2)
         matrix = split(weight.exact[expert].T.numpy(), ctx.bits)
         parts.append(np.swapaxes(split_matmul(columns, matrix), -1, -2))
+    order = np.concatenate([rows for _, rows in groups]) if groups else np.zeros(0, dtype=np.int64)
     product = ex.concatenated(parts, 0)[:, np.argsort(order)] if parts else \
         ex.zeros((0, weight.shape[1], values.shape[-1]))
     ctx.observe(product)
-    lines = identity.value_rows(weight.exact, (2,))[index]  # each row's matrix's row classes
+    lines = identity.value_rows(weight.exact, (2,))[gathered.index.numpy()]  # its matrix's row classes
     return Lead(weight.degree + values.degree, split=product, ids=_with_columns(lines, values, False),
                 lead_ids=None if values.lead_ids is None else _with_columns(lines, values, True))
 

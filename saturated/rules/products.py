@@ -18,7 +18,7 @@ from saturated.rules.registry import Settings, _rule
 from saturated.terms import Term, add, bilinear
 from saturated.ties import TiedWeights, contract, einsum_contracts_rows, untie
 
-__all__ = ["GatheredRows"]  # the rules register themselves in RULES
+__all__ = ["GatheredRows", "expert_rows"]  # the rules register themselves in RULES
 
 aten = torch.ops.aten
 
@@ -36,13 +36,18 @@ class GatheredRows:
     index: Tensor
 
 
+def expert_rows(index: Tensor) -> list[tuple[int, Tensor]]:
+    """Each expert that ``index`` (one expert per row) names, with its rows in order."""
+    return [(int(e), torch.nonzero(index == e).flatten()) for e in torch.unique(index).tolist()]
+
+
 def _per_expert(index: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
     """(y, w) ↦ w[index] @ y for y of shape (..., S, K, M) and w of (E, N, K), as one matrix
     product per distinct index: bilinear in (y, w), so magnitudes and bounds take the same
     path, and the gathered (S, N, K) copy of ``w`` is never made. Each expert's product is taken
     as (yᵀ·wᵀ)ᵀ, one matrix product over all its rows: torch.matmul of a matrix by a batch of
     matrices copies the matrix once per batch member (Mixtral's experts: 0.27 s a product)."""
-    rows = [(int(e), torch.nonzero(index == e).flatten()) for e in torch.unique(index).tolist()]
+    rows = expert_rows(index)
 
     def product(y: Tensor, w: Tensor) -> Tensor:
         out = y.new_zeros((*y.shape[:-3], len(index), w.shape[-2], y.shape[-1]),

@@ -63,8 +63,21 @@ def terms_for(bits: int) -> int:
 def up(x: np.ndarray) -> np.ndarray:
     """``x`` rounded up by one unit in the last place where it is positive: with a float64 sum's
     or product's own error factor applied first, an upper bound of the exact value (a zero stays
-    zero, so that exact values keep radius 0; NaN stays NaN)."""
-    return np.where(x > 0, np.nextafter(x, np.inf), x)
+    zero, so that exact values keep radius 0; NaN stays NaN).
+
+    A positive finite float64's successor is the integer after its bit pattern (subnormals and
+    the largest float, whose successor is ∞, included): one add, where ``np.nextafter`` costs a
+    libm call per element, about 20 times as long on a radius array.
+
+    >>> up(np.array([1.0, 0.0, -2.0, 5e-324, np.inf, np.nan])).tolist()[:5] == [
+    ...     np.nextafter(1.0, 2.0), 0.0, -2.0, 1e-323, np.inf]
+    True
+    """
+    x = np.asarray(x)
+    if x.dtype != np.float64:
+        return np.where(x > 0, np.nextafter(x, np.inf), x)
+    step = (x > 0) & (x < np.inf)
+    return (x.view(np.int64) + step).view(np.float64)
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -75,8 +75,25 @@ def _distinct(columns: list[np.ndarray]) -> np.ndarray:
             return inverse.reshape(-1).astype(np.int64)
         key = key * span + (column - low)
         room *= span
-    _, inverse = np.unique(key, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+    return _dense_ids(key, room)
+
+
+# Keys per element up to which dense ids come from a table of the keys present rather than a
+# sort of the keys: two passes over the table against a sort's n·log n.
+_TABLE_PER_ELEMENT = 4
+
+
+def _dense_ids(key: np.ndarray, room: int) -> np.ndarray:
+    """``np.unique(key, return_inverse=True)[1]`` for keys in [0, ``room``): each key's rank
+    among the distinct keys. Where ``room`` is small against the keys' count, each key's rank is
+    read from a running count over a table of the keys present, without sorting them."""
+    if room > _TABLE_PER_ELEMENT * key.size + 4096:
+        _, inverse = np.unique(key, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64)
+    present = np.zeros(room, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return rank[key]
 
 
 def rows(classes: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> np.ndarray:

@@ -90,6 +90,22 @@ def test_terms_folded_into_the_radius_leave_a_ball_holding_the_old_one(a: np.nda
         assert not (np.abs(terms[-1]) <= radius * 2.0 ** -10).all() or len(terms) == 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=40))
+def test_up_is_the_next_float_above_every_positive_number(patterns: list[int]) -> None:
+    """``up`` steps the bit pattern; ``np.nextafter`` is the definition it must equal: every
+    float64 (any bit pattern: subnormals, the largest float, ∞, NaN, −0.0) goes up by one unit
+    where it is positive and stays where it is otherwise."""
+    special = [0.0, -0.0, 5e-324, -5e-324, float(np.finfo(np.float64).tiny), 1.0,
+               float(np.finfo(np.float64).max), math.inf, -math.inf, math.nan]
+    x = np.concatenate([np.array(patterns, dtype=np.int64).view(np.float64), special])
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = np.where(x > 0, np.nextafter(x, np.inf), x)
+    assert np.array_equal(ex.up(x).view(np.int64), expected.view(np.int64))
+    strided, expected_strided = np.stack([x, x])[:, ::2], np.stack([expected, expected])[:, ::2]
+    assert np.array_equal(ex.up(strided).view(np.int64), expected_strided.view(np.int64))  # not contiguous
+
+
 def test_terms_fall_as_the_radius_grows() -> None:
     """A value that is exact keeps the terms of its precision; once its radius has grown past
     them, a sum or product keeps only the terms above the radius."""

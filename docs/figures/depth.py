@@ -30,7 +30,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from zoo import NARROW  # noqa: E402  (the sibling script's narrowed configurations)
+from zoo import NARROW, doc_lock  # noqa: E402  (the sibling script's configurations and lock)
 
 from empirical.models.batching import make_batches, tokenize  # noqa: E402
 from empirical.models.corpus import load_corpus  # noqa: E402
@@ -105,12 +105,14 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=16)
     parser.add_argument("--sentences", type=int, default=4)
     args = parser.parse_args()
-    kept = {(row["family"], row["layers"]): row for row in json.loads(RECORD.read_text())} \
-        if RECORD.exists() else {}
+    measured = {}
     for name in args.families:
         print(f"{name} at {args.layers} layers ...", file=sys.stderr, flush=True)
-        kept[name, args.layers] = measure(name, args.layers, args.sentences)
-    record(list(kept.values()))
+        measured[name, args.layers] = measure(name, args.layers, args.sentences)
+    with doc_lock(DOC):  # the rows as they are now: another run may have written some since
+        kept = {(row["family"], row["layers"]): row for row in json.loads(RECORD.read_text())} \
+            if RECORD.exists() else {}
+        record(list({**kept, **measured}.values()))
 
 
 def record(rows: list[dict[str, Any]]) -> None:

@@ -25,6 +25,7 @@ as unfinished instead. Run from the repository root: ``nice -n 10 python docs/fi
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import re
@@ -283,8 +284,25 @@ def _classes(atlas: dict[str, Any]) -> str:
     return f"{counts['local']}/{counts['mixed']}/{counts['global']}"
 
 
-def write_table(markdown: str, doc: Path = DOC) -> None:
-    """Put ``markdown`` between the markers of ``doc``."""
+@contextmanager
+def doc_lock(doc: Path | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``doc`` (default :data:`DOC`) for the block, waiting for another
+    holder. This script and ``depth.py`` each read their record, merge what they measured and
+    write it with their table into the doc, under this lock: runs at once keep each other's rows
+    and tables."""
+    with (DOC if doc is None else doc).open("a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def stored_families(path: Path) -> dict[str, Any]:
+    """The families ``path`` (``zoo.json``) holds, none if it does not exist yet."""
+    return json.loads(path.read_text())["families"] if path.exists() else {}
+
+
+def write_table(markdown: str, doc: Path | None = None) -> None:
+    """Put ``markdown`` between the markers of ``doc`` (default :data:`DOC`)."""
+    doc = DOC if doc is None else doc
     text = doc.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
@@ -303,7 +321,7 @@ def main() -> None:
     args = parser.parse_args()
     texts = list(load_corpus(n=N_SENTENCES))
     path = HERE / "zoo.json"
-    families = json.loads(path.read_text())["families"] if path.exists() else {}
+    families = stored_families(path)
     # The paper's families last, T5 at the very end: its exact limit recomputes many entries in
     # float64 and takes the longest.
     chosen = sorted(args.families, key=lambda name: (name in PAPER, name == "t5"))
@@ -318,17 +336,20 @@ def main() -> None:
             replace_missing=args.replace_missing)
         for note in notes:
             tqdm.write(f"zoo.py: {note}", file=sys.stderr)
-        families[name] = {"degree": degree, "measurements": measured}
         bar.update()
-        # Written after every family: an interrupted run keeps what it measured.
-        data = {
-            "schema": "normsat.zoo/1", "versions": versions(), "layers": LAYERS, "scale": SCALE,
-            "corpus": load_corpus(n=N_SENTENCES).to_dict(), "narrow": NARROW,
-            "threads": torch.get_num_threads(),
-            "families": {row: families[row] for row in ROWS if row in families},
-        }
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        write_table(table(data))
+        # Written after every family: an interrupted run keeps what it measured. Read again
+        # first: rows another run wrote since this one started stay.
+        with doc_lock():
+            families = stored_families(path)
+            families[name] = {"degree": degree, "measurements": measured}
+            data = {
+                "schema": "normsat.zoo/1", "versions": versions(), "layers": LAYERS, "scale": SCALE,
+                "corpus": load_corpus(n=N_SENTENCES).to_dict(), "narrow": NARROW,
+                "threads": torch.get_num_threads(),
+                "families": {row: families[row] for row in ROWS if row in families},
+            }
+            path.write_text(json.dumps(data, indent=1) + "\n")
+            write_table(table(data))
     bar.close()
     print(table(data))
 

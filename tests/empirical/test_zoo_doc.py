@@ -85,6 +85,54 @@ def test_zoo_says_on_stderr_when_a_budget_ran_out(zoo: ModuleType, tmp_path: Pat
     assert said in capsys.readouterr().err
 
 
+def test_a_run_keeps_the_rows_another_run_wrote_meanwhile(zoo: ModuleType, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs at once: while this one measures gpt2, another writes bert into zoo.json. The
+    record read again under the lock keeps both (it used to write back what it read at start)."""
+    (tmp_path / "zoo.json").write_text(json.dumps({"families": {}}))
+    doc = tmp_path / "zoo.md"
+    doc.write_text(f"{zoo.BEGIN}\n{zoo.END}\n")
+    other = {"degree": {"by": "the other run"}, "measurements": {"model": {"m": 2}}}
+
+    def measure_while_another_run_writes(name: str, texts: list[str], budget: float) -> dict:
+        (tmp_path / "zoo.json").write_text(json.dumps({"families": {"bert": other}}))
+        return {"model": {"m": 1}}
+    monkeypatch.setattr(zoo, "HERE", tmp_path)
+    monkeypatch.setattr(zoo, "DOC", doc)
+    monkeypatch.setattr(zoo, "degree_entry", lambda name: {})
+    monkeypatch.setattr(zoo, "measurement_entry", measure_while_another_run_writes)
+    monkeypatch.setattr(zoo, "table", lambda data: ", ".join(data["families"]))
+    monkeypatch.setattr("sys.argv", ["zoo.py", "--families", "gpt2"])
+    zoo.main()
+    saved = json.loads((tmp_path / "zoo.json").read_text())["families"]
+    assert saved == {"bert": other, "gpt2": {"degree": {}, "measurements": {"model": {"m": 1}}}}
+    assert doc.read_text() == f"{zoo.BEGIN}\nbert, gpt2\n{zoo.END}\n"
+
+
+def test_a_depth_run_keeps_the_rows_another_run_wrote_meanwhile(
+        load_script: Callable[[Path, str], ModuleType], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """depth.py reads its record again under the lock before it writes: a row another run wrote
+    while this one measured stays, and this run's replaces the one of its family and depth."""
+    depth = load_script(ROOT / "docs" / "figures" / "depth.py", "depth_figure")
+    record, doc = tmp_path / "depth.json", tmp_path / "zoo.md"
+    record.write_text(json.dumps([{"family": "llama", "layers": 16, "by": "before"}]))
+    doc.write_text(f"{depth.BEGIN}\n{depth.END}\n")
+
+    def measure_while_another_run_writes(name: str, layers: int, sentences: int) -> dict:
+        record.write_text(json.dumps([{"family": "llama", "layers": 16, "by": "before"},
+                                      {"family": "gemma", "layers": 16, "by": "the other run"}]))
+        return {"family": name, "layers": layers, "by": "this run"}
+    monkeypatch.setattr(depth, "RECORD", record)
+    monkeypatch.setattr(depth, "DOC", doc)
+    monkeypatch.setattr(depth, "measure", measure_while_another_run_writes)
+    monkeypatch.setattr(depth, "table", lambda rows: ", ".join(f"{r['family']} {r['by']}" for r in rows))
+    monkeypatch.setattr("sys.argv", ["depth.py", "--families", "llama"])
+    depth.main()
+    assert doc.read_text() == f"{depth.BEGIN}\nllama this run, gemma the other run\n{depth.END}\n"
+    assert [row["by"] for row in json.loads(record.read_text())] == ["this run", "the other run"]
+
+
 def test_the_depth_table_is_the_one_its_record_renders(
         load_script: Callable[[Path, str], ModuleType]) -> None:
     depth = load_script(ROOT / "docs" / "figures" / "depth.py", "depth_figure")

@@ -147,20 +147,29 @@ def sparse_products(left: np.ndarray, zeros: np.ndarray, right: np.ndarray) -> n
     (left class, right class) pairs give equal sums (hard attention picking equal values at
     different positions gives equal outputs).
 
+    Rows are taken by their number of terms (multisets of different sizes never match), each
+    size at its own width: a few rows tied over every position (a padded query's) do not widen
+    the many with one term.
+
     >>> weights = np.array([[1, 0], [0, 1]]); off = np.array([[False, True], [True, False]])
     >>> values = np.array([[5], [5]])  # two equal value rows
     >>> sparse_products(weights, off, values).tolist()
     [[0], [0]]
     """
-    batch = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-    left = np.broadcast_to(left, batch + left.shape[-2:])
-    zeros = np.broadcast_to(zeros, batch + zeros.shape[-2:])
-    right = np.broadcast_to(right, batch + right.shape[-2:])
-    widest = max(int((~zeros).sum(axis=-1).max()) if zeros.size else 0, 1)
-    order = np.argsort(zeros, axis=-1, kind="stable")[..., :widest]  # the terms that count first
-    valid = ~np.take_along_axis(zeros, order, -1)
-    chosen = np.take_along_axis(left, order, -1)
-    picked = np.take_along_axis(right[..., None, :, :], order[..., None], axis=-2)
-    pairs = combine(chosen[..., None], picked)
-    pairs = np.sort(np.where(valid[..., None], pairs, -1), axis=-2)
-    return rows(pairs, (pairs.ndim - 2,))
+    batch = np.broadcast_shapes(left.shape[:-2], zeros.shape[:-2], right.shape[:-2])
+    m, k = np.broadcast_shapes(left.shape[-2:], zeros.shape[-2:])
+    n = right.shape[-1]
+    flat_left = np.broadcast_to(left, (*batch, m, k)).reshape(-1, k)
+    flat_zeros = np.broadcast_to(zeros, (*batch, m, k)).reshape(-1, k)
+    flat_right = np.broadcast_to(right, batch + right.shape[-2:]).reshape(-1, k, n)
+    matrix = np.arange(len(flat_zeros)) // m  # each row's matrix in the batch
+    counts = k - flat_zeros.sum(axis=-1)  # the terms that count, per row
+    within = np.zeros((len(flat_zeros), n), dtype=np.int64)  # a row of no terms: one class
+    for count in np.unique(counts[counts > 0]).tolist():
+        chosen_rows = np.nonzero(counts == count)[0]
+        order = np.argsort(flat_zeros[chosen_rows], axis=-1, kind="stable")[:, :count]  # its terms
+        chosen = np.take_along_axis(flat_left[chosen_rows], order, -1)
+        picked = flat_right[matrix[chosen_rows][:, None], order]  # (rows, count, n)
+        pairs = np.sort(combine(chosen[..., None], picked), axis=-2)  # each multiset in order
+        within[chosen_rows] = rows(pairs, (1,))
+    return combine(counts[:, None], within).reshape((*batch, m, n))

@@ -40,3 +40,34 @@ def test_both_ways_of_numbering_are_taken() -> None:
         assert np.array_equal(identity.combine(*columns), _tuple_ranks(columns))
     key = narrow[0] * 20 + narrow[1]
     assert np.array_equal(identity._dense_ids(key, 600), np.unique(key, return_inverse=True)[1])
+
+
+def _same(classes: np.ndarray) -> np.ndarray:
+    """Which elements share a class with which: the partition, whatever the numbering."""
+    flat = classes.reshape(-1)
+    return flat[:, None] == flat[None, :]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(), (1,), (2,), (2, 3)]), st.integers(1, 6),
+       st.integers(1, 6), st.integers(1, 4))
+def test_sparse_product_classes_are_the_multisets_of_pairs(seed: int, batch: tuple[int, ...], m: int,
+                                                           k: int, n: int) -> None:
+    """Two elements of weights @ values share a class exactly when the multisets of (weight
+    class, value class) over their nonzero terms are equal: checked against those multisets
+    built one element at a time, with rows of no, one and several terms, equal values at
+    different positions, and values shared by every matrix of the batch."""
+    rng = np.random.default_rng(seed)
+    left = rng.integers(0, 2, size=(*batch, m, k))
+    zeros = rng.random((*batch, m, k)) < rng.choice([0.2, 0.6, 0.95])
+    right = rng.integers(0, 3, size=(k, n) if rng.random() < 0.3 else (*batch, k, n))
+    classes = identity.sparse_products(left, zeros, right)
+    assert classes.shape == (*batch, m, n)
+    values = np.broadcast_to(right, (*batch, k, n))
+    multisets = np.empty((*batch, m, n), dtype=object)
+    for index in np.ndindex(*batch, m, n):
+        *matrix, row, column = index
+        terms = [(int(left[(*matrix, row, j)]), int(values[(*matrix, j, column)]))
+                 for j in range(k) if not zeros[(*matrix, row, j)]]
+        multisets[index] = tuple(sorted(terms))
+    assert np.array_equal(_same(classes), _same(multisets))

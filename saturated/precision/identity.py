@@ -61,21 +61,40 @@ def combine(*classes: np.ndarray) -> np.ndarray:
     return _distinct(columns).reshape(shape)
 
 
-def _distinct(columns: list[np.ndarray]) -> np.ndarray:
-    """Dense ids of the tuples (one per position of the equal-length ``columns``): equal tuples,
-    equal ids. The tuples are packed into one integer when their ranges allow (a 1-D unique is
-    far cheaper than one over rows)."""
+def _keys(*classes: np.ndarray) -> np.ndarray:
+    """Like :func:`combine`, one integer per tuple of classes, equal for equal tuples, but not
+    renumbered densely (no sort): where the tuples only go on to be compared or sorted."""
+    shape = np.broadcast_shapes(*(c.shape for c in classes))
+    columns = [np.broadcast_to(c, shape).reshape(-1) for c in classes]
+    packed = _packed(columns) if columns[0].size else None
+    return combine(*classes) if packed is None else packed[0].reshape(shape)
+
+
+def _packed(columns: list[np.ndarray]) -> tuple[np.ndarray, int] | None:
+    """The tuples (one per position of the equal-length, nonempty ``columns``) packed into one
+    integer each, in their lexicographic order, and the integers' range; None where it would
+    reach 2^62."""
     key = np.zeros(columns[0].shape, dtype=np.int64)
     room = 1
     for column in columns:
         low = int(column.min())
         span = int(column.max()) - low + 1
         if room * span >= 2**62:
-            _, inverse = np.unique(np.stack(columns, axis=-1), axis=0, return_inverse=True)
-            return inverse.reshape(-1).astype(np.int64)
+            return None
         key = key * span + (column - low)
         room *= span
-    return _dense_ids(key, room)
+    return key, room
+
+
+def _distinct(columns: list[np.ndarray]) -> np.ndarray:
+    """Dense ids of the tuples (one per position of the equal-length ``columns``): equal tuples,
+    equal ids. The tuples are packed into one integer when their ranges allow (a 1-D unique is
+    far cheaper than one over rows)."""
+    packed = _packed(columns)
+    if packed is None:
+        _, inverse = np.unique(np.stack(columns, axis=-1), axis=0, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64)
+    return _dense_ids(*packed)
 
 
 # Keys per element up to which dense ids come from a table of the keys present rather than a
@@ -170,6 +189,6 @@ def sparse_products(left: np.ndarray, zeros: np.ndarray, right: np.ndarray) -> n
         order = np.argsort(flat_zeros[chosen_rows], axis=-1, kind="stable")[:, :count]  # its terms
         chosen = np.take_along_axis(flat_left[chosen_rows], order, -1)
         picked = flat_right[matrix[chosen_rows][:, None], order]  # (rows, count, n)
-        pairs = np.sort(combine(chosen[..., None], picked), axis=-2)  # each multiset in order
+        pairs = np.sort(_keys(chosen[..., None], picked), axis=-2)  # each multiset in order
         within[chosen_rows] = rows(pairs, (1,))
     return combine(counts[:, None], within).reshape((*batch, m, n))

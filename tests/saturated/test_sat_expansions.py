@@ -189,3 +189,22 @@ def test_hard_attention_on_whole_rows_decides_what_the_row_by_row_rule_does(seed
             for j in np.nonzero(allowed[r])[0]:
                 if j not in chosen:
                     assert Fraction(float(values[r, j])) + Fraction(float(radius[r, j])) < lowest
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300),
+                min_size=2, max_size=40), st.booleans())
+def test_two_sum_is_exact(values: list[float], broadcast: bool) -> None:
+    """s + e equals a + b exactly (in rationals) and s is the rounded sum, for arrays (a row
+    broadcast against a column too) and for numbers."""
+    half = len(values) // 2
+    a, b = np.array(values[:half]), np.array(values[half:2 * half])
+    if broadcast:
+        a = a[:, None]
+    s, e = ex.two_sum(a, b)
+    a_full, b_full = np.broadcast_arrays(a, b)
+    assert np.array_equal(s, a_full + b_full)
+    for x, y, total, error in zip(a_full.ravel(), b_full.ravel(), np.ravel(s), np.ravel(e)):
+        assert Fraction(float(total)) + Fraction(float(error)) == Fraction(float(x)) + Fraction(float(y))
+    total, error = ex.two_sum(np.float64(values[0]), np.float64(values[1]))
+    assert Fraction(float(total)) + Fraction(float(error)) == Fraction(values[0]) + Fraction(values[1])

@@ -178,6 +178,8 @@ def sparse_products(left: np.ndarray, zeros: np.ndarray, right: np.ndarray) -> n
     batch = np.broadcast_shapes(left.shape[:-2], zeros.shape[:-2], right.shape[:-2])
     m, k = np.broadcast_shapes(left.shape[-2:], zeros.shape[-2:])
     n = right.shape[-1]
+    if not (m and k and n and all(batch)):  # every element a sum of no terms, if any
+        return np.zeros((*batch, m, n), dtype=np.int64)
     flat_left = np.broadcast_to(left, (*batch, m, k)).reshape(-1, k)
     flat_zeros = np.broadcast_to(zeros, (*batch, m, k)).reshape(-1, k)
     flat_right = np.broadcast_to(right, batch + right.shape[-2:]).reshape(-1, k, n)

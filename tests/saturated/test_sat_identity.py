@@ -71,3 +71,12 @@ def test_sparse_product_classes_are_the_multisets_of_pairs(seed: int, batch: tup
                  for j in range(k) if not zeros[(*matrix, row, j)]]
         multisets[index] = tuple(sorted(terms))
     assert np.array_equal(_same(classes), _same(multisets))
+
+
+def test_a_product_with_no_terms_is_one_class() -> None:
+    """An empty inner dimension: every element is the empty sum; empty outputs stay empty."""
+    classes = identity.sparse_products(np.zeros((2, 3, 0), dtype=np.int64), np.zeros((2, 3, 0), dtype=bool),
+                                       np.zeros((2, 0, 4), dtype=np.int64))
+    assert classes.shape == (2, 3, 4) and not classes.any()
+    empty = identity.sparse_products(np.zeros((0, 2)), np.zeros((0, 2), dtype=bool), np.zeros((2, 5)))
+    assert empty.shape == (0, 5)

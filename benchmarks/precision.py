@@ -16,9 +16,11 @@ T5's) overflows at c = 10⁴ once a hidden state's degree reaches 5 (c¹⁰ > 3.
 is then 0 and the cosine with it says nothing about the limit.
 
 Run: ``python benchmarks/precision.py [--model t5] [--num-layers 4] [--sentences 8]``; with
-``--hidden-size 256``, today's families narrowed as in ``docs/figures/zoo.py`` (8 heads, 2
-key/value heads where the family has them, experts of a quarter of the width and a shared expert of
-twice it, the family's norms, activations and rotary embeddings kept); ``--run DIR --step N``
+``--hidden-size 256``, today's families narrowed to that width (8 heads, 2 key/value heads where
+the family has them, experts of a quarter of the width and a shared expert of twice it, the
+family's norms, activations and rotary embeddings kept). That is ``docs/figures/zoo.py``'s model
+for Llama, Mistral, Qwen2 and Mixtral; zoo.py gives Gemma 1 key/value head and Phi-3 and
+Qwen2-MoE 8, and leaves GPT-NeoX at its published size. ``--run DIR --step N``
 reads the model a ``normsat train`` run saved at step N (such as ``train --arch t5``).
 """
 
